@@ -1,0 +1,139 @@
+/*
+ * byteps-native: the one narrow boundary between the engine and every
+ * framework adapter (pybind core module, torch c10d backend, TF custom op).
+ *
+ * Why plain C: torch and TensorFlow ship their own C++ ABIs and their own
+ * pybind11; only C types cross this line. No std::string, no std::function,
+ * no exceptions. The engine lives once per process in libbyteps_engine.so,
+ * which every adapter links against, so all adapters share one engine.
+ */
+#ifndef BYTEPS_NATIVE_C_API_BYTEPS_C_H_
+#define BYTEPS_NATIVE_C_API_BYTEPS_C_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define BPS_C_API_VERSION 1
+#define BPS_EXPORT __attribute__((visibility("default")))
+
+typedef enum {
+  BPS_FLOAT32 = 0,
+  BPS_FLOAT64 = 1,
+  BPS_FLOAT16 = 2,
+  BPS_BFLOAT16 = 3,
+  BPS_INT32 = 4,
+  BPS_INT64 = 5,
+  BPS_UINT8 = 6,
+} bps_dtype;
+
+typedef enum {
+  BPS_OK = 0,
+  BPS_INVALID_ARGUMENT = 1, /* bad call or bad environment */
+  BPS_MISMATCH = 2,         /* ranks disagree on a tensor's shape/dtype */
+  BPS_PEER_FAILURE = 3,     /* a worker/server/scheduler died or broke */
+  BPS_TIMEOUT = 4,          /* nothing moved within BYTEPS_TIMEOUT */
+  BPS_SHUTDOWN = 5,         /* engine shut down while the op was pending */
+  BPS_INTERNAL = 6,
+  BPS_NOT_INITIALIZED = 7,
+} bps_status_code;
+
+typedef enum {
+  BPS_REDUCE_SUM = 0,
+  /* Sum divided by bps_size(). Integer dtypes divide with C++ truncation
+   * toward zero (documented in docs/env.md). */
+  BPS_REDUCE_AVERAGE = 1,
+} bps_reduce_op;
+
+/* Called exactly once per accepted operation, from an engine thread, never
+ * from inside the submitting call. `message` is empty on success and only
+ * valid for the duration of the call. Must not block for long. */
+typedef void (*bps_done_fn)(void* user_data, int status_code,
+                            const char* message);
+
+typedef struct {
+  void* data;           /* host memory when device < 0 */
+  int64_t num_elements; /* elements, not bytes */
+  int32_t dtype;        /* bps_dtype */
+  int32_t device;       /* -1: CPU. >= 0: CUDA ordinal (GPU build only) */
+  int32_t ndim;         /* 0 with shape == NULL means 1-D [num_elements] */
+  const int64_t* shape; /* used for mismatch errors; may be NULL */
+} bps_tensor;
+
+/* A rendezvous key-value store supplied by the adapter (e.g. torch's c10d
+ * TCPStore). Every function returns 0 on success, else a bps_status_code and
+ * a message in err. The engine calls these from its own threads, only
+ * during init and (rarely) on control events, never per partition. */
+typedef struct {
+  void* ctx;
+  int (*set)(void* ctx, const char* key, const void* value, size_t len,
+             char* err, size_t err_cap);
+  /* Waits until key exists or timeout_ms passes (then BPS_TIMEOUT). On
+   * success *len is the full value length (copied up to cap). */
+  int (*get)(void* ctx, const char* key, int64_t timeout_ms, void* buf,
+             size_t cap, size_t* len, char* err, size_t err_cap);
+  int (*add)(void* ctx, const char* key, int64_t delta, int64_t* result,
+             char* err, size_t err_cap);
+} bps_store;
+
+typedef struct {
+  int32_t struct_size; /* sizeof(bps_init_options): forward compatibility */
+  /* Topology; -1 means: read the environment (DMLC_* / BYTEPS_* or
+   * torchrun's RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE). */
+  int32_t rank;
+  int32_t size;
+  int32_t local_rank;
+  int32_t local_size;
+  /* NULL: rendezvous at the scheduler DMLC_PS_ROOT_URI:DMLC_PS_ROOT_PORT.
+   * Non-NULL: rendezvous through this store; servers are then colocated
+   * (local rank 0 of each machine runs one in-process) unless dedicated
+   * servers are announced (DMLC_NUM_SERVER > 0). The store must outlive
+   * bps_init(). */
+  const bps_store* store;
+} bps_init_options;
+
+/* Returns 0 or a bps_status_code; bps_last_error() then says why.
+ * Idempotent: a second init with the same topology is a no-op. */
+BPS_EXPORT int bps_init(const bps_init_options* options /* NULL: env */);
+BPS_EXPORT int bps_shutdown(void);
+BPS_EXPORT int bps_initialized(void);
+BPS_EXPORT int bps_rank(void);
+BPS_EXPORT int bps_size(void);
+BPS_EXPORT int bps_local_rank(void);
+BPS_EXPORT int bps_local_size(void);
+
+/* Thread-local text of the last failed bps_* call on this thread. */
+BPS_EXPORT const char* bps_last_error(void);
+
+/* Asynchronous sum (or average) of `input` across all ranks into `output`
+ * (output may equal input.data: in place). `name` identifies the tensor
+ * across ranks; ranks may submit names in any order. Two submissions of the
+ * same name on one rank are served in submission order. Higher priority
+ * goes first on the network. Returns 0 when accepted (done will be called)
+ * or an error code (done will NOT be called). Buffers must stay valid until
+ * done runs. */
+BPS_EXPORT int bps_push_pull_async(const bps_tensor* input, void* output,
+                                   const char* name, int32_t priority,
+                                   int32_t reduce_op, bps_done_fn done,
+                                   void* user_data);
+
+/* Blocking role entry points for DMLC_ROLE=server / scheduler processes.
+ * Return when the job ends (0) or on failure (code + bps_last_error). */
+BPS_EXPORT int bps_run_server(void);
+BPS_EXPORT int bps_run_scheduler(void);
+
+/* JSON snapshot of counters (bytes pushed/pulled, queue depth, ...).
+ * Writes up to cap bytes incl. NUL; returns needed length. */
+BPS_EXPORT size_t bps_stats_json(char* buf, size_t cap);
+
+/* Human-readable build description (version, C API version, features). */
+BPS_EXPORT const char* bps_build_info(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BYTEPS_NATIVE_C_API_BYTEPS_C_H_ */
