@@ -1,0 +1,60 @@
+// Translation between TensorFlow's vocabulary and the engine's C ABI
+// (csrc/c_api/byteps_c.h): dtypes one way, status codes the other. Kept in one
+// header so the kernel file reads as "submit, wait, finish" only.
+#ifndef BYTEPS_NATIVE_TF_ENGINE_BRIDGE_H_
+#define BYTEPS_NATIVE_TF_ENGINE_BRIDGE_H_
+
+#include <string>
+
+#include "c_api/byteps_c.h"
+#include "tensorflow/core/framework/types.pb.h"
+#include "tensorflow/core/platform/errors.h"
+#include "tensorflow/core/platform/status.h"
+
+namespace byteps_native {
+namespace tf_adapter {
+
+// Returns false for dtypes the engine cannot sum; the op's type constraint
+// already rejects those, this is the second line of defence.
+inline bool ToEngineDtype(tensorflow::DataType dtype, int32_t* out) {
+  switch (dtype) {
+    case tensorflow::DT_FLOAT: *out = BPS_FLOAT32; return true;
+    case tensorflow::DT_DOUBLE: *out = BPS_FLOAT64; return true;
+    case tensorflow::DT_HALF: *out = BPS_FLOAT16; return true;
+    case tensorflow::DT_BFLOAT16: *out = BPS_BFLOAT16; return true;
+    case tensorflow::DT_INT32: *out = BPS_INT32; return true;
+    case tensorflow::DT_INT64: *out = BPS_INT64; return true;
+    case tensorflow::DT_UINT8: *out = BPS_UINT8; return true;
+    default: return false;
+  }
+}
+
+// Engine status codes become the TensorFlow error class a caller would test
+// for: a dead peer is Unavailable (retryable by a supervisor), disagreement
+// between ranks is InvalidArgument, an uninitialised engine is a
+// FailedPrecondition that names the missing call.
+inline absl::Status FromEngineStatus(int code, const std::string& tensor_name,
+                                     const char* engine_message) {
+  const std::string what = "BytePS push_pull of tensor '" + tensor_name +
+                           "' failed: " +
+                           (engine_message && *engine_message
+                                ? engine_message
+                                : "no message from the engine");
+  switch (code) {
+    case BPS_OK: return absl::OkStatus();
+    case BPS_INVALID_ARGUMENT:
+    case BPS_MISMATCH: return tensorflow::errors::InvalidArgument(what);
+    case BPS_PEER_FAILURE: return tensorflow::errors::Unavailable(what);
+    case BPS_TIMEOUT: return tensorflow::errors::DeadlineExceeded(what);
+    case BPS_SHUTDOWN: return tensorflow::errors::Aborted(what);
+    case BPS_NOT_INITIALIZED:
+      return tensorflow::errors::FailedPrecondition(
+          what, " (call byteps_native.tf.init() before running BytePS ops)");
+    default: return tensorflow::errors::Internal(what);
+  }
+}
+
+}  // namespace tf_adapter
+}  // namespace byteps_native
+
+#endif  // BYTEPS_NATIVE_TF_ENGINE_BRIDGE_H_
