@@ -1,0 +1,119 @@
+"""Cross-process reduction of many tensors in few engine calls.
+
+Small gradients cost more in per-message overhead than in bytes, so tensors of
+one dtype are flattened and concatenated into buckets of at most
+BYTEPS_TF_FUSION_BYTES (default 32 MiB; the engine partitions buckets further
+at BYTEPS_PARTITION_BYTES), every bucket goes to the engine in one op, and the
+results are split back. Buckets keep the callers' order; earlier buckets get
+higher priority because the first layers are needed first by the next forward
+pass.
+"""
+import os
+
+import tensorflow as tf
+
+from byteps_native.tf import engine, naming
+from byteps_native.tf.ops import check_dtype, push_pull_list
+
+DEFAULT_FUSION_BYTES = 32 << 20
+
+
+def fusion_bytes():
+    raw = os.environ.get("BYTEPS_TF_FUSION_BYTES", str(DEFAULT_FUSION_BYTES))
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"BYTEPS_TF_FUSION_BYTES must be an integer byte count, got {raw!r}") from None
+    if value < 0:
+        raise ValueError(f"BYTEPS_TF_FUSION_BYTES must be >= 0 (0 disables fusion), got {value}")
+    return value
+
+
+def densify(value):
+    """IndexedSlices (e.g. Embedding gradients) become dense: a sum of dense
+    tensors is exact and needs no per-step variable-size exchange."""
+    if isinstance(value, tf.IndexedSlices):
+        if value.dense_shape is None:
+            raise ValueError("cannot reduce IndexedSlices without dense_shape; "
+                             "pass a dense tensor instead")
+        return tf.math.unsorted_segment_sum(value.values, value.indices, value.dense_shape[0])
+    return tf.convert_to_tensor(value)
+
+
+def _static_bytes(tensor):
+    n = tensor.shape.num_elements()
+    return None if n is None else n * tensor.dtype.size
+
+
+def _divide(tensor, divisor):
+    if divisor == 1:
+        return tensor
+    if tensor.dtype.is_integer:  # documented: integer means truncate toward zero
+        return tf.truncatediv(tensor, tf.cast(divisor, tensor.dtype))
+    return tensor / tf.cast(divisor, tensor.dtype)
+
+
+def _make_buckets(tensors, limit):
+    """Lists of indices; one dtype per bucket; unknown sizes travel alone."""
+    buckets, open_bucket, open_bytes = [], {}, {}
+    for i, tensor in enumerate(tensors):
+        nbytes = _static_bytes(tensor)
+        if nbytes is None or limit == 0 or nbytes >= limit:
+            buckets.append([i])
+            continue
+        dtype = tensor.dtype
+        if dtype in open_bucket and open_bytes[dtype] + nbytes > limit:
+            del open_bucket[dtype]
+        if dtype not in open_bucket:
+            open_bucket[dtype] = []
+            open_bytes[dtype] = 0
+            buckets.append(open_bucket[dtype])
+        open_bucket[dtype].append(i)
+        open_bytes[dtype] += nbytes
+    return buckets
+
+
+def push_pull_many(tensors, label, hints=None, divisor=1, device="/cpu:0"):
+    """Sum every tensor across all processes, then divide by `divisor`.
+
+    tensors: dense tensors or IndexedSlices (densified). label: what the call
+    site is (part of every engine name). hints: per-tensor stable descriptions
+    (variable paths); default their positions. divisor == engine size uses the
+    engine's own average. Returns dense tensors in input order.
+    """
+    if not tensors:
+        return []
+    hints = list(hints) if hints is not None else [f"t{i}" for i in range(len(tensors))]
+    with tf.device(device):
+        dense = [densify(t) for t in tensors]
+        for t, hint in zip(dense, hints):
+            check_dtype(t.dtype, f"'{hint}'")
+        buckets = _make_buckets(dense, fusion_bytes())
+        payloads, names = [], []
+        for members in buckets:
+            if len(members) == 1:
+                t = dense[members[0]]
+                payloads.append(t)
+                names.append(naming.unique(f"{label}/{hints[members[0]]}:{naming.describe(t.dtype, t.shape)}"))
+            else:
+                flat = tf.concat([tf.reshape(dense[i], [-1]) for i in members], axis=0)
+                payloads.append(flat)
+                first, last = hints[members[0]], hints[members[-1]]
+                names.append(naming.unique(
+                    f"{label}/fused:{first}..{last}:{len(members)}x:{naming.describe(flat.dtype, flat.shape)}"))
+        engine_average = divisor != 1 and divisor == engine.size()
+        reduced = push_pull_list(payloads, names, priorities=[-k for k in range(len(buckets))],
+                                 average=engine_average)
+        results = [None] * len(dense)
+        for members, out in zip(buckets, reduced):
+            if not engine_average:
+                out = _divide(out, divisor)
+            if len(members) == 1:
+                results[members[0]] = out
+                continue
+            offset = 0
+            for i in members:
+                n = dense[i].shape.num_elements()
+                results[i] = tf.reshape(out[offset:offset + n], dense[i].shape)
+                offset += n
+        return results

@@ -1,0 +1,69 @@
+"""Engine tensor names: deterministic across processes, stable across steps.
+
+The engine matches tensors across processes by name and keeps state for every
+distinct name forever, so a name must be derived only from things every
+process agrees on (call site kind, position, dtype, shape, variable path) and
+never from a step counter, a uid or an address.
+
+Within one traced graph two ops may run concurrently, so equal base names get
+a per-graph occurrence suffix (``~1``, ``~2``...). The counter belongs to the
+outermost ``tf.function`` graph being traced, so a retrace reproduces the same
+names. Eager ops run one after another, so an eager name needs no suffix:
+repeated submissions of one name are served as successive rounds.
+"""
+import collections
+import re
+import threading
+import weakref
+
+import tensorflow as tf
+from tensorflow.python.framework import func_graph as func_graph_lib
+from tensorflow.python.framework import ops as tf_ops
+
+_lock = threading.Lock()
+_counters = weakref.WeakKeyDictionary()  # outermost FuncGraph -> Counter of base names
+_issued = set()  # every name this process handed to the engine (tests, leak hunting)
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.,:/\[\]\-]")
+
+
+def sanitize(text):
+    """Make `text` safe and readable inside an engine name."""
+    return _UNSAFE.sub("_", str(text))
+
+
+def describe(dtype, shape):
+    """`float32[10,5]`; unknown dimensions print as `?`."""
+    dims = tf.TensorShape(shape)
+    if dims.rank is None:
+        return f"{tf.as_dtype(dtype).name}[*]"
+    text = ",".join("?" if d is None else str(d) for d in dims.as_list())
+    return f"{tf.as_dtype(dtype).name}[{text}]"
+
+
+def _outermost_function_graph():
+    graph = tf_ops.get_default_graph()
+    while isinstance(getattr(graph, "outer_graph", None), func_graph_lib.FuncGraph):
+        graph = graph.outer_graph
+    return graph
+
+
+def unique(base):
+    """The engine name for one tensor whose deterministic description is `base`."""
+    base = sanitize(base)
+    if tf.executing_eagerly():
+        name = base
+    else:
+        with _lock:
+            counter = _counters.setdefault(_outermost_function_graph(), collections.Counter())
+            occurrence = counter[base]
+            counter[base] += 1
+        name = base if occurrence == 0 else f"{base}~{occurrence}"
+    with _lock:
+        _issued.add(name)
+    return name
+
+
+def issued_names():
+    """A copy of every engine name this process has used so far."""
+    with _lock:
+        return set(_issued)
