@@ -14,7 +14,8 @@ Every adapter links the one engine library through an $ORIGIN rpath, so a
 process that loads torch and TF adapters side by side still has one engine.
 
 Install with `pip install --no-build-isolation -e .` so the build sees the
-installed torch/TensorFlow rather than an isolated copy.
+installed torch/TensorFlow rather than an isolated copy. BYTEPS_WITH_PYTORCH=0 /
+BYTEPS_WITH_TENSORFLOW=0 skip an adapter (a quick engine-only rebuild).
 """
 import concurrent.futures
 import glob
@@ -85,7 +86,7 @@ class BuildEngineFirst(build_ext):
                               ["-Wl,-soname,libbyteps_engine.so"])
         for ext in self.extensions:
             ext.library_dirs.append(lib_dir)
-        if _importable("tensorflow"):
+        if os.environ.get("BYTEPS_WITH_TENSORFLOW", "1") != "0" and _importable("tensorflow"):
             self._build_tf_ops(package_dir, lib_dir, build_dir)
         super().run()
 
@@ -114,7 +115,7 @@ def _extensions():
         language="c++",
     )]
     cmdclass = {"build_ext": BuildEngineFirst}
-    if _importable("torch") and _sources("torch"):
+    if os.environ.get("BYTEPS_WITH_PYTORCH", "1") != "0" and _importable("torch") and _sources("torch"):
         from torch.utils import cpp_extension
         exts.append(cpp_extension.CppExtension(
             "byteps_native.torch._c10d",

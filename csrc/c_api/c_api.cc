@@ -1,0 +1,92 @@
+// The C ABI: translates plain C calls into the engine and Status into codes
+// plus a thread-local message. Nothing here may throw across the boundary.
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <string>
+
+#include "c_api/byteps_c.h"
+#include "core/engine.h"
+#include "transport/wire.h"
+
+namespace {
+
+thread_local std::string g_last_error;
+std::mutex g_init_mu;
+
+int Report(const bps::Status& st) {
+  if (!st.ok()) g_last_error = st.message();
+  return st.code();
+}
+
+template <typename F>
+int Guarded(F&& f) {
+  try {
+    return Report(f());
+  } catch (const std::exception& e) {
+    return Report(bps::Status::Internal(std::string("internal error: ") + e.what()));
+  } catch (...) {
+    return Report(bps::Status::Internal("internal error"));
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+int bps_init(const bps_init_options* options) {
+  std::lock_guard<std::mutex> lock(g_init_mu);
+  return Guarded([&] { return bps::Engine::Get().Init(options); });
+}
+
+int bps_shutdown(void) {
+  std::lock_guard<std::mutex> lock(g_init_mu);
+  return Guarded([] { return bps::Engine::Get().Shutdown(); });
+}
+
+int bps_initialized(void) { return bps::Engine::Get().initialized() ? 1 : 0; }
+int bps_rank(void) { return bps::Engine::Get().initialized() ? bps::Engine::Get().rank() : -1; }
+int bps_size(void) { return bps::Engine::Get().initialized() ? bps::Engine::Get().size() : -1; }
+int bps_local_rank(void) {
+  return bps::Engine::Get().initialized() ? bps::Engine::Get().config().local_rank : -1;
+}
+int bps_local_size(void) {
+  return bps::Engine::Get().initialized() ? bps::Engine::Get().config().local_size : -1;
+}
+
+const char* bps_last_error(void) { return g_last_error.c_str(); }
+
+int bps_push_pull_async(const bps_tensor* input, void* output, const char* name, int32_t priority,
+                        int32_t reduce_op, bps_done_fn done, void* user_data) {
+  return Guarded([&] {
+    if (!input || !name) return bps::Status::Invalid("push_pull: null tensor or name");
+    return bps::Engine::Get().Submit(*input, output, name, priority, reduce_op, done, user_data);
+  });
+}
+
+int bps_run_server(void) {
+  return Guarded([] { return bps::Engine::RunServer(); });
+}
+
+int bps_run_scheduler(void) {
+  return Guarded([] { return bps::Engine::RunScheduler(); });
+}
+
+size_t bps_stats_json(char* buf, size_t cap) {
+  std::string s = bps::Engine::Get().StatsJson();
+  if (buf && cap > 0) {
+    size_t n = std::min(cap - 1, s.size());
+    memcpy(buf, s.data(), n);
+    buf[n] = '\0';
+  }
+  return s.size() + 1;
+}
+
+const char* bps_build_info(void) {
+  static const std::string info = "byteps-native engine 0.1.0; C API " + std::to_string(BPS_C_API_VERSION) +
+                                  "; wire " + std::to_string(bps::kWireVersion) +
+                                  "; transports: tcp; local reduce: posix-shm; cuda: no";
+  return info.c_str();
+}
+
+}  // extern "C"

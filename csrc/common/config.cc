@@ -1,0 +1,137 @@
+#include "common/config.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace bps {
+
+const char* RoleName(Role r) {
+  switch (r) {
+    case Role::kWorker: return "worker";
+    case Role::kServer: return "server";
+    default: return "scheduler";
+  }
+}
+
+Status ParseIntEnv(const char* name, int64_t lo, int64_t hi, int64_t* value, bool* present) {
+  const char* text = getenv(name);
+  *present = text != nullptr && *text != '\0';
+  if (!*present) return Status::OK();
+  errno = 0;
+  char* end = nullptr;
+  long long v = strtoll(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0') {
+    return Status::Invalid(std::string(name) + "='" + text + "' is not an integer");
+  }
+  if (v < lo || v > hi) {
+    return Status::Invalid(std::string(name) + "=" + text + " is out of range [" + std::to_string(lo) + ", " +
+                           std::to_string(hi) + "]");
+  }
+  *value = v;
+  return Status::OK();
+}
+
+namespace {
+
+template <typename T>
+Status ReadInt(const char* name, int64_t lo, int64_t hi, T* field) {
+  int64_t v = 0;
+  bool present = false;
+  BPS_RETURN_IF_ERROR(ParseIntEnv(name, lo, hi, &v, &present));
+  if (present) *field = static_cast<T>(v);
+  return Status::OK();
+}
+
+Status ReadBool(const char* name, bool* field) {
+  const char* text = getenv(name);
+  if (text == nullptr || *text == '\0') return Status::OK();
+  std::string v(text);
+  if (v == "1" || v == "true" || v == "True" || v == "TRUE") {
+    *field = true;
+  } else if (v == "0" || v == "false" || v == "False" || v == "FALSE") {
+    *field = false;
+  } else {
+    return Status::Invalid(std::string(name) + "='" + v + "' is not a boolean (use 0 or 1)");
+  }
+  return Status::OK();
+}
+
+Status ReadDouble(const char* name, double lo, double* field) {
+  const char* text = getenv(name);
+  if (text == nullptr || *text == '\0') return Status::OK();
+  char* end = nullptr;
+  double v = strtod(text, &end);
+  if (end == text || *end != '\0' || !(v >= lo)) {
+    return Status::Invalid(std::string(name) + "='" + text + "' must be a number >= " + std::to_string(lo));
+  }
+  *field = v;
+  return Status::OK();
+}
+
+std::string ReadString(const char* name) {
+  const char* text = getenv(name);
+  return text ? std::string(text) : std::string();
+}
+
+}  // namespace
+
+Status ConfigFromEnvironment(bool require_rendezvous, Config* out) {
+  Config c;
+  std::string role = ReadString("DMLC_ROLE");
+  if (role.empty() || role == "worker") {
+    c.role = Role::kWorker;
+  } else if (role == "server") {
+    c.role = Role::kServer;
+  } else if (role == "scheduler") {
+    c.role = Role::kScheduler;
+  } else {
+    return Status::Invalid("DMLC_ROLE='" + role + "' is not one of worker, server, scheduler");
+  }
+  c.root_uri = ReadString("DMLC_PS_ROOT_URI");
+  BPS_RETURN_IF_ERROR(ReadInt("DMLC_PS_ROOT_PORT", 1, 65535, &c.root_port));
+  BPS_RETURN_IF_ERROR(ReadInt("DMLC_NUM_WORKER", 1, 1 << 20, &c.num_worker));
+  BPS_RETURN_IF_ERROR(ReadInt("DMLC_NUM_SERVER", 0, 1 << 20, &c.num_server));
+  BPS_RETURN_IF_ERROR(ReadInt("DMLC_WORKER_ID", 0, 1 << 20, &c.worker_id));
+  c.interface = ReadString("DMLC_INTERFACE");
+  c.node_host = ReadString("DMLC_NODE_HOST");
+  BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_LOCAL_SIZE", 1, 256, &c.local_size));
+  BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_LOCAL_RANK", 0, 255, &c.local_rank));
+  BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_PARTITION_BYTES", 1024, int64_t(1) << 32, &c.partition_bytes));
+  BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_SCHEDULING_CREDIT", 0, 1 << 20, &c.scheduling_credit));
+  BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_SERVER_ENGINE_THREAD", 1, 256, &c.server_engine_threads));
+  BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_TCP_CONNECTIONS", 1, 64, &c.connections_per_server));
+  BPS_RETURN_IF_ERROR(ReadBool("BYTEPS_ENABLE_ASYNC", &c.enable_async));
+  BPS_RETURN_IF_ERROR(ReadBool("BYTEPS_FORCE_DISTRIBUTED", &c.force_distributed));
+  BPS_RETURN_IF_ERROR(ReadDouble("BYTEPS_TIMEOUT", 0.1, &c.timeout_seconds));
+  c.rendezvous_timeout_seconds = c.timeout_seconds;
+  BPS_RETURN_IF_ERROR(ReadDouble("BYTEPS_RENDEZVOUS_TIMEOUT", 0.1, &c.rendezvous_timeout_seconds));
+  c.job_token = ReadString("BYTEPS_JOB_TOKEN");
+  c.job_id = ReadString("BYTEPS_JOB_ID");
+
+  // Align partitions to 64 bytes so slices stay cache-line aligned.
+  c.partition_bytes = (c.partition_bytes + 63) / 64 * 64;
+  if (c.local_rank >= c.local_size) {
+    return Status::Invalid("BYTEPS_LOCAL_RANK=" + std::to_string(c.local_rank) + " must be < BYTEPS_LOCAL_SIZE=" +
+                           std::to_string(c.local_size));
+  }
+  if (c.worker_id >= c.num_worker && c.role == Role::kWorker) {
+    return Status::Invalid("DMLC_WORKER_ID=" + std::to_string(c.worker_id) + " must be < DMLC_NUM_WORKER=" +
+                           std::to_string(c.num_worker));
+  }
+  if (require_rendezvous || c.role != Role::kWorker) {
+    if (c.root_uri.empty()) {
+      return Status::Invalid("DMLC_PS_ROOT_URI is not set: it must name the scheduler's address");
+    }
+    if (c.root_port == 0) {
+      return Status::Invalid("DMLC_PS_ROOT_PORT is not set: it must be the scheduler's port (1-65535)");
+    }
+  }
+  if (c.role == Role::kServer && c.num_server == 0) {
+    return Status::Invalid("DMLC_ROLE=server but DMLC_NUM_SERVER=0: set DMLC_NUM_SERVER to the number of servers");
+  }
+  *out = c;
+  return Status::OK();
+}
+
+}  // namespace bps

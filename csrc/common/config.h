@@ -1,0 +1,49 @@
+// Config: every environment variable the engine reads, parsed and validated
+// once (BytePS-compatible names where they exist). docs/env.md documents them.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+
+namespace bps {
+
+enum class Role { kWorker, kServer, kScheduler };
+const char* RoleName(Role r);
+
+struct Config {
+  Role role = Role::kWorker;
+  std::string root_uri;          // DMLC_PS_ROOT_URI
+  int root_port = 0;             // DMLC_PS_ROOT_PORT
+  int num_worker = 1;            // DMLC_NUM_WORKER: machines running workers
+  int num_server = 0;            // DMLC_NUM_SERVER: dedicated servers
+  int worker_id = 0;             // DMLC_WORKER_ID: this machine's index
+  std::string interface;         // DMLC_INTERFACE: NIC whose address we listen on
+  std::string node_host;         // DMLC_NODE_HOST: explicit address to listen on
+  int local_rank = 0;            // BYTEPS_LOCAL_RANK
+  int local_size = 1;            // BYTEPS_LOCAL_SIZE
+  int64_t partition_bytes = 4096000;  // BYTEPS_PARTITION_BYTES
+  int scheduling_credit = 4;     // BYTEPS_SCHEDULING_CREDIT: partitions queued to the network; 0 = unlimited
+  int server_engine_threads = 4; // BYTEPS_SERVER_ENGINE_THREAD
+  bool enable_async = false;     // BYTEPS_ENABLE_ASYNC
+  bool force_distributed = false;// BYTEPS_FORCE_DISTRIBUTED
+  double timeout_seconds = 300;  // BYTEPS_TIMEOUT: an op without progress fails after this
+  double rendezvous_timeout_seconds = 300;  // BYTEPS_RENDEZVOUS_TIMEOUT
+  std::string job_token;         // BYTEPS_JOB_TOKEN: shared secret for the HMAC handshake
+  std::string job_id;            // BYTEPS_JOB_ID: names shared memory; from the store if unset
+  int connections_per_server = 1;// BYTEPS_TCP_CONNECTIONS
+
+  int rank() const { return worker_id * local_size + local_rank; }
+  int size() const { return num_worker * local_size; }
+  // Servers are needed only across machines (or when forced).
+  bool distributed() const { return num_worker > 1 || force_distributed; }
+};
+
+// Parses the environment. `require_rendezvous` demands DMLC_PS_ROOT_URI/PORT
+// (false when the adapter supplies a store).
+Status ConfigFromEnvironment(bool require_rendezvous, Config* out);
+
+// Helpers shared with adapters' option parsing.
+Status ParseIntEnv(const char* name, int64_t lo, int64_t hi, int64_t* value, bool* present);
+
+}  // namespace bps

@@ -1,0 +1,212 @@
+#include "common/net_util.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+namespace bps {
+
+Status ParseHostPort(const std::string& text, HostPort* out) {
+  auto colon = text.rfind(':');
+  if (colon == std::string::npos) return Status::Invalid("address '" + text + "' is not host:port");
+  out->host = text.substr(0, colon);
+  out->port = atoi(text.c_str() + colon + 1);
+  if (out->port <= 0 || out->port > 65535) return Status::Invalid("address '" + text + "' has an invalid port");
+  return Status::OK();
+}
+
+Status ResolveIPv4(const std::string& host, sockaddr_in* out) {
+  memset(out, 0, sizeof(*out));
+  out->sin_family = AF_INET;
+  if (inet_pton(AF_INET, host.c_str(), &out->sin_addr) == 1) return Status::OK();
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
+  if (rc != 0 || res == nullptr) {
+    return Status::Invalid("cannot resolve host '" + host + "': " + gai_strerror(rc));
+  }
+  out->sin_addr = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr;
+  freeaddrinfo(res);
+  return Status::OK();
+}
+
+Status InterfaceAddress(const std::string& interface, std::string* address) {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return Status::Internal(std::string("getifaddrs: ") + strerror(errno));
+  std::string found;
+  for (ifaddrs* it = list; it; it = it->ifa_next) {
+    if (it->ifa_addr && it->ifa_addr->sa_family == AF_INET && interface == it->ifa_name) {
+      char buf[INET_ADDRSTRLEN];
+      inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(it->ifa_addr)->sin_addr, buf, sizeof(buf));
+      found = buf;
+      break;
+    }
+  }
+  freeifaddrs(list);
+  if (found.empty()) {
+    return Status::Invalid("DMLC_INTERFACE='" + interface + "' has no IPv4 address on this host");
+  }
+  *address = found;
+  return Status::OK();
+}
+
+void SetNoDelay(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+void SetNonBlocking(int fd, bool on) {
+  int flags = fcntl(fd, F_GETFL, 0);
+  fcntl(fd, F_SETFL, on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK));
+}
+
+Status ConnectWithRetry(const HostPort& target, double timeout_seconds, int* fd_out) {
+  sockaddr_in addr;
+  BPS_RETURN_IF_ERROR(ResolveIPv4(target.host, &addr));
+  addr.sin_port = htons(static_cast<uint16_t>(target.port));
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_seconds);
+  std::string last_error;
+  int delay_ms = 10;
+  while (true) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return Status::Internal(std::string("socket: ") + strerror(errno));
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+      SetNoDelay(fd);
+      *fd_out = fd;
+      return Status::OK();
+    }
+    last_error = strerror(errno);
+    close(fd);
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Status::PeerFailure("cannot connect to " + target.ToString() + " within " +
+                                 std::to_string(static_cast<int>(timeout_seconds)) + " s: " + last_error);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    delay_ms = std::min(delay_ms * 2, 500);
+  }
+}
+
+Status ListenOn(const std::string& host, int port, int backlog, int* fd_out, int* bound_port) {
+  sockaddr_in addr;
+  if (host.empty() || host == "0.0.0.0") {
+    memset(&addr, 0, sizeof(addr));
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  } else {
+    BPS_RETURN_IF_ERROR(ResolveIPv4(host, &addr));
+  }
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Status::Internal(std::string("socket: ") + strerror(errno));
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    std::string err = strerror(errno);
+    close(fd);
+    return Status::Invalid("cannot listen on " + host + ":" + std::to_string(port) + ": " + err);
+  }
+  if (listen(fd, backlog) != 0) {
+    std::string err = strerror(errno);
+    close(fd);
+    return Status::Internal("listen: " + err);
+  }
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  *bound_port = ntohs(addr.sin_port);
+  *fd_out = fd;
+  return Status::OK();
+}
+
+static std::string FormatAddress(const sockaddr_in& addr, bool with_port) {
+  char buf[INET_ADDRSTRLEN];
+  inet_ntop(AF_INET, &addr.sin_addr, buf, sizeof(buf));
+  return with_port ? std::string(buf) + ":" + std::to_string(ntohs(addr.sin_port)) : std::string(buf);
+}
+
+std::string LocalAddressOf(int fd) {
+  sockaddr_in addr{};
+  socklen_t len = sizeof(addr);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return "";
+  return FormatAddress(addr, false);
+}
+
+std::string PeerAddressOf(int fd) {
+  sockaddr_in addr{};
+  socklen_t len = sizeof(addr);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return "?";
+  return FormatAddress(addr, true);
+}
+
+static Status WaitFd(int fd, short events, int timeout_ms) {
+  pollfd p{fd, events, 0};
+  int rc = poll(&p, 1, timeout_ms);
+  if (rc == 0) return Status::Timeout("no data within " + std::to_string(timeout_ms) + " ms");
+  if (rc < 0 && errno != EINTR) return Status::PeerFailure(std::string("poll: ") + strerror(errno));
+  return Status::OK();
+}
+
+Status WriteFully(int fd, const void* data, size_t len, int timeout_ms) {
+  const char* p = static_cast<const char*>(data);
+  while (len > 0) {
+    ssize_t n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      p += n;
+      len -= static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+      BPS_RETURN_IF_ERROR(WaitFd(fd, POLLOUT, timeout_ms));
+      continue;
+    }
+    return Status::PeerFailure(std::string("connection lost while sending: ") + (n == 0 ? "closed" : strerror(errno)));
+  }
+  return Status::OK();
+}
+
+Status ReadFully(int fd, void* data, size_t len, int timeout_ms) {
+  char* p = static_cast<char*>(data);
+  while (len > 0) {
+    ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
+    if (n > 0) {
+      p += n;
+      len -= static_cast<size_t>(n);
+      continue;
+    }
+    if (n == 0) return Status::PeerFailure("connection closed by peer");
+    if (errno == EAGAIN || errno == EINTR) {
+      BPS_RETURN_IF_ERROR(WaitFd(fd, POLLIN, timeout_ms));
+      continue;
+    }
+    return Status::PeerFailure(std::string("connection lost while receiving: ") + strerror(errno));
+  }
+  return Status::OK();
+}
+
+}  // namespace bps
+
+namespace bps {
+std::string RouteAddressTo(const std::string& host) {
+  sockaddr_in addr;
+  if (!ResolveIPv4(host, &addr).ok()) return "";
+  addr.sin_port = htons(9);
+  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return "";
+  std::string out;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) out = LocalAddressOf(fd);
+  close(fd);
+  return out;
+}
+}  // namespace bps

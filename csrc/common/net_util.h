@@ -1,0 +1,40 @@
+// Socket helpers: address resolution, interface lookup, connect with timeout.
+#pragma once
+#include <netinet/in.h>
+
+#include <string>
+
+#include "common/status.h"
+
+namespace bps {
+
+struct HostPort {
+  std::string host;
+  int port = 0;
+  std::string ToString() const { return host + ":" + std::to_string(port); }
+};
+
+Status ParseHostPort(const std::string& text, HostPort* out);
+Status ResolveIPv4(const std::string& host, sockaddr_in* out);
+// IPv4 address of a network interface, e.g. "eth0" -> "10.0.0.2".
+Status InterfaceAddress(const std::string& interface, std::string* address);
+// Connects (blocking) with retries until deadline; returns a blocking fd.
+Status ConnectWithRetry(const HostPort& target, double timeout_seconds, int* fd_out);
+// Listens on host:port (port 0 = ephemeral); returns the bound port.
+Status ListenOn(const std::string& host, int port, int backlog, int* fd_out, int* bound_port);
+// Local address of a connected socket (the interface that routes to the peer).
+std::string LocalAddressOf(int fd);
+std::string PeerAddressOf(int fd);
+void SetNoDelay(int fd);
+void SetNonBlocking(int fd, bool on);
+// Blocking full read/write with a deadline; used by handshakes and the store.
+Status WriteFully(int fd, const void* data, size_t len, int timeout_ms);
+Status ReadFully(int fd, void* data, size_t len, int timeout_ms);
+
+}  // namespace bps
+
+namespace bps {
+// The local IPv4 address the kernel would use to reach `host` (UDP connect
+// trick; sends nothing). Empty when there is no route.
+std::string RouteAddressTo(const std::string& host);
+}  // namespace bps

@@ -1,0 +1,177 @@
+// The worker-side push-pull engine: one per process.
+//
+// A push_pull is cut into partitions (PlanPartitions); each partition moves
+// through stages, driven by one engine thread without blocking, so tensors
+// submitted in different orders on different ranks never deadlock:
+//
+//   kStage    copy this rank's non-owned slices into its shared-memory slot
+//   kReduce   (slice owner) sum its slice over all local ranks
+//   kPush     (distributed) send the reduced slice to its server: needs a
+//             scheduling credit; highest priority first
+//   kAwait    the server's sum arrives straight into the slot (I/O thread)
+//   kGather   copy every slice's result into the output, scaled for average
+//
+// One machine (no servers): kStage -> kReduce -> kGather. One local rank:
+// no shared memory; push from the input, receive into the output.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "c_api/byteps_c.h"
+#include "common/config.h"
+#include "common/dtype.h"
+#include "common/status.h"
+#include "core/partitioner.h"
+#include "local/shared_memory.h"
+#include "server/server.h"
+#include "store/store.h"
+#include "store/tcp_store.h"
+#include "transport/tcp/connection.h"
+
+namespace bps {
+
+struct TensorOp;
+
+enum class Stage { kWaitTurn, kStage, kReduce, kPush, kAwait, kGather, kDone };
+
+// A response destination registered before the push is sent.
+struct PendingPull {
+  char* dst = nullptr;
+  uint64_t bytes = 0;
+  uint32_t round = 0;
+  std::atomic<int> state{0};  // 0 waiting, 1 arrived, 2 failed
+  std::string error;
+};
+
+struct PartitionTask {
+  TensorOp* op = nullptr;
+  uint32_t index = 0;
+  Range range;                 // elements of the tensor
+  Stage stage = Stage::kWaitTurn;
+  uint64_t local_key = 0;      // shared-memory entry key / per-rank round key
+  uint32_t round = 0;
+  ShmEntry* entry = nullptr;   // null with one local rank
+  uint32_t gathered_mask = 0;  // slices already copied to the output
+  uint64_t net_key = 0;
+  int server = -1;
+  std::unique_ptr<PendingPull> pull;
+  std::chrono::steady_clock::time_point last_progress;
+};
+
+struct TensorOp {
+  uint64_t seq = 0;
+  std::string name;
+  uint64_t name_hash = 0;
+  const char* input = nullptr;
+  char* output = nullptr;
+  DataType dtype = DataType::kFloat32;
+  int64_t count = 0;
+  std::string shape;  // "[10, 5]"
+  uint64_t signature = 0;
+  int32_t priority = 0;
+  bool average = false;
+  bps_done_fn done = nullptr;
+  void* user_data = nullptr;
+  int remaining = 0;
+  bool failed = false;
+  std::vector<std::unique_ptr<PartitionTask>> parts;
+};
+
+struct EngineStats {
+  std::atomic<uint64_t> bytes_pushed{0}, bytes_pulled{0}, ops_completed{0}, partitions_completed{0};
+  std::atomic<uint64_t> local_reduce_ns{0}, gather_ns{0}, stage_ns{0};
+  std::atomic<int64_t> queue_depth{0};
+};
+
+class Engine : public ConnectionHandler {
+ public:
+  static Engine& Get();
+
+  Status Init(const bps_init_options* options);
+  Status Shutdown();
+  bool initialized() const { return initialized_; }
+  const Config& config() const { return config_; }
+  int rank() const { return config_.rank(); }
+  int size() const { return config_.size(); }
+
+  Status Submit(const bps_tensor& input, void* output, const std::string& name, int32_t priority, int32_t reduce_op,
+                bps_done_fn done, void* user_data);
+  std::string StatsJson();
+
+  // Role entry points (dedicated server / scheduler processes).
+  static Status RunServer();
+  static Status RunScheduler();
+
+  // ConnectionHandler (server connections, on the I/O thread).
+  void* OnHeader(Connection* conn, const MessageHeader& header, Status* reject) override;
+  void OnMessage(Connection* conn, const MessageHeader& header, void* payload) override;
+  void OnClosed(Connection* conn, const Status& reason) override;
+
+ private:
+  Engine() = default;
+  Status Rendezvous();
+  Status SetUpSharedMemory();
+  Status ConnectServers();
+  void StartAbortWatcher(const HostPort& scheduler);
+  void Loop();
+  void Activate(std::unique_ptr<TensorOp> op);
+  bool Advance(PartitionTask& t);  // true when it moved
+  void SendPush(PartitionTask& t, const char* data, uint64_t bytes, char* dst);
+  void FinishPartition(PartitionTask& t);
+  void FailOp(TensorOp* op, const Status& st);
+  void SetFatal(const Status& st);
+  void Ring();
+  void CheckTimeoutsAndPeers();
+  std::string DescribeWait(const PartitionTask& t);
+
+  Config config_;
+  bool initialized_ = false;
+  int num_servers_ = 0;
+  bool colocated_servers_ = false;
+  std::shared_ptr<Store> store_;
+  std::unique_ptr<TcpStoreClient> scheduler_client_;  // keeps our membership alive
+  std::unique_ptr<TcpStoreClient> abort_watch_client_;
+  std::thread abort_watcher_;
+  std::unique_ptr<Server> colocated_server_;
+  std::unique_ptr<LocalSharedMemory> shm_;
+  std::unique_ptr<EventLoop> io_loop_;
+  std::vector<std::vector<std::shared_ptr<Connection>>> server_conns_;
+  std::vector<std::string> server_addresses_;
+
+  std::thread thread_;
+  std::atomic<bool> running_{false};
+  std::atomic<uint32_t> local_doorbell_{0};  // used without shared memory
+  std::mutex submit_mu_;
+  std::deque<std::unique_ptr<TensorOp>> submitted_;
+  uint64_t next_seq_ = 0;
+
+  // Engine-thread state.
+  std::vector<std::unique_ptr<TensorOp>> ops_;
+  std::vector<PartitionTask*> active_;  // priority order
+  std::unordered_map<uint64_t, uint32_t> next_round_;
+  std::unordered_map<uint64_t, uint32_t> done_round_;
+  std::atomic<int> credits_{0};
+  std::chrono::steady_clock::time_point last_peer_check_;
+
+  std::mutex net_mu_;
+  std::unordered_map<uint64_t, PendingPull*> pending_;  // by net key
+  std::vector<char> discard_;  // sink for responses of abandoned ops (I/O thread)
+
+  std::mutex fatal_mu_;
+  Status fatal_;
+  std::atomic<bool> has_fatal_{false};
+  std::atomic<bool> shutting_down_{false};
+
+  EngineStats stats_;
+};
+
+}  // namespace bps

@@ -1,0 +1,54 @@
+// How a tensor is cut into partitions, partitions into per-local-rank slices,
+// and slices spread over servers -- deterministically, so every rank of every
+// machine derives the same plan from the name and size alone.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+namespace bps {
+
+struct Range {
+  int64_t offset = 0;  // elements
+  int64_t count = 0;
+};
+
+// Partitions of at most partition_bytes. When more than one partition is
+// needed and there are servers, the count is raised to a multiple of
+// servers / gcd(local_size, servers) so every server gets the same bytes.
+inline std::vector<Range> PlanPartitions(int64_t count, int64_t elem_size, int64_t partition_bytes, int local_size,
+                                         int num_servers) {
+  const int64_t total = count * elem_size;
+  int64_t parts = std::max<int64_t>(1, (total + partition_bytes - 1) / partition_bytes);
+  if (parts > 1 && num_servers > 1) {
+    int64_t step = num_servers / std::gcd<int64_t>(local_size, num_servers);
+    parts = (parts + step - 1) / step * step;
+  }
+  parts = std::min<int64_t>(parts, std::max<int64_t>(count, 1));
+  // Partition boundaries on 16-element multiples keep slices vector-aligned.
+  std::vector<Range> out;
+  const int64_t per = (count + parts - 1) / parts;
+  const int64_t aligned = std::max<int64_t>(16, (per + 15) / 16 * 16);
+  for (int64_t off = 0; off < count || (count == 0 && out.empty()); off += aligned) {
+    out.push_back(Range{off, std::min(aligned, count - off)});
+    if (count == 0) break;
+  }
+  return out;
+}
+
+// Slice q of a partition of n elements across L local ranks (may be empty).
+inline Range SliceOf(int64_t n, int local_size, int q) {
+  const int64_t per = std::max<int64_t>(16, ((n + local_size - 1) / local_size + 15) / 16 * 16);
+  const int64_t off = std::min(n, per * q);
+  return Range{off, std::min(per, n - off)};
+}
+
+// Consecutive slices of a tensor go round-robin over servers, starting at a
+// name-derived server so small tensors spread too.
+inline int ServerFor(uint64_t name_hash, uint32_t partition, int slice, int local_size, int num_servers) {
+  uint64_t seq = static_cast<uint64_t>(partition) * static_cast<uint64_t>(local_size) + static_cast<uint64_t>(slice);
+  return static_cast<int>((name_hash % static_cast<uint64_t>(num_servers) + seq) % static_cast<uint64_t>(num_servers));
+}
+
+}  // namespace bps

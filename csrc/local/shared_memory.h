@@ -1,0 +1,83 @@
+// POSIX shared memory shared by the worker processes of one machine: a
+// control segment (doorbells, pids, a table of per-partition rendezvous
+// entries) and a staging arena (each partition's per-rank slots).
+//
+// Lifetime: local rank 0 creates both segments; once every local rank has
+// mapped them, rank 0 unlinks the names, so nothing is left in /dev/shm even
+// if the job is killed. Names carry the creator's pid, so a crash before the
+// unlink is cleaned by the next start (RemoveStaleSegments) or the launcher.
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+
+namespace bps {
+
+constexpr int kMaxLocalRanks = 16;
+constexpr uint32_t kShmTableSize = 8192;  // partition keys per machine
+
+struct alignas(64) ShmEntry {
+  std::atomic<uint64_t> key;          // 0 = free; set by the first rank to see it
+  std::atomic<uint32_t> initialized;  // 1 once bytes/offset are valid
+  uint32_t dtype;
+  uint64_t bytes;                     // partition bytes (every rank's slot)
+  uint64_t arena_offset;              // slot q at arena_offset + q * bytes
+  // Monotonic counters: round r is staged when arrived >= (r+1)*L, etc.
+  std::atomic<uint32_t> arrived;
+  std::atomic<uint32_t> released;
+  std::atomic<uint32_t> ready[kMaxLocalRanks];  // slice q reduced for round ready[q]-1
+  std::atomic<uint32_t> error_round;  // round+1 that failed; message in error
+  char error[384];
+  uint64_t signature[kMaxLocalRanks];
+  uint64_t tensor_bytes[kMaxLocalRanks];
+  char shape[kMaxLocalRanks][48];
+};
+
+struct ShmControl {
+  uint32_t magic;
+  uint32_t local_size;
+  uint64_t arena_capacity;
+  std::atomic<uint64_t> arena_used;
+  std::atomic<uint32_t> doorbell[kMaxLocalRanks];
+  std::atomic<uint32_t> sleeping[kMaxLocalRanks];
+  int32_t pids[kMaxLocalRanks];
+  std::atomic<uint32_t> job_failed;
+  char job_error[512];
+  ShmEntry entries[kShmTableSize];
+};
+
+class LocalSharedMemory {
+ public:
+  ~LocalSharedMemory();
+  // Rank 0 creates; returns the base name others open.
+  static Status Create(const std::string& job_id, int machine, int local_size, uint64_t arena_bytes,
+                       std::unique_ptr<LocalSharedMemory>* out);
+  static Status Open(const std::string& base_name, int local_size, std::unique_ptr<LocalSharedMemory>* out);
+  void Unlink();  // remove names; mappings stay valid
+  static void RemoveStaleSegments();
+
+  const std::string& base_name() const { return base_name_; }
+  ShmControl* control() { return control_; }
+  char* arena() { return arena_; }
+
+  // Finds or creates the entry for key with the given slot size. Returns a
+  // clear error when the table or the arena is full, or the size disagrees.
+  Status Lookup(uint64_t key, uint64_t bytes, uint32_t dtype, ShmEntry** out);
+
+  void Ring();  // wake every local rank's engine
+  void WaitDoorbell(int local_rank, uint32_t seen, int timeout_ms);
+
+ private:
+  std::string base_name_;
+  bool owner_ = false;
+  ShmControl* control_ = nullptr;
+  char* arena_ = nullptr;
+  size_t arena_bytes_ = 0;
+  int local_size_ = 0;
+};
+
+}  // namespace bps

@@ -1,0 +1,197 @@
+// byteps_native.core._core: pybind11 over the C ABI only (never over engine
+// internals), so it stays as thin as the torch and TF adapters.
+#include <pybind11/functional.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "c_api/byteps_c.h"
+
+namespace py = pybind11;
+
+namespace {
+
+// Raised as byteps_native.core.BytePSError (registered below).
+PyObject* g_error_type = nullptr;
+
+[[noreturn]] void Raise(int code, const std::string& message) {
+  py::gil_scoped_acquire gil;
+  PyErr_SetObject(g_error_type, py::make_tuple(message, code).ptr());
+  throw py::error_already_set();
+}
+
+void Check(int rc) {
+  if (rc != BPS_OK) Raise(rc, bps_last_error());
+}
+
+// A pending operation: completed from the engine thread, waited on from Python.
+class Handle {
+ public:
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  int code = 0;
+  std::string message;
+  py::object keepalive;  // the arrays, alive until the op completes
+  std::vector<int64_t> shape;
+
+  static void OnDone(void* user, int code, const char* message) {
+    auto* h = static_cast<Handle*>(user);
+    {
+      std::lock_guard<std::mutex> lock(h->mu);
+      h->done = true;
+      h->code = code;
+      h->message = message ? message : "";
+    }
+    h->cv.notify_all();
+  }
+
+  bool Poll() {
+    std::lock_guard<std::mutex> lock(mu);
+    return done;
+  }
+
+  void Wait(double timeout_seconds) {
+    {
+      py::gil_scoped_release release;
+      std::unique_lock<std::mutex> lock(mu);
+      if (timeout_seconds < 0) {
+        cv.wait(lock, [&] { return done; });
+      } else if (!cv.wait_for(lock, std::chrono::duration<double>(timeout_seconds), [&] { return done; })) {
+        throw py::error_already_set();  // unreachable placeholder replaced below
+      }
+    }
+    if (code != BPS_OK) Raise(code, message);
+  }
+};
+
+// Maps a buffer-protocol format to an engine dtype.
+int DtypeOf(const py::buffer_info& info) {
+  const std::string& f = info.format;
+  char c = f.empty() ? '?' : f.back();
+  if (info.itemsize == 4 && c == 'f') return BPS_FLOAT32;
+  if (info.itemsize == 8 && c == 'd') return BPS_FLOAT64;
+  if (info.itemsize == 2 && c == 'e') return BPS_FLOAT16;
+  if (info.itemsize == 4 && (c == 'i' || c == 'l')) return BPS_INT32;
+  if (info.itemsize == 8 && (c == 'l' || c == 'q')) return BPS_INT64;
+  if (info.itemsize == 1 && (c == 'B')) return BPS_UINT8;
+  return -1;
+}
+
+std::shared_ptr<Handle> Submit(py::object array, const std::string& name, bool average, int priority,
+                               int dtype_override) {
+  py::buffer buf = py::reinterpret_borrow<py::buffer>(array);
+  py::buffer_info info = buf.request(true);
+  int dtype = dtype_override >= 0 ? dtype_override : DtypeOf(info);
+  if (dtype < 0) {
+    throw py::type_error("push_pull: unsupported dtype '" + info.format +
+                         "' (supported: float32, float64, float16, bfloat16, int32, int64, uint8)");
+  }
+  // Contiguity: the engine reads and writes one flat buffer in place.
+  int64_t expect = info.itemsize;
+  for (int i = static_cast<int>(info.ndim) - 1; i >= 0; --i) {
+    if (info.shape[i] > 1 && info.strides[i] != expect) {
+      throw py::value_error("push_pull: array '" + name + "' is not C-contiguous; pass numpy.ascontiguousarray(x)");
+    }
+    expect *= info.shape[i];
+  }
+  auto h = std::make_shared<Handle>();
+  h->keepalive = array;
+  h->shape.assign(info.shape.begin(), info.shape.end());
+  bps_tensor t;
+  t.data = info.ptr;
+  t.num_elements = info.size;
+  t.dtype = dtype;
+  t.device = -1;
+  t.ndim = static_cast<int32_t>(info.ndim);
+  t.shape = h->shape.data();
+  // The handle must outlive the callback: hold a raw ref until it fires.
+  auto* owner = new std::shared_ptr<Handle>(h);
+  int rc = bps_push_pull_async(
+      &t, info.ptr, name.c_str(), priority, average ? BPS_REDUCE_AVERAGE : BPS_REDUCE_SUM,
+      [](void* user, int code, const char* msg) {
+        auto* sp = static_cast<std::shared_ptr<Handle>*>(user);
+        Handle::OnDone(sp->get(), code, msg);
+        delete sp;
+      },
+      owner);
+  if (rc != BPS_OK) {
+    delete owner;
+    Check(rc);
+  }
+  return h;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "byteps-native engine (C ABI binding)";
+  static py::exception<std::runtime_error> error_type(m, "BytePSError");
+  g_error_type = error_type.ptr();
+
+  m.def("init", [] {
+    int rc;
+    {
+      py::gil_scoped_release release;
+      rc = bps_init(nullptr);
+    }
+    Check(rc);
+  }, "Initialise from the environment (BytePS variables).");
+  m.def("shutdown", [] {
+    int rc;
+    {
+      py::gil_scoped_release release;
+      rc = bps_shutdown();
+    }
+    Check(rc);
+  });
+  m.def("initialized", [] { return bps_initialized() != 0; });
+  m.def("rank", [] { return bps_rank(); });
+  m.def("size", [] { return bps_size(); });
+  m.def("local_rank", [] { return bps_local_rank(); });
+  m.def("local_size", [] { return bps_local_size(); });
+  m.def("build_info", [] { return std::string(bps_build_info()); });
+  m.def("stats_json", [] {
+    size_t need = bps_stats_json(nullptr, 0);
+    std::string s(need, '\0');
+    bps_stats_json(&s[0], need);
+    s.resize(need - 1);
+    return s;
+  });
+  m.def("run_server", [] {
+    int rc;
+    {
+      py::gil_scoped_release release;
+      rc = bps_run_server();
+    }
+    Check(rc);
+  });
+  m.def("run_scheduler", [] {
+    int rc;
+    {
+      py::gil_scoped_release release;
+      rc = bps_run_scheduler();
+    }
+    Check(rc);
+  });
+
+  py::class_<Handle, std::shared_ptr<Handle>>(m, "Handle")
+      .def("poll", &Handle::Poll, "True once the operation completed (successfully or not).")
+      .def("wait", [](Handle& h) { h.Wait(-1); }, "Block until done; raises BytePSError on failure.");
+
+  m.def("push_pull_async", &Submit, py::arg("array"), py::arg("name"), py::arg("average") = true,
+        py::arg("priority") = 0, py::arg("dtype") = -1);
+  m.attr("FLOAT32") = static_cast<int>(BPS_FLOAT32);
+  m.attr("FLOAT64") = static_cast<int>(BPS_FLOAT64);
+  m.attr("FLOAT16") = static_cast<int>(BPS_FLOAT16);
+  m.attr("BFLOAT16") = static_cast<int>(BPS_BFLOAT16);
+  m.attr("INT32") = static_cast<int>(BPS_INT32);
+  m.attr("INT64") = static_cast<int>(BPS_INT64);
+  m.attr("UINT8") = static_cast<int>(BPS_UINT8);
+}

@@ -1,0 +1,368 @@
+#include "server/server.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#include "common/logging.h"
+#include "common/net_util.h"
+#include "common/reduce_kernels.h"
+
+namespace bps {
+
+AlignedBuffer::AlignedBuffer(size_t n) : size(n) {
+  if (posix_memalign(reinterpret_cast<void**>(&data), 64, n ? n : 64) != 0) data = nullptr;
+}
+AlignedBuffer::~AlignedBuffer() { free(data); }
+
+Server::Server(Config config, std::shared_ptr<Store> store, int server_id, std::string listen_host)
+    : config_(std::move(config)), store_(std::move(store)), server_id_(server_id),
+      listen_host_(std::move(listen_host)) {}
+
+Server::~Server() { Stop(); }
+
+Status Server::Start() {
+  BPS_RETURN_IF_ERROR(ListenOn(listen_host_, 0, 1024, &listen_fd_, &port_));
+  loop_.reset(new EventLoop("server"));
+  loop_->Start();
+  for (int i = 0; i < config_.server_engine_threads; ++i) {
+    engines_.emplace_back(new EngineThread());
+    EngineThread* t = engines_.back().get();
+    t->thread = std::thread([this, t] { EngineMain(t); });
+  }
+  accept_thread_ = std::thread([this] { AcceptLoop(); });
+  BPS_LOG(Info) << "server " << server_id_ << " listening on " << address() << " with "
+                << config_.server_engine_threads << " engine threads, "
+                << (config_.enable_async ? "async" : "sync") << " mode";
+  return store_->Set("server/" + std::to_string(server_id_), address());
+}
+
+void Server::Stop() {
+  if (stopping_.exchange(true)) return;
+  if (accept_thread_.joinable()) accept_thread_.join();
+  for (auto& t : engines_) {
+    {
+      std::lock_guard<std::mutex> lock(t->mu);
+    }
+    t->cv.notify_all();
+    if (t->thread.joinable()) t->thread.join();
+  }
+  std::map<Connection*, std::shared_ptr<Connection>> conns;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    conns = conns_;
+  }
+  if (loop_) loop_->Stop();
+  if (listen_fd_ >= 0) close(listen_fd_);
+}
+
+Status Server::Wait(double timeout_seconds) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto done = [&] { return ever_connected_ > 0 && conns_.empty(); };
+  if (timeout_seconds < 0) {
+    cv_.wait(lock, done);
+  } else if (!cv_.wait_for(lock, std::chrono::duration<double>(timeout_seconds), done)) {
+    return Status::Timeout("server " + std::to_string(server_id_) + ": workers still connected after " +
+                           std::to_string(static_cast<int>(timeout_seconds)) + " s");
+  }
+  return failure_;
+}
+
+void Server::AcceptLoop() {
+  while (!stopping_) {
+    pollfd p{listen_fd_, POLLIN, 0};
+    if (poll(&p, 1, 200) <= 0) continue;
+    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    // Handshakes block briefly; keep them off the accept path.
+    std::thread([this, fd] { AdmitConnection(fd); }).detach();
+  }
+}
+
+void Server::AdmitConnection(int fd) {
+  PeerIdentity peer;
+  Status st = AcceptHandshake(fd, config_.job_token, 10000, &peer);
+  if (!st.ok() || stopping_) {
+    close(fd);
+    return;
+  }
+  auto conn = std::make_shared<Connection>(fd, loop_.get(), this, peer.Describe());
+  conn->tag = peer.rank;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    conns_[conn.get()] = conn;
+    peers_[conn.get()] = peer;
+    ++ever_connected_;
+  }
+  conn->Start();
+  BPS_LOG(Debug) << "server " << server_id_ << " admitted " << peer.Describe();
+}
+
+std::shared_ptr<Connection> Server::Find(Connection* raw) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = conns_.find(raw);
+  return it == conns_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<AlignedBuffer> Server::TakeBuffer(size_t bytes) {
+  {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    auto it = pool_.find(bytes);
+    if (it != pool_.end()) {
+      auto b = it->second;
+      pool_.erase(it);
+      return b;
+    }
+  }
+  return std::make_shared<AlignedBuffer>(bytes);
+}
+
+void Server::ReturnBuffer(std::shared_ptr<AlignedBuffer> b) {
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  if (pool_.size() < 256) pool_.emplace(b->size, std::move(b));
+}
+
+void* Server::OnHeader(Connection* conn, const MessageHeader& h, Status* reject) {
+  if (h.type != static_cast<uint16_t>(MessageType::kPush)) return nullptr;  // small control frames
+  auto buf = TakeBuffer(h.payload_bytes);
+  if (!buf->data) {
+    *reject = Status::Internal("out of memory for a push of " + std::to_string(h.payload_bytes) + " bytes");
+    return nullptr;
+  }
+  // Parked on the connection's tag-less side table until OnMessage.
+  std::lock_guard<std::mutex> lock(mu_);
+  inflight_[conn] = buf;
+  return buf->data;
+}
+
+void Server::OnMessage(Connection* conn, const MessageHeader& h, void* payload) {
+  auto shared = Find(conn);
+  if (!shared) return;
+  switch (static_cast<MessageType>(h.type)) {
+    case MessageType::kPush: {
+      std::shared_ptr<AlignedBuffer> buf;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        buf = std::move(inflight_[conn]);
+        inflight_.erase(conn);
+      }
+      bytes_in_ += h.payload_bytes;
+      ++pushes_;
+      int thread_index;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = key_thread_.find(h.key);
+        if (it == key_thread_.end()) {
+          // Pin the key to the least-loaded engine thread (by bytes).
+          size_t best = 0;
+          for (size_t i = 1; i < engines_.size(); ++i) {
+            if (engines_[i]->assigned_bytes < engines_[best]->assigned_bytes) best = i;
+          }
+          engines_[best]->assigned_bytes += h.payload_bytes;
+          it = key_thread_.emplace(h.key, static_cast<int>(best)).first;
+        }
+        thread_index = it->second;
+      }
+      EngineThread* t = engines_[thread_index].get();
+      {
+        std::lock_guard<std::mutex> lock(t->mu);
+        t->queue.push_back(PushWork{shared, h, std::move(buf)});
+      }
+      t->cv.notify_one();
+      return;
+    }
+    case MessageType::kBye: {
+      std::lock_guard<std::mutex> lock(mu_);
+      said_bye_.insert(conn);
+      return;
+    }
+    case MessageType::kError: {
+      std::string msg(static_cast<char*>(payload), h.payload_bytes);
+      BPS_LOG(Warning) << "server " << server_id_ << ": " << conn->peer_name() << " reported: " << msg;
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+void Server::OnClosed(Connection* conn, const Status& reason) {
+  std::vector<std::shared_ptr<Connection>> others;
+  std::string why;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    inflight_.erase(conn);
+    bool orderly = said_bye_.count(conn) > 0;
+    said_bye_.erase(conn);
+    auto peer = peers_[conn];
+    peers_.erase(conn);
+    auto keep = conns_[conn];
+    conns_.erase(conn);
+    if (!orderly && !stopping_) {
+      why = peer.Describe() + " disconnected from server " + std::to_string(server_id_) + " (" +
+            reason.message() + ")";
+      if (failure_.ok()) failure_ = Status::PeerFailure(why);
+      for (auto& kv : conns_) others.push_back(kv.second);
+    }
+  }
+  if (!why.empty()) {
+    BPS_LOG(Error) << why;
+    // Tell every survivor now, so their pending pulls fail instead of hanging.
+    for (auto& c : others) SendError(c, 0, 0, why);
+  }
+  cv_.notify_all();
+}
+
+void Server::SendError(const std::shared_ptr<Connection>& conn, uint64_t key, uint64_t name_hash,
+                       const std::string& msg) {
+  auto text = std::make_shared<std::string>(msg.substr(0, kMaxErrorPayloadBytes));
+  OutMessage m;
+  m.header.type = static_cast<uint16_t>(MessageType::kError);
+  m.header.key = key;
+  m.header.name_hash = name_hash;
+  m.header.payload_bytes = text->size();
+  m.payload = text->data();
+  m.keepalive = text;
+  conn->Send(std::move(m));
+}
+
+void Server::EngineMain(EngineThread* t) {
+  while (true) {
+    PushWork w;
+    {
+      std::unique_lock<std::mutex> lock(t->mu);
+      t->cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return !t->queue.empty() || stopping_; });
+      if (t->queue.empty()) {
+        if (stopping_) return;
+        continue;
+      }
+      w = std::move(t->queue.front());
+      t->queue.pop_front();
+    }
+    HandlePush(t, w);
+    ReturnBuffer(std::move(w.payload));
+  }
+}
+
+void Server::HandlePush(EngineThread* t, PushWork& w) {
+  const MessageHeader& h = w.header;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto poisoned = poisoned_.find(h.name_hash);
+    if (poisoned != poisoned_.end()) {
+      std::string msg = poisoned->second;
+      SendError(w.conn, h.key, h.name_hash, msg);
+      return;
+    }
+  }
+  const DataType dtype = static_cast<DataType>(h.dtype);
+  const size_t count = h.payload_bytes / DataTypeSize(dtype);
+  KeyState& ks = t->keys[h.key];
+  const bool fresh_key = !ks.acc;
+  if (fresh_key) {
+    ks.dtype = dtype;
+    ks.payload_bytes = h.payload_bytes;
+    ks.round = h.round;
+    ks.acc = std::make_shared<AlignedBuffer>(count * AccumulatorElementSize(dtype));
+  }
+  // Every contribution to a key must describe the same tensor: otherwise the
+  // sum would be silent garbage. Poison the tensor and tell every pusher.
+  std::string mismatch;
+  if (ks.contributions > 0 || (config_.enable_async && !fresh_key)) {
+    if (h.signature != ks.signature || h.payload_bytes != ks.payload_bytes || dtype != ks.dtype) {
+      mismatch = "ranks disagree on this tensor: rank " + std::to_string(ks.first_rank) + " pushed " +
+                 DataTypeName(ks.dtype) + " data of " + std::to_string(ks.tensor_bytes) +
+                 " bytes in total (shape signature " + std::to_string(ks.signature % 100000) + "), rank " +
+                 std::to_string(h.sender_rank) + " pushed " + DataTypeName(dtype) + " data of " +
+                 std::to_string(h.tensor_bytes) + " bytes (shape signature " + std::to_string(h.signature % 100000) +
+                 ")";
+    }
+  }
+  if (mismatch.empty() && !config_.enable_async && ks.contributions > 0 && h.round != ks.round) {
+    mismatch = "round mismatch: rank " + std::to_string(h.sender_rank) + " pushed round " + std::to_string(h.round) +
+               " while round " + std::to_string(ks.round) + " is open (a rank skipped or repeated this tensor)";
+  }
+  if (!mismatch.empty()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      poisoned_.emplace(h.name_hash, mismatch);
+    }
+    SendError(w.conn, h.key, h.name_hash, mismatch);
+    for (auto& waiter : ks.waiting) SendError(waiter.first, h.key, h.name_hash, mismatch);
+    ks.waiting.clear();
+    ks.contributions = 0;
+    return;
+  }
+  if (ks.contributions == 0) {
+    ks.signature = h.signature;
+    ks.tensor_bytes = h.tensor_bytes;
+    ks.first_rank = h.sender_rank;
+    ks.round = h.round;
+  }
+
+  if (config_.enable_async) {
+    // Async: the key holds a running sum; every push is applied and answered.
+    Accumulate(ks.acc->data, w.payload->data, count, dtype, fresh_key);
+    ks.contributions = 1;
+    auto snapshot = std::make_shared<AlignedBuffer>(h.payload_bytes);
+    AccumulatorToWire(snapshot->data, ks.acc->data, count, dtype);
+    OutMessage m;
+    m.header = h;
+    m.header.type = static_cast<uint16_t>(MessageType::kResponse);
+    m.payload = snapshot->data;
+    m.keepalive = snapshot;
+    bytes_out_ += h.payload_bytes;
+    w.conn->Send(std::move(m));
+    return;
+  }
+
+  Accumulate(ks.acc->data, w.payload->data, count, dtype, ks.contributions == 0);
+  ks.contributions++;
+  ks.waiting.emplace_back(w.conn, h);
+  if (ks.contributions < h.num_contributors) return;
+
+  // Round complete: answer every contributor from one buffer. The buffer of
+  // the previous round may still be on the wire, hence two by parity.
+  std::shared_ptr<AlignedBuffer> wire;
+  if (IsHalfType(dtype)) {
+    auto& slot = ks.wire[ks.round & 1];
+    if (!slot || slot.use_count() > 1) slot = std::make_shared<AlignedBuffer>(h.payload_bytes);
+    AccumulatorToWire(slot->data, ks.acc->data, count, dtype);
+    wire = slot;
+  } else {
+    wire = ks.acc;
+    // Next round accumulates into the spare unless it is still being sent.
+    auto& spare = ks.wire[0];
+    if (spare && spare.use_count() == 1) {
+      ks.acc = spare;
+    } else {
+      ks.acc = std::make_shared<AlignedBuffer>(wire->size);
+    }
+    spare = wire;
+  }
+  for (auto& waiter : ks.waiting) {
+    OutMessage m;
+    m.header = waiter.second;
+    m.header.type = static_cast<uint16_t>(MessageType::kResponse);
+    m.header.sender_rank = static_cast<uint32_t>(server_id_);
+    m.payload = wire->data;
+    m.keepalive = wire;
+    bytes_out_ += h.payload_bytes;
+    waiter.first->Send(std::move(m));
+  }
+  ks.waiting.clear();
+  ks.contributions = 0;
+  ks.round++;
+}
+
+std::string Server::StatsJson() {
+  return "{\"server_id\": " + std::to_string(server_id_) + ", \"bytes_in\": " + std::to_string(bytes_in_.load()) +
+         ", \"bytes_out\": " + std::to_string(bytes_out_.load()) + ", \"pushes\": " + std::to_string(pushes_.load()) +
+         "}";
+}
+
+}  // namespace bps

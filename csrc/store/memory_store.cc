@@ -1,0 +1,55 @@
+#include "store/memory_store.h"
+
+#include <chrono>
+
+namespace bps {
+
+Status MemoryStore::Set(const std::string& key, const std::string& value) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    data_[key] = value;
+  }
+  cv_.notify_all();
+  return Status::OK();
+}
+
+Status MemoryStore::Get(const std::string& key, double timeout_seconds, std::string* value) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_seconds);
+  while (true) {
+    if (!aborted_.empty()) return Status::PeerFailure(aborted_);
+    auto it = data_.find(key);
+    if (it != data_.end()) {
+      *value = it->second;
+      return Status::OK();
+    }
+    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && data_.find(key) == data_.end()) {
+      return Status::Timeout("key '" + key + "' did not appear within " +
+                             std::to_string(static_cast<int>(timeout_seconds)) + " s");
+    }
+  }
+}
+
+Status MemoryStore::Add(const std::string& key, int64_t delta, int64_t* result) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    int64_t v = 0;
+    auto it = data_.find(key);
+    if (it != data_.end()) v = std::stoll(it->second);
+    v += delta;
+    data_[key] = std::to_string(v);
+    *result = v;
+  }
+  cv_.notify_all();
+  return Status::OK();
+}
+
+void MemoryStore::Abort(const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    aborted_ = why;
+  }
+  cv_.notify_all();
+}
+
+}  // namespace bps

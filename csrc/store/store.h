@@ -1,0 +1,35 @@
+// Rendezvous key-value store (gloo-style Store): set / get (waits) / add.
+// Implementations: TcpStore (our scheduler), CStore (an adapter-supplied
+// store such as torch's c10d TCPStore), MemoryStore (one process).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+
+namespace bps {
+
+class Store {
+ public:
+  virtual ~Store() = default;
+  virtual Status Set(const std::string& key, const std::string& value) = 0;
+  // Waits until the key exists, up to timeout_seconds (then a Timeout status).
+  virtual Status Get(const std::string& key, double timeout_seconds, std::string* value) = 0;
+  virtual Status Add(const std::string& key, int64_t delta, int64_t* result) = 0;
+};
+
+// Keys of one job share a prefix so several jobs can share a store.
+class PrefixStore : public Store {
+ public:
+  PrefixStore(std::string prefix, std::shared_ptr<Store> base) : prefix_(std::move(prefix)), base_(std::move(base)) {}
+  Status Set(const std::string& k, const std::string& v) override { return base_->Set(prefix_ + k, v); }
+  Status Get(const std::string& k, double t, std::string* v) override { return base_->Get(prefix_ + k, t, v); }
+  Status Add(const std::string& k, int64_t d, int64_t* r) override { return base_->Add(prefix_ + k, d, r); }
+
+ private:
+  std::string prefix_;
+  std::shared_ptr<Store> base_;
+};
+
+}  // namespace bps

@@ -1,0 +1,216 @@
+#include "store/tcp_store.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "common/logging.h"
+
+namespace bps {
+namespace {
+
+constexpr uint32_t kStoreMagic = 0x53535042;  // "BPSS"
+constexpr uint32_t kMaxKey = 4096, kMaxValue = 1 << 20;
+enum : uint8_t { kOpSet = 1, kOpGet = 2, kOpAdd = 3, kOpBye = 4 };
+
+#pragma pack(push, 1)
+struct StoreRequest {
+  uint32_t magic;
+  uint8_t op;
+  uint8_t pad[3];
+  uint32_t key_len;
+  uint32_t value_len;
+  int64_t arg;  // delta (add) or timeout in ms (get)
+};
+struct StoreReply {
+  int32_t code;
+  uint32_t value_len;
+  int64_t arg;
+};
+#pragma pack(pop)
+
+}  // namespace
+
+TcpStoreServer::TcpStoreServer(std::string token, double timeout_seconds)
+    : token_(std::move(token)), timeout_seconds_(timeout_seconds) {}
+
+TcpStoreServer::~TcpStoreServer() {
+  store_.Abort("scheduler shut down");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int fd : open_fds_) shutdown(fd, SHUT_RDWR);
+  }
+  for (auto& t : threads_) t.join();
+  if (listen_fd_ >= 0) close(listen_fd_);
+}
+
+Status TcpStoreServer::Listen(const std::string& host, int port) {
+  return ListenOn(host, port, 1024, &listen_fd_, &port_);
+}
+
+Status TcpStoreServer::ServeUntilDone(int expected_clients) {
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (connected_ >= expected_clients && finished_ == connected_) return first_failure_;
+    }
+    pollfd p{listen_fd_, POLLIN, 0};
+    if (poll(&p, 1, 200) <= 0) continue;
+    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    std::lock_guard<std::mutex> lock(mu_);
+    threads_.emplace_back([this, fd] { ServeClient(fd); });
+  }
+}
+
+void TcpStoreServer::ServeClient(int fd) {
+  PeerIdentity peer;
+  int handshake_ms = 10000;
+  if (!AcceptHandshake(fd, token_, handshake_ms, &peer).ok()) {
+    close(fd);
+    return;  // rejected foreigners do not count as job members
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++connected_;
+    open_fds_.insert(fd);
+  }
+  bool said_goodbye = false;
+  Status failure;
+  std::vector<char> key, value;
+  while (true) {
+    StoreRequest req;
+    Status st = ReadFully(fd, &req, sizeof(req), -1);
+    if (!st.ok()) {
+      failure = st;
+      break;
+    }
+    if (req.magic != kStoreMagic || req.key_len > kMaxKey || req.value_len > kMaxValue) {
+      failure = Status::PeerFailure("malformed store request");
+      break;
+    }
+    key.resize(req.key_len);
+    value.resize(req.value_len);
+    if (!ReadFully(fd, key.data(), key.size(), 10000).ok() || !ReadFully(fd, value.data(), value.size(), 10000).ok()) {
+      failure = Status::PeerFailure("truncated store request");
+      break;
+    }
+    std::string k(key.begin(), key.end()), v(value.begin(), value.end()), out;
+    StoreReply rep{0, 0, 0};
+    if (req.op == kOpSet) {
+      st = store_.Set(k, v);
+    } else if (req.op == kOpGet) {
+      // Wait in slices so a client that vanishes mid-wait is noticed.
+      double remaining = req.arg / 1000.0;
+      while (true) {
+        double slice = std::min(remaining, 0.25);
+        st = store_.Get(k, slice, &out);
+        remaining -= slice;
+        if (st.code() != BPS_TIMEOUT || remaining <= 0) break;
+        pollfd p{fd, POLLIN | POLLRDHUP, 0};
+        char probe;
+        if (poll(&p, 1, 0) > 0 && recv(fd, &probe, 1, MSG_PEEK | MSG_DONTWAIT) <= 0) break;
+      }
+      if (st.code() == BPS_TIMEOUT) st = Status::Timeout(st.message());
+    } else if (req.op == kOpAdd) {
+      int64_t result = 0;
+      st = store_.Add(k, req.arg, &result);
+      rep.arg = result;
+    } else if (req.op == kOpBye) {
+      said_goodbye = true;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        goodbyes_.insert({static_cast<int>(peer.role), peer.rank});
+      }
+      WriteFully(fd, &rep, sizeof(rep), 1000);
+      break;
+    } else {
+      failure = Status::PeerFailure("unknown store op");
+      break;
+    }
+    rep.code = st.code();
+    if (!st.ok()) out = st.message();
+    rep.value_len = static_cast<uint32_t>(out.size());
+    if (!WriteFully(fd, &rep, sizeof(rep), 10000).ok() || !WriteFully(fd, out.data(), out.size(), 10000).ok()) {
+      failure = Status::PeerFailure("client went away");
+      break;
+    }
+  }
+  if (!said_goodbye) {
+    std::lock_guard<std::mutex> lock(mu_);
+    said_goodbye = goodbyes_.count({static_cast<int>(peer.role), peer.rank}) > 0;
+  }
+  if (!said_goodbye) {
+    std::string why = peer.Describe() + " disconnected from the scheduler without shutting down (" +
+                      failure.message() + ")";
+    BPS_LOG(Error) << why;
+    // Every other member watches "abort": the whole job fails loudly and fast.
+    std::string existing;
+    if (!store_.Get("abort", 0, &existing).ok()) store_.Set("abort", why);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (first_failure_.ok()) first_failure_ = Status::PeerFailure(why);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  open_fds_.erase(fd);
+  ++finished_;
+  close(fd);
+}
+
+Status TcpStoreClient::Connect(const HostPort& at, const std::string& token, Role role, int rank,
+                               double timeout_seconds, std::unique_ptr<TcpStoreClient>* out) {
+  int fd = -1;
+  BPS_RETURN_IF_ERROR(ConnectWithRetry(at, timeout_seconds, &fd).WithContext("scheduler"));
+  Status st = ConnectHandshake(fd, token, role, rank, 10000);
+  if (!st.ok()) {
+    close(fd);
+    return st.WithContext("scheduler " + at.ToString());
+  }
+  out->reset(new TcpStoreClient(fd, at));
+  return Status::OK();
+}
+
+TcpStoreClient::~TcpStoreClient() { close(fd_); }
+
+std::string TcpStoreClient::local_address() const { return LocalAddressOf(fd_); }
+
+void TcpStoreClient::ShutdownSocket() { shutdown(fd_, SHUT_RDWR); }
+
+Status TcpStoreClient::Call(uint8_t op, const std::string& key, const std::string& value, int64_t arg,
+                            std::string* reply, int64_t* reply_arg, int timeout_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  StoreRequest req{kStoreMagic, op, {0, 0, 0}, static_cast<uint32_t>(key.size()),
+                   static_cast<uint32_t>(value.size()), arg};
+  std::string frame(reinterpret_cast<const char*>(&req), sizeof(req));
+  frame += key;
+  frame += value;
+  Status st = WriteFully(fd_, frame.data(), frame.size(), 10000);
+  StoreReply rep;
+  if (st.ok()) st = ReadFully(fd_, &rep, sizeof(rep), timeout_ms);
+  if (st.ok() && rep.value_len > kMaxValue) st = Status::PeerFailure("oversized store reply");
+  std::string out(st.ok() ? rep.value_len : 0, '\0');
+  if (st.ok()) st = ReadFully(fd_, &out[0], out.size(), 10000);
+  if (!st.ok()) return Status::PeerFailure("lost the scheduler at " + at_.ToString() + ": " + st.message());
+  if (rep.code != 0) return Status(rep.code, out);
+  if (reply) *reply = std::move(out);
+  if (reply_arg) *reply_arg = rep.arg;
+  return Status::OK();
+}
+
+Status TcpStoreClient::Set(const std::string& key, const std::string& value) {
+  return Call(kOpSet, key, value, 0, nullptr, nullptr, 10000);
+}
+
+Status TcpStoreClient::Get(const std::string& key, double timeout_seconds, std::string* value) {
+  int64_t ms = static_cast<int64_t>(timeout_seconds * 1000);
+  return Call(kOpGet, key, "", ms, value, nullptr, static_cast<int>(std::min<int64_t>(ms + 10000, INT32_MAX)));
+}
+
+Status TcpStoreClient::Add(const std::string& key, int64_t delta, int64_t* result) {
+  return Call(kOpAdd, key, "", delta, nullptr, result, 10000);
+}
+
+void TcpStoreClient::Goodbye() { Call(kOpBye, "", "", 0, nullptr, nullptr, 2000); }
+
+}  // namespace bps

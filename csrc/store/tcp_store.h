@@ -1,0 +1,71 @@
+// The scheduler's rendezvous service: a MemoryStore served over TCP with the
+// authenticated handshake, plus its client. The server also watches its
+// clients: one that disconnects without saying goodbye aborts the job, which
+// every other client learns through the key "abort" (see Engine).
+#pragma once
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <utility>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/net_util.h"
+#include "store/memory_store.h"
+#include "transport/handshake.h"
+
+namespace bps {
+
+class TcpStoreServer {
+ public:
+  TcpStoreServer(std::string token, double timeout_seconds);
+  ~TcpStoreServer();
+  Status Listen(const std::string& host, int port);
+  // Serves until every client that ever connected has said goodbye (or died)
+  // and at least `expected_clients` connected. Returns the first failure seen.
+  Status ServeUntilDone(int expected_clients);
+  int port() const { return port_; }
+  MemoryStore& store() { return store_; }
+
+ private:
+  void ServeClient(int fd);
+  std::string token_;
+  double timeout_seconds_;
+  MemoryStore store_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::mutex mu_;
+  std::vector<std::thread> threads_;
+  std::set<int> open_fds_;
+  std::set<std::pair<int, int>> goodbyes_;  // (role, rank) that left in order
+  int connected_ = 0;
+  int finished_ = 0;
+  Status first_failure_;
+};
+
+class TcpStoreClient : public Store {
+ public:
+  // Connects and authenticates; role/rank identify us in the scheduler's logs.
+  static Status Connect(const HostPort& at, const std::string& token, Role role, int rank, double timeout_seconds,
+                        std::unique_ptr<TcpStoreClient>* out);
+  ~TcpStoreClient() override;
+  Status Set(const std::string& key, const std::string& value) override;
+  Status Get(const std::string& key, double timeout_seconds, std::string* value) override;
+  Status Add(const std::string& key, int64_t delta, int64_t* result) override;
+  // Orderly goodbye: the scheduler will not treat our disconnect as a death.
+  void Goodbye();
+  std::string local_address() const;
+  void ShutdownSocket();  // unblocks a thread waiting in Get
+
+ private:
+  TcpStoreClient(int fd, HostPort at) : fd_(fd), at_(std::move(at)) {}
+  Status Call(uint8_t op, const std::string& key, const std::string& value, int64_t arg, std::string* reply,
+              int64_t* reply_arg, int timeout_ms);
+  int fd_;
+  HostPort at_;
+  std::mutex mu_;
+};
+
+}  // namespace bps

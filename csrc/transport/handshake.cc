@@ -1,0 +1,106 @@
+#include "transport/handshake.h"
+
+#include <cstring>
+
+#include "common/logging.h"
+#include "common/net_util.h"
+#include "common/sha256.h"
+#include "transport/wire.h"
+
+namespace bps {
+namespace {
+
+constexpr uint16_t kChallenge = 100, kHello = 101, kAccept = 102, kReject = 103;
+
+#pragma pack(push, 1)
+struct HandshakeFrame {
+  uint32_t magic = kWireMagic;
+  uint16_t version = kWireVersion;
+  uint16_t type = 0;
+  uint16_t role = 0;
+  uint16_t reserved = 0;
+  int32_t rank = -1;
+  uint8_t nonce_or_mac[32] = {0};
+  char reason[80] = {0};
+};
+#pragma pack(pop)
+
+Digest256 ProofOf(const std::string& token, const uint8_t* nonce, uint16_t role, int32_t rank) {
+  uint8_t msg[32 + 2 + 4];
+  memcpy(msg, nonce, 32);
+  memcpy(msg + 32, &role, 2);
+  memcpy(msg + 34, &rank, 4);
+  return HmacSha256("byteps-native-v1:" + token, msg, sizeof(msg));
+}
+
+Status CheckFrame(const HandshakeFrame& f) {
+  if (f.magic != kWireMagic) return Status::PeerFailure("peer is not a byteps-native process (bad magic)");
+  if (f.version != kWireVersion) {
+    return Status::PeerFailure("peer speaks wire version " + std::to_string(f.version) + ", this build speaks " +
+                               std::to_string(kWireVersion) + ": run the same byteps-native version everywhere");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+std::string PeerIdentity::Describe() const {
+  std::string who = rank >= 0 ? std::string(RoleName(role)) + " " + std::to_string(rank) : std::string(RoleName(role));
+  return who + " (" + address + ")";
+}
+
+Status AcceptHandshake(int fd, const std::string& token, int timeout_ms, PeerIdentity* peer) {
+  peer->address = PeerAddressOf(fd);
+  HandshakeFrame challenge;
+  challenge.type = kChallenge;
+  SecureRandom(challenge.nonce_or_mac, 32);
+  BPS_RETURN_IF_ERROR(WriteFully(fd, &challenge, sizeof(challenge), timeout_ms));
+  HandshakeFrame hello;
+  Status st = ReadFully(fd, &hello, sizeof(hello), timeout_ms);
+  if (!st.ok()) return st.WithContext("handshake with " + peer->address);
+  HandshakeFrame answer;
+  st = CheckFrame(hello);
+  if (st.ok() && (hello.type != kHello || hello.role > 2)) st = Status::PeerFailure("malformed hello");
+  if (st.ok()) {
+    Digest256 expected = ProofOf(token, challenge.nonce_or_mac, hello.role, hello.rank);
+    Digest256 got;
+    memcpy(got.data(), hello.nonce_or_mac, 32);
+    if (!DigestEqual(expected, got)) {
+      st = Status::PeerFailure("authentication failed: the peer does not hold this job's BYTEPS_JOB_TOKEN");
+    }
+  }
+  answer.type = st.ok() ? kAccept : kReject;
+  snprintf(answer.reason, sizeof(answer.reason), "%s", st.ok() ? "" : st.message().c_str());
+  WriteFully(fd, &answer, sizeof(answer), timeout_ms);  // best effort on reject
+  if (!st.ok()) {
+    BPS_LOG(Warning) << "rejected connection from " << peer->address << ": " << st.message();
+    return st;
+  }
+  peer->role = static_cast<Role>(hello.role);
+  peer->rank = hello.rank;
+  return Status::OK();
+}
+
+Status ConnectHandshake(int fd, const std::string& token, Role role, int32_t rank, int timeout_ms) {
+  HandshakeFrame challenge;
+  BPS_RETURN_IF_ERROR(ReadFully(fd, &challenge, sizeof(challenge), timeout_ms));
+  BPS_RETURN_IF_ERROR(CheckFrame(challenge));
+  if (challenge.type != kChallenge) return Status::PeerFailure("malformed handshake challenge");
+  HandshakeFrame hello;
+  hello.type = kHello;
+  hello.role = static_cast<uint16_t>(role);
+  hello.rank = rank;
+  Digest256 proof = ProofOf(token, challenge.nonce_or_mac, hello.role, rank);
+  memcpy(hello.nonce_or_mac, proof.data(), 32);
+  BPS_RETURN_IF_ERROR(WriteFully(fd, &hello, sizeof(hello), timeout_ms));
+  HandshakeFrame answer;
+  BPS_RETURN_IF_ERROR(ReadFully(fd, &answer, sizeof(answer), timeout_ms));
+  BPS_RETURN_IF_ERROR(CheckFrame(answer));
+  if (answer.type != kAccept) {
+    answer.reason[sizeof(answer.reason) - 1] = '\0';
+    return Status::PeerFailure(std::string("connection refused by peer: ") + answer.reason);
+  }
+  return Status::OK();
+}
+
+}  // namespace bps

@@ -1,0 +1,184 @@
+#include "transport/tcp/connection.h"
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/logging.h"
+#include "common/net_util.h"
+
+namespace bps {
+
+Connection::Connection(int fd, EventLoop* loop, ConnectionHandler* handler, std::string peer_name)
+    : fd_(fd), loop_(loop), handler_(handler), peer_name_(std::move(peer_name)) {
+  SetNonBlocking(fd_, true);
+  SetNoDelay(fd_);
+  int buf = 4 << 20;  // large socket buffers keep a 1-10 Gbit pipe full
+  setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+  setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+}
+
+Connection::~Connection() {
+  if (fd_ >= 0) close(fd_);
+}
+
+void Connection::Start() { loop_->Register(fd_, EPOLLIN | EPOLLRDHUP, shared_from_this()); }
+
+void Connection::Send(OutMessage msg) {
+  std::vector<std::function<void()>> done;
+  Status st;
+  {
+    std::lock_guard<std::mutex> lock(send_mu_);
+    if (closed_) {
+      st = Status::PeerFailure("connection to " + peer_name_ + " is closed");
+    } else {
+      send_queue_.push_back(std::move(msg));
+      if (!waiting_writable_) st = FlushLocked(&done);
+      msg.on_sent = nullptr;
+    }
+  }
+  for (auto& fn : done) fn();
+  if (!st.ok()) {
+    if (msg.on_sent) msg.on_sent(st);
+    Close(st);
+  }
+}
+
+Status Connection::FlushLocked(std::vector<std::function<void()>>* done) {
+  while (!send_queue_.empty()) {
+    iovec iov[64];
+    int count = 0;
+    size_t skip = front_written_;
+    for (auto it = send_queue_.begin(); it != send_queue_.end() && count < 62; ++it) {
+      const size_t hdr = sizeof(MessageHeader);
+      if (skip < hdr) {
+        iov[count++] = {reinterpret_cast<char*>(&it->header) + skip, hdr - skip};
+        if (it->header.payload_bytes) iov[count++] = {const_cast<void*>(it->payload), it->header.payload_bytes};
+      } else {
+        size_t off = skip - hdr;
+        iov[count++] = {static_cast<char*>(const_cast<void*>(it->payload)) + off, it->header.payload_bytes - off};
+      }
+      skip = 0;
+    }
+    msghdr mh{};
+    mh.msg_iov = iov;
+    mh.msg_iovlen = count;
+    ssize_t n = sendmsg(fd_, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        if (!waiting_writable_) {
+          waiting_writable_ = true;
+          loop_->Modify(fd_, EPOLLIN | EPOLLOUT | EPOLLRDHUP);
+        }
+        return Status::OK();
+      }
+      if (errno == EINTR) continue;
+      return Status::PeerFailure("connection to " + peer_name_ + " broke while sending: " + strerror(errno));
+    }
+    size_t written = static_cast<size_t>(n) + front_written_;
+    front_written_ = 0;
+    while (!send_queue_.empty()) {
+      size_t total = sizeof(MessageHeader) + send_queue_.front().header.payload_bytes;
+      if (written < total) {
+        front_written_ = written;
+        break;
+      }
+      written -= total;
+      OutMessage& m = send_queue_.front();
+      if (m.on_sent) done->push_back([cb = std::move(m.on_sent)] { cb(Status::OK()); });
+      send_queue_.pop_front();
+    }
+  }
+  if (waiting_writable_) {
+    waiting_writable_ = false;
+    loop_->Modify(fd_, EPOLLIN | EPOLLRDHUP);
+  }
+  return Status::OK();
+}
+
+void Connection::OnEvents(uint32_t events) {
+  if (closed_) return;
+  if (events & EPOLLOUT) {
+    std::vector<std::function<void()>> done;
+    Status st;
+    {
+      std::lock_guard<std::mutex> lock(send_mu_);
+      st = FlushLocked(&done);
+    }
+    for (auto& fn : done) fn();
+    if (!st.ok()) return CloseOnLoop(st);
+  }
+  if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) ReadAvailable();
+}
+
+void Connection::ReadAvailable() {
+  // Bounded work per wakeup keeps one busy peer from starving the others.
+  for (int iterations = 0; iterations < 64 && !closed_; ++iterations) {
+    if (!rx_in_payload_) {
+      ssize_t n = recv(fd_, reinterpret_cast<char*>(&rx_header_) + rx_header_got_,
+                       sizeof(MessageHeader) - rx_header_got_, MSG_DONTWAIT);
+      if (n == 0) return CloseOnLoop(Status::PeerFailure(peer_name_ + " closed the connection"));
+      if (n < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+        return CloseOnLoop(Status::PeerFailure("connection to " + peer_name_ + " broke: " + strerror(errno)));
+      }
+      rx_header_got_ += static_cast<size_t>(n);
+      if (rx_header_got_ < sizeof(MessageHeader)) continue;
+      Status st = ValidateHeader(rx_header_);
+      if (!st.ok()) return CloseOnLoop(st.WithContext("invalid frame from " + peer_name_));
+      Status reject;
+      void* dst = handler_->OnHeader(this, rx_header_, &reject);
+      if (!reject.ok()) return CloseOnLoop(reject);
+      if (dst == nullptr && rx_header_.payload_bytes > 0) {
+        if (rx_header_.payload_bytes > kMaxErrorPayloadBytes) {
+          return CloseOnLoop(Status::PeerFailure("unexpected " + std::string(MessageTypeName(rx_header_.type)) +
+                                                 " frame from " + peer_name_));
+        }
+        rx_small_.resize(rx_header_.payload_bytes);
+        dst = rx_small_.data();
+      }
+      rx_dst_ = static_cast<char*>(dst);
+      rx_payload_got_ = 0;
+      rx_in_payload_ = true;
+    }
+    if (rx_payload_got_ < rx_header_.payload_bytes) {
+      ssize_t n = recv(fd_, rx_dst_ + rx_payload_got_, rx_header_.payload_bytes - rx_payload_got_, MSG_DONTWAIT);
+      if (n == 0) return CloseOnLoop(Status::PeerFailure(peer_name_ + " closed the connection mid-message"));
+      if (n < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+        return CloseOnLoop(Status::PeerFailure("connection to " + peer_name_ + " broke: " + strerror(errno)));
+      }
+      rx_payload_got_ += static_cast<size_t>(n);
+      if (rx_payload_got_ < rx_header_.payload_bytes) continue;
+    }
+    rx_in_payload_ = false;
+    rx_header_got_ = 0;
+    MessageHeader header = rx_header_;
+    handler_->OnMessage(this, header, rx_dst_);
+  }
+}
+
+void Connection::Close(const Status& reason) {
+  auto self = shared_from_this();
+  loop_->Post([self, reason] { self->CloseOnLoop(reason); });
+}
+
+void Connection::CloseOnLoop(const Status& reason) {
+  std::deque<OutMessage> pending;
+  {
+    std::lock_guard<std::mutex> lock(send_mu_);
+    if (closed_.exchange(true)) return;
+    pending.swap(send_queue_);
+  }
+  shutdown(fd_, SHUT_RDWR);
+  loop_->Unregister(fd_);
+  for (auto& m : pending) {
+    if (m.on_sent) m.on_sent(reason);
+  }
+  handler_->OnClosed(this, reason);
+}
+
+}  // namespace bps

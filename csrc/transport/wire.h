@@ -1,0 +1,55 @@
+// The wire format between workers and servers. Every frame starts with a
+// fixed 64-byte header that is validated (magic, version, type, dtype,
+// lengths) before any byte of payload is read or any memory is allocated.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "common/dtype.h"
+#include "common/status.h"
+
+namespace bps {
+
+constexpr uint32_t kWireMagic = 0x4E535042;  // "BPSN" little-endian
+constexpr uint16_t kWireVersion = 1;
+// Largest data payload accepted from a peer: a partition slice. Bigger frames
+// close the connection (a peer that sends them is broken or hostile).
+constexpr uint64_t kMaxPayloadBytes = uint64_t(1) << 31;
+constexpr uint64_t kMaxErrorPayloadBytes = 64 * 1024;
+
+enum class MessageType : uint16_t {
+  kPush = 1,      // worker -> server: one slice of one partition for a round
+  kResponse = 2,  // server -> worker: the reduced slice for that round
+  kError = 3,     // either way: payload is a UTF-8 message; key 0 = whole job
+  kBye = 4,       // worker -> server: orderly shutdown
+  kHeartbeat = 5,
+};
+
+#pragma pack(push, 1)
+struct MessageHeader {
+  uint32_t magic = kWireMagic;
+  uint16_t version = kWireVersion;
+  uint16_t type = 0;
+  uint64_t key = 0;           // partition-slice key, derived from the tensor name
+  uint64_t name_hash = 0;     // the tensor's name hash (errors poison the whole tensor)
+  uint32_t round = 0;         // how many times this key was reduced before
+  uint32_t partition = 0;     // partition index (for messages)
+  uint64_t payload_bytes = 0;
+  uint32_t sender_rank = 0;
+  uint8_t dtype = 0;
+  uint8_t flags = 0;
+  uint16_t num_contributors = 0;  // pushes per round for this key (machines)
+  uint64_t signature = 0;     // hash of the tensor's dtype and shape
+  uint64_t tensor_bytes = 0;  // the whole tensor's size, for mismatch messages
+};
+#pragma pack(pop)
+static_assert(sizeof(MessageHeader) == 64, "wire header must stay 64 bytes");
+
+// Checks everything that can be checked without context. Returns a message
+// naming the problem (never throws, never allocates beyond the message).
+Status ValidateHeader(const MessageHeader& h);
+
+const char* MessageTypeName(uint16_t type);
+
+}  // namespace bps
