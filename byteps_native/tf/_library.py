@@ -1,8 +1,9 @@
 """Loads the TF op library once, after checking it matches this TensorFlow.
 
 A library built against another TensorFlow fails in obscure ways (undefined
-symbols, or worse, a silently different ABI), so the graph-def version compiled
-into it is compared with the running TensorFlow's before TF loads it.
+symbols, or worse, a silently different ABI), so load failures and a
+graph-def version that differs from the running TensorFlow's become an
+ImportError that names the rebuild command.
 """
 import ctypes
 import os
@@ -19,18 +20,21 @@ def _rebuild_hint():
     return f"rebuild with: cd {engine._repo_root()} && pip install --no-build-isolation -e ."
 
 
-def _check_build():
+def _load():
     if not os.path.exists(OPS_PATH):
         raise ImportError(
             f"byteps_native.tf: op library {OPS_PATH} is missing (TensorFlow was not importable "
             f"when byteps-native was built?); {_rebuild_hint()}")
     engine.library()  # resolve the engine first so the op library finds the same copy
+    # TensorFlow must be the first to dlopen the library: it collects the ops
+    # registered while it loads, so an earlier ctypes load would hide them.
     try:
-        lib = ctypes.CDLL(OPS_PATH)
-    except OSError as err:
+        ops_module = tf.load_op_library(OPS_PATH)
+    except (tf.errors.NotFoundError, OSError) as err:
         raise ImportError(
             f"byteps_native.tf: cannot load {OPS_PATH} into TensorFlow {tf.__version__}: {err}; "
             f"it was probably built against another TensorFlow; {_rebuild_hint()}") from err
+    lib = ctypes.CDLL(OPS_PATH)  # already loaded: just a handle for the build facts
     built = lib.byteps_tf_graph_def_version()
     running = tf.version.GRAPH_DEF_VERSION
     if built != running:
@@ -42,7 +46,7 @@ def _check_build():
         raise ImportError(
             f"byteps_native.tf: op library speaks engine C API v{lib.byteps_tf_c_api_version()}, "
             f"this Python package expects v{EXPECTED_C_API_VERSION}; {_rebuild_hint()}")
+    return ops_module
 
 
-_check_build()
-ops = tf.load_op_library(OPS_PATH)
+ops = _load()

@@ -45,8 +45,10 @@ def test_distributed_gradient_tape_averages(job):
 
 
 def test_push_pull_gradient(job):
-    for o in job:  # gradient of a cross-process sum is the cross-process sum of seeds (1 + 2)
-        np.testing.assert_allclose(o.result["op_gradient"], [3.0, 3.0])
+    # y = sum over ranks of x_r * (r + 1); every rank seeds dy = 1. The gradient of a
+    # cross-process sum is the cross-process sum of the seeds (2), times this rank's (r + 1).
+    for o in job:
+        np.testing.assert_allclose(o.result["op_gradient"], [2.0 * (o.rank + 1)] * 2)
 
 
 def test_keras_distributed_optimizer_with_callbacks(job):

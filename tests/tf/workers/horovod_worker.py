@@ -38,8 +38,8 @@ out["tape_grad"] = bps.DistributedGradientTape(tape).gradient(loss, [w])[0]
 
 x = tf.Variable([1.0, 2.0])
 with tf.GradientTape() as tape:  # d/dx sum_over_processes(x * (rank+1)) = sum of seeds
-    y = bps.push_pull(x * (rank + 1), average=False, name="grad_through_op")
-out["op_gradient"] = tape.gradient(tf.reduce_sum(y), x)
+    y = tf.reduce_sum(bps.push_pull(x * (rank + 1), average=False, name="grad_through_op"))
+out["op_gradient"] = tape.gradient(y, x)
 
 # Keras: processes start from different weights; the callback makes them rank 0's.
 GLOBAL_BATCH, STEPS = 32, 5
