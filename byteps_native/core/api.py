@@ -68,11 +68,11 @@ def stats():
     return json.loads(_core.stats_json())
 
 
-def _as_buffer(array):
+def _as_buffer(array, writable=True):
     if isinstance(array, np.ndarray):
         if not array.flags.c_contiguous:
             raise ValueError("push_pull: array is not C-contiguous; pass numpy.ascontiguousarray(x)")
-        if not array.flags.writeable:
+        if writable and not array.flags.writeable:
             raise ValueError("push_pull: array is read-only; the result is written in place")
         # ml_dtypes bfloat16 arrays do not export a buffer format: view as uint16.
         return array.view(np.uint16) if str(array.dtype) == "bfloat16" else array
@@ -81,17 +81,22 @@ def _as_buffer(array):
     return array
 
 
-def push_pull_async(array, name, average=True, priority=0):
-    """Start an in-place sum (average=True: mean) of `array` over all ranks.
+def push_pull_async(array, name, average=True, priority=0, output=None):
+    """Start a sum (average=True: mean) of `array` over all ranks.
 
-    Returns a Handle with .poll() and .wait(); keep `array` alive and untouched
-    until then. `name` must identify the same tensor on every rank.
+    The result goes into `output` (same size and dtype) or, by default, into
+    `array` itself. Returns a Handle with .poll() and .wait(); keep the arrays
+    alive and untouched until then. `name` must identify the same tensor on
+    every rank; higher `priority` goes first on the network.
     """
     code = _dtype_code(array)
-    return _core.push_pull_async(_as_buffer(array), str(name), bool(average), int(priority), code)
+    if output is not None and _dtype_code(output) != code:
+        raise TypeError(f"push_pull: output dtype {output.dtype} differs from input dtype {array.dtype}")
+    out = None if output is None else _as_buffer(output)
+    return _core.push_pull_async(_as_buffer(array, output is None), str(name), bool(average), int(priority), code, out)
 
 
-def push_pull(array, name, average=True, priority=0):
-    """Blocking in-place push_pull; returns `array`."""
-    push_pull_async(array, name, average, priority).wait()
-    return array
+def push_pull(array, name, average=True, priority=0, output=None):
+    """Blocking push_pull; returns the array holding the result."""
+    push_pull_async(array, name, average, priority, output).wait()
+    return array if output is None else output

@@ -825,7 +825,9 @@ std::string Engine::StatsJson() {
     << ", \"queue_depth\": " << stats_.queue_depth.load()
     << ", \"stage_seconds\": {\"stage_in\": " << stats_.stage_ns.load() * 1e-9
     << ", \"local_reduce\": " << stats_.local_reduce_ns.load() * 1e-9
-    << ", \"gather\": " << stats_.gather_ns.load() * 1e-9 << "}";
+    << ", \"gather\": " << stats_.gather_ns.load() * 1e-9 << "}"
+    << ", \"staging_bytes\": " << (shm_ ? shm_->control()->arena_used.load() : 0)
+    << ", \"num_servers\": " << num_servers_;
   if (colocated_server_) s << ", \"colocated_server\": " << colocated_server_->StatsJson();
   s << "}";
   return s.str();

@@ -41,6 +41,17 @@ class Handle {
   py::object keepalive;  // the arrays, alive until the op completes
   std::vector<int64_t> shape;
 
+  // The last reference may be dropped on an engine thread (an op nobody
+  // waited for): Python objects are released under the GIL.
+  ~Handle() {
+    if (keepalive && Py_IsInitialized()) {
+      py::gil_scoped_acquire gil;
+      keepalive = py::object();
+    } else {
+      keepalive.release();
+    }
+  }
+
   static void OnDone(void* user, int code, const char* message) {
     auto* h = static_cast<Handle*>(user);
     {
@@ -57,15 +68,13 @@ class Handle {
     return done;
   }
 
-  void Wait(double timeout_seconds) {
+  // The engine guarantees completion (success, error or BYTEPS_TIMEOUT), so
+  // an unbounded wait cannot hang.
+  void Wait() {
     {
       py::gil_scoped_release release;
       std::unique_lock<std::mutex> lock(mu);
-      if (timeout_seconds < 0) {
-        cv.wait(lock, [&] { return done; });
-      } else if (!cv.wait_for(lock, std::chrono::duration<double>(timeout_seconds), [&] { return done; })) {
-        throw py::error_already_set();  // unreachable placeholder replaced below
-      }
+      cv.wait(lock, [&] { return done; });
     }
     if (code != BPS_OK) Raise(code, message);
   }
@@ -84,16 +93,8 @@ int DtypeOf(const py::buffer_info& info) {
   return -1;
 }
 
-std::shared_ptr<Handle> Submit(py::object array, const std::string& name, bool average, int priority,
-                               int dtype_override) {
-  py::buffer buf = py::reinterpret_borrow<py::buffer>(array);
-  py::buffer_info info = buf.request(true);
-  int dtype = dtype_override >= 0 ? dtype_override : DtypeOf(info);
-  if (dtype < 0) {
-    throw py::type_error("push_pull: unsupported dtype '" + info.format +
-                         "' (supported: float32, float64, float16, bfloat16, int32, int64, uint8)");
-  }
-  // Contiguity: the engine reads and writes one flat buffer in place.
+// Contiguity: the engine reads and writes one flat buffer.
+void CheckContiguous(const py::buffer_info& info, const std::string& name) {
   int64_t expect = info.itemsize;
   for (int i = static_cast<int>(info.ndim) - 1; i >= 0; --i) {
     if (info.shape[i] > 1 && info.strides[i] != expect) {
@@ -101,8 +102,29 @@ std::shared_ptr<Handle> Submit(py::object array, const std::string& name, bool a
     }
     expect *= info.shape[i];
   }
+}
+
+std::shared_ptr<Handle> Submit(py::object array, const std::string& name, bool average, int priority,
+                               int dtype_override, py::object output) {
+  py::buffer buf = py::reinterpret_borrow<py::buffer>(array);
+  py::buffer_info info = buf.request(output.is_none());
+  void* out_ptr = info.ptr;
+  if (!output.is_none()) {
+    py::buffer_info out_info = py::reinterpret_borrow<py::buffer>(output).request(true);
+    if (out_info.size != info.size || out_info.itemsize != info.itemsize) {
+      throw py::value_error("push_pull: output of '" + name + "' must have the input's size and dtype");
+    }
+    CheckContiguous(out_info, name);
+    out_ptr = out_info.ptr;
+  }
+  int dtype = dtype_override >= 0 ? dtype_override : DtypeOf(info);
+  if (dtype < 0) {
+    throw py::type_error("push_pull: unsupported dtype '" + info.format +
+                         "' (supported: float32, float64, float16, bfloat16, int32, int64, uint8)");
+  }
+  CheckContiguous(info, name);
   auto h = std::make_shared<Handle>();
-  h->keepalive = array;
+  h->keepalive = py::make_tuple(array, output);
   h->shape.assign(info.shape.begin(), info.shape.end());
   bps_tensor t;
   t.data = info.ptr;
@@ -114,7 +136,7 @@ std::shared_ptr<Handle> Submit(py::object array, const std::string& name, bool a
   // The handle must outlive the callback: hold a raw ref until it fires.
   auto* owner = new std::shared_ptr<Handle>(h);
   int rc = bps_push_pull_async(
-      &t, info.ptr, name.c_str(), priority, average ? BPS_REDUCE_AVERAGE : BPS_REDUCE_SUM,
+      &t, out_ptr, name.c_str(), priority, average ? BPS_REDUCE_AVERAGE : BPS_REDUCE_SUM,
       [](void* user, int code, const char* msg) {
         auto* sp = static_cast<std::shared_ptr<Handle>*>(user);
         Handle::OnDone(sp->get(), code, msg);
@@ -183,10 +205,10 @@ PYBIND11_MODULE(_core, m) {
 
   py::class_<Handle, std::shared_ptr<Handle>>(m, "Handle")
       .def("poll", &Handle::Poll, "True once the operation completed (successfully or not).")
-      .def("wait", [](Handle& h) { h.Wait(-1); }, "Block until done; raises BytePSError on failure.");
+      .def("wait", &Handle::Wait, "Block until done; raises BytePSError on failure.");
 
   m.def("push_pull_async", &Submit, py::arg("array"), py::arg("name"), py::arg("average") = true,
-        py::arg("priority") = 0, py::arg("dtype") = -1);
+        py::arg("priority") = 0, py::arg("dtype") = -1, py::arg("output") = py::none());
   m.attr("FLOAT32") = static_cast<int>(BPS_FLOAT32);
   m.attr("FLOAT64") = static_cast<int>(BPS_FLOAT64);
   m.attr("FLOAT16") = static_cast<int>(BPS_FLOAT16);
