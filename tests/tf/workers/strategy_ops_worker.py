@@ -30,10 +30,6 @@ def filled(dtype, shape, replica_id):
     return tf.cast(tf.fill(shape, 1 + rank * 4 + replica_id), dtype)
 
 
-def local(value):
-    return [v.numpy().astype("float64").tolist() for v in strategy.experimental_local_results(value)]
-
-
 def collectives():
     out = {}
     vec = per_replica(lambda r: filled(tf.float32, [3], r))
@@ -45,7 +41,7 @@ def collectives():
     out["batch_sum"] = strategy.extended.batch_reduce_to(SUM, [(v, v) for v in values])
     out["batch_mean"] = strategy.extended.batch_reduce_to(MEAN, [(v, v) for v in values])
     out["broadcast"] = strategy.extended._broadcast_to(  # pylint: disable=protected-access
-        tf.fill([3], 100.0 + rank), destinations=strategy.extended.worker_devices)
+        tf.fill([3], 100.0 + rank), destinations=vec)
     # rank r replica i contributes (r + 1) rows of value 10 r + i
     out["gather"] = strategy.gather(
         per_replica(lambda r: tf.fill([rank + 1, 2], 10.0 * rank + tf.cast(r, tf.float32))), axis=0)
@@ -53,23 +49,21 @@ def collectives():
         values=tf.fill([2, 3], 1.0 + rank * 2 + tf.cast(r, tf.float32)),
         indices=tf.constant([rank, 3]), dense_shape=tf.constant([5, 3])))
     out["sparse_sum"] = strategy.reduce(SUM, sparse, axis=None)
-    return out
+    return tf.nest.map_structure(unwrap, out, expand_composites=False)
+
+
+def unwrap(value):
+    """Mirrored results as their per-device copies (a tf.function would return only one)."""
+    if isinstance(value, tf.distribute.DistributedValues):
+        return tuple(strategy.experimental_local_results(value))
+    return value
 
 
 graph_collectives = tf.function(collectives)
 
 
 def materialise(results):
-    flat = {}
-    for key, value in results.items():
-        if isinstance(value, list):
-            flat[key] = [local(v) if isinstance(v, tf.distribute.DistributedValues) else v.numpy().tolist()
-                         for v in value]
-        elif isinstance(value, tf.distribute.DistributedValues):
-            flat[key] = local(value)
-        else:
-            flat[key] = value.numpy().astype("float64").tolist()
-    return flat
+    return tf.nest.map_structure(lambda t: t.numpy().astype("float64").tolist(), results)
 
 
 result = {"rank": rank, "size": size, "num_replicas_in_sync": strategy.num_replicas_in_sync,
