@@ -1,0 +1,328 @@
+"""Emulated hosts on one machine: Linux network namespaces on a shaped bridge.
+
+    from benchmarks.cluster import Cluster
+    with Cluster(hosts=4, rate="1gbit") as cluster:
+        sched = cluster.start(0, "scheduler", [sys.executable, "-m", "byteps_native.scheduler"],
+                              env={"DMLC_ROLE": "scheduler", ...})
+        ...
+        cluster.wait([w0, w1], timeout=60)
+    # every process stopped, every namespace deleted -- also on an exception
+
+Topology. A "switch" namespace holds a bridge; host i is a namespace whose
+`eth0` (address 192.0.2.(10+i)/24) is one end of a veth pair whose other end
+(`p<i>`) sits on the bridge. Nothing is created in the caller's namespace, so
+several clusters (other people's test runs) never collide: names carry the
+creating pid and a sequence number, and addresses live in separate switches.
+
+Shaping. Each host link is limited in both directions with an egress tbf:
+on `eth0` inside the host (upload) and on `p<i>` in the switch (download). A
+bucket below ~1 mbit splits the kernel's 64 KB GSO segments, burns CPU and
+distorts the result, so `burst` defaults to 1mbit. netem is not used (not
+available on these kernels).
+
+Needs root and iproute2; `Cluster.unavailable_reason()` says why not, so tests
+can skip with a stated reason.
+"""
+import atexit
+import itertools
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+SUBNET_PREFIX = "192.0.2."  # TEST-NET-1 (RFC 5737): never routed anywhere
+FIRST_HOST_OCTET = 10
+NAME_PREFIX = "bpsn-"
+
+_sequence = itertools.count()
+_live_clusters = set()
+
+
+class ClusterError(RuntimeError):
+    pass
+
+
+def _run(argv, check=True):
+    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if check and proc.returncode != 0:
+        raise ClusterError(f"`{' '.join(argv)}` failed ({proc.returncode}): {proc.stderr.strip()}")
+    return proc
+
+
+class Process:
+    """A command running inside a host namespace; output goes to a log file."""
+
+    def __init__(self, host, name, popen, log_path):
+        self.host = host
+        self.name = name
+        self.popen = popen
+        self.log_path = log_path
+
+    @property
+    def returncode(self):
+        return self.popen.poll()
+
+    def output(self):
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+    def stop(self, grace=3.0):
+        """SIGTERM the process group, SIGKILL it after `grace` seconds (only if it was still ours)."""
+        if self.popen.poll() is not None:
+            return  # reaped: its pid (and group id) may belong to someone else by now
+        try:
+            os.killpg(self.popen.pid, signal.SIGTERM)
+            self.popen.wait(timeout=grace)
+        except ProcessLookupError:
+            pass
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(self.popen.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.popen.wait(timeout=grace)
+
+    def __repr__(self):
+        return f"Process({self.name!r} on {self.host.name}, rc={self.returncode})"
+
+
+class Host:
+    def __init__(self, index, netns, address):
+        self.index = index
+        self.netns = netns
+        self.address = address
+        self.name = f"h{index}"
+
+    def __repr__(self):
+        return f"Host({self.name}, {self.address}, netns={self.netns})"
+
+
+class Cluster:
+    """N emulated hosts; use as a context manager (teardown is guaranteed).
+
+    rate:  per-host link rate in each direction, tc syntax ("1gbit"), or None for unshaped.
+    burst: tbf bucket (>= 1mbit recommended).
+    mtu:   link MTU (1500 like Ethernet).
+    logdir: where process logs go (a fresh temporary directory when None; removed at
+            teardown unless keep_logs or a process failed and keep_logs is None).
+    """
+
+    def __init__(self, hosts, rate="1gbit", burst="1mbit", latency="50ms", mtu=1500, logdir=None,
+                 keep_logs=None):
+        if hosts < 1 or hosts > 200:
+            raise ValueError(f"hosts={hosts} must be in 1..200")
+        self.num_hosts = hosts
+        self.rate = rate
+        self.burst = burst
+        self.latency = latency
+        self.mtu = mtu
+        self.keep_logs = keep_logs
+        self.tag = f"{NAME_PREFIX}{os.getpid()}-{next(_sequence)}"
+        self.switch = f"{self.tag}-sw"
+        self.hosts = [Host(i, f"{self.tag}-h{i}", f"{SUBNET_PREFIX}{FIRST_HOST_OCTET + i}") for i in range(hosts)]
+        self._own_logdir = logdir is None
+        self.logdir = logdir
+        self.processes = []
+        self._namespaces = []
+        self._up = False
+
+    # ---- availability -------------------------------------------------------------------------
+
+    @staticmethod
+    def unavailable_reason():
+        """None when namespaces can be created here, else a sentence saying why not."""
+        if os.name != "posix" or not os.path.exists("/proc/self/ns/net"):
+            return "network namespaces need Linux"
+        if os.geteuid() != 0:
+            return "creating network namespaces needs root (run as root or in a privileged container)"
+        for tool in ("ip", "tc"):
+            if shutil.which(tool) is None:
+                return f"`{tool}` (iproute2) is not installed"
+        probe = f"{NAME_PREFIX}{os.getpid()}-probe"
+        proc = _run(["ip", "netns", "add", probe], check=False)
+        if proc.returncode != 0:
+            return f"`ip netns add` failed: {proc.stderr.strip()}"
+        try:
+            proc = _run(["ip", "-n", probe, "link", "add", "v0", "type", "veth", "peer", "name", "v1"], check=False)
+            if proc.returncode != 0:
+                return f"cannot create veth pairs: {proc.stderr.strip()}"
+            proc = _run(["ip", "-n", probe, "link", "add", "br0", "type", "bridge"], check=False)
+            if proc.returncode != 0:
+                return f"cannot create bridges: {proc.stderr.strip()}"
+            proc = _run(["tc", "-n", probe, "qdisc", "add", "dev", "v0", "root", "tbf", "rate", "1gbit",
+                         "burst", "1mbit", "latency", "50ms"], check=False)
+            if proc.returncode != 0:
+                return f"tc tbf is unavailable: {proc.stderr.strip()}"
+        finally:
+            _run(["ip", "netns", "del", probe], check=False)
+        return None
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+
+    def __enter__(self):
+        self.setup()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.teardown(failed=exc_type is not None)
+        return False
+
+    def setup(self):
+        reason = self.unavailable_reason()
+        if reason:
+            raise ClusterError(reason)
+        _live_clusters.add(self)
+        if self._own_logdir:
+            self.logdir = tempfile.mkdtemp(prefix=f"{self.tag}-logs-")
+        else:
+            os.makedirs(self.logdir, exist_ok=True)
+        self._up = True
+        try:
+            self._add_netns(self.switch)
+            sw = ["ip", "-n", self.switch]
+            _run(sw + ["link", "add", "br0", "type", "bridge"])
+            _run(sw + ["link", "set", "br0", "up"])
+            for host in self.hosts:
+                self._add_host(host)
+        except BaseException:
+            self.teardown(failed=True)
+            raise
+
+    def _add_netns(self, name):
+        _run(["ip", "netns", "add", name])
+        self._namespaces.append(name)
+        _run(["ip", "-n", name, "link", "set", "lo", "up"])
+
+    def _add_host(self, host):
+        self._add_netns(host.netns)
+        port = f"p{host.index}"
+        # Created inside the switch, the host end moved out: nothing touches the caller's namespace.
+        _run(["ip", "-n", self.switch, "link", "add", port, "mtu", str(self.mtu), "type", "veth",
+              "peer", "name", "eth0", "mtu", str(self.mtu), "netns", host.netns])
+        _run(["ip", "-n", self.switch, "link", "set", port, "master", "br0"])
+        _run(["ip", "-n", self.switch, "link", "set", port, "up"])
+        _run(["ip", "-n", host.netns, "addr", "add", f"{host.address}/24", "dev", "eth0"])
+        _run(["ip", "-n", host.netns, "link", "set", "eth0", "up"])
+        if self.rate:
+            for netns, dev in ((host.netns, "eth0"), (self.switch, port)):
+                _run(["tc", "-n", netns, "qdisc", "add", "dev", dev, "root", "tbf", "rate", self.rate,
+                      "burst", self.burst, "latency", self.latency])
+
+    def teardown(self, failed=False):
+        if not self._up:
+            return
+        self._up = False
+        for proc in reversed(self.processes):
+            proc.stop()
+        for name in reversed(self._namespaces):
+            _run(["ip", "netns", "del", name], check=False)
+        self._namespaces.clear()
+        _live_clusters.discard(self)
+        if failed and self.keep_logs is None:
+            self.keep_logs = True
+        if self._own_logdir and not self.keep_logs and self.logdir:
+            shutil.rmtree(self.logdir, ignore_errors=True)
+
+    # ---- processes ----------------------------------------------------------------------------
+
+    def host(self, index):
+        return self.hosts[index]
+
+    def start(self, host, name, argv, env=None, inherit_env=True):
+        """Start argv inside host (index or Host); env is added to os.environ (or replaces it)."""
+        if not self._up:
+            raise ClusterError("cluster is not set up (use `with Cluster(...)`)")
+        host = self.hosts[host] if isinstance(host, int) else host
+        full_env = dict(os.environ) if inherit_env else {}
+        full_env.update({k: str(v) for k, v in (env or {}).items()})
+        log_path = os.path.join(self.logdir, f"{host.name}-{name}.log")
+        with open(log_path, "wb") as log:
+            popen = subprocess.Popen(["ip", "netns", "exec", host.netns] + list(argv), env=full_env,
+                                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        proc = Process(host, name, popen, log_path)
+        self.processes.append(proc)
+        return proc
+
+    def run(self, host, argv, timeout=30):
+        """Run a short command inside host and return its CompletedProcess (text)."""
+        host = self.hosts[host] if isinstance(host, int) else host
+        return subprocess.run(["ip", "netns", "exec", host.netns] + list(argv), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, timeout=timeout)
+
+    def wait(self, processes, timeout, watch=()):
+        """Wait until every process in `processes` exits; fail fast if any (or one in `watch`) fails.
+
+        Raises ClusterError naming the failed or hung process, with the tail of its output.
+        """
+        deadline = time.monotonic() + timeout
+        pending = list(processes)
+        while pending:
+            for proc in list(pending) + [p for p in watch if p not in pending]:
+                rc = proc.returncode
+                if rc is not None and rc != 0:
+                    raise ClusterError(f"{proc.name} on {proc.host.name} exited with {rc}:\n"
+                                       f"{_tail(proc.output())}")
+                if rc == 0 and proc in pending:
+                    pending.remove(proc)
+            if not pending:
+                break
+            if time.monotonic() > deadline:
+                names = ", ".join(f"{p.name}@{p.host.name}" for p in pending)
+                tails = "\n".join(f"--- {p.name}:\n{_tail(p.output())}" for p in pending)
+                raise ClusterError(f"timed out after {timeout:.0f}s waiting for {names}\n{tails}")
+            time.sleep(0.05)
+
+    def link_stats(self):
+        """Bytes sent by each host (tx of eth0) and received (tx of its switch port): {host: (tx, rx)}."""
+        out = {}
+        for host in self.hosts:
+            tx = int(_read_ns_counter(host.netns, "eth0", "tx_bytes"))
+            rx = int(_read_ns_counter(self.switch, f"p{host.index}", "tx_bytes"))
+            out[host.name] = (tx, rx)
+        return out
+
+
+def _read_ns_counter(netns, dev, counter):
+    proc = _run(["ip", "netns", "exec", netns, "cat", f"/sys/class/net/{dev}/statistics/{counter}"])
+    return proc.stdout.strip()
+
+
+def _tail(text, lines=30):
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def remove_stale_namespaces():
+    """Delete bpsn-<pid>-* namespaces whose creating process is gone (after a SIGKILL)."""
+    proc = _run(["ip", "netns", "list"], check=False)
+    removed = []
+    for line in proc.stdout.splitlines():
+        name = line.split()[0] if line.strip() else ""
+        if not name.startswith(NAME_PREFIX):
+            continue
+        pid_text = name[len(NAME_PREFIX):].split("-")[0]
+        if not pid_text.isdigit() or os.path.exists(f"/proc/{pid_text}"):
+            continue
+        if _run(["ip", "netns", "del", name], check=False).returncode == 0:
+            removed.append(name)
+    return removed
+
+
+@atexit.register
+def _teardown_live_clusters():
+    for cluster in list(_live_clusters):
+        cluster.teardown(failed=True)
+
+
+def _raise_keyboard_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def install_sigterm_handler():
+    """Make SIGTERM unwind like Ctrl-C so `with Cluster(...)` tears down (call from a main script)."""
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
