@@ -15,7 +15,8 @@ def attempt(fn):
         fn()
         return "ok"
     except bps.BytePSError as e:
-        message, code = (tuple(e.args) + ("?", "?"))[:2]
+        message = e.args[0] if e.args else str(e)
+        code = getattr(e, "code", e.args[1] if len(e.args) > 1 else "?")
         return f"error {code} {message}"
 
 

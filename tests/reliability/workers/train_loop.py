@@ -34,7 +34,8 @@ try:
             print(f"STEP {step}", flush=True)
         time.sleep(0.001)
 except bps.BytePSError as e:
-    message, code = (e.args + ("?",))[:2] if len(e.args) else (str(e), "?")
+    message = e.args[0] if e.args else str(e)
+    code = getattr(e, "code", e.args[1] if len(e.args) > 1 else "?")
     print(f"BYTEPS_ERROR {code} after {step} steps: {message}", flush=True)
     sys.exit(3)
 bps.shutdown()
