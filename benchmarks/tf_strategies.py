@@ -1,0 +1,165 @@
+"""Steps per second of one Keras model trained by 2 processes on this host:
+MirroredStrategy(cross_device_ops=BytePSOps()) against TensorFlow's own
+MultiWorkerMirroredStrategy (ring collectives over gRPC), in the same run.
+
+    python benchmarks/tf_strategies.py [--steps 60] [--global-batch 256] [--hidden 512]
+
+Configurations (same model, same global batch, synthetic data):
+  bytepsops-2x2  2 processes x 2 logical CPU devices, MirroredStrategy(BytePSOps), 1 server
+  bytepsops-2x1  2 processes x 1 CPU device,          MirroredStrategy(BytePSOps), 1 server
+  mwms-2x1       2 processes x 1 CPU device,          MultiWorkerMirroredStrategy (RING)
+MultiWorkerMirroredStrategy uses one CPU device per worker (it ignores logical
+CPU devices), so bytepsops-2x1 is the like-for-like comparison; 2x2 shows the
+cost of the extra local replica level.
+"""
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROCESSES = 2
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=60, help="timed steps (after --warmup)")
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--global-batch", type=int, default=256)
+    parser.add_argument("--hidden", type=int, default=512, help="width of the two hidden layers")
+    parser.add_argument("--role", choices=["orchestrate", "byteps", "mwms"], default="orchestrate",
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--devices", type=int, default=1, help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+# -- worker side ---------------------------------------------------------------
+
+def run_worker(args):
+    import tensorflow as tf
+    if args.devices > 1:
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(args.devices)])
+    import keras
+    import numpy as np
+
+    if args.role == "byteps":
+        import byteps_native.tf as bps
+        strategy = tf.distribute.MirroredStrategy(cross_device_ops=bps.BytePSOps())
+        rank = bps.rank()
+    else:
+        strategy = tf.distribute.MultiWorkerMirroredStrategy(
+            communication_options=tf.distribute.experimental.CommunicationOptions(
+                implementation=tf.distribute.experimental.CommunicationImplementation.RING))
+        rank = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
+
+    per_process = args.global_batch // PROCESSES
+    rng = np.random.default_rng(rank)
+    x = rng.standard_normal((per_process * 8, 64)).astype(np.float32)
+    y = rng.integers(0, 10, per_process * 8).astype(np.int32)
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(per_process, drop_remainder=True)
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    dataset = dataset.with_options(options)
+
+    with strategy.scope():
+        keras.utils.set_random_seed(0)
+        model = keras.Sequential([keras.Input((64,)),
+                                  keras.layers.Dense(args.hidden, activation="relu"),
+                                  keras.layers.Dense(args.hidden, activation="relu"),
+                                  keras.layers.Dense(10)])
+        model.compile(optimizer=keras.optimizers.SGD(0.01),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      jit_compile=False)
+
+    class Timer(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            if batch + 1 == args.warmup:
+                self.start = time.perf_counter()
+
+        def on_train_end(self, logs=None):
+            self.seconds = time.perf_counter() - self.start
+
+    timer = Timer()
+    model.fit(dataset, epochs=1, steps_per_epoch=args.warmup + args.steps, verbose=0, callbacks=[timer])
+    if rank == 0:
+        params = sum(int(np.prod(w.shape)) for w in model.get_weights())
+        print("RESULT " + json.dumps({"steps_per_s": args.steps / timer.seconds, "params": params,
+                                      "replicas": strategy.num_replicas_in_sync}), flush=True)
+
+
+# -- orchestrator --------------------------------------------------------------
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _worker_argv(args, role, devices):
+    return [sys.executable, os.path.abspath(__file__), "--role", role, "--devices", str(devices),
+            "--steps", str(args.steps), "--warmup", str(args.warmup),
+            "--global-batch", str(args.global_batch), "--hidden", str(args.hidden)]
+
+
+def _result(output, what):
+    for line in output.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT "):])
+    raise RuntimeError(f"{what} produced no result; its output ends with:\n{output[-3000:]}")
+
+
+def _env():
+    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+def run_byteps(args, devices):
+    cmd = [sys.executable, "-m", "byteps_native.launch", "--machines", str(PROCESSES), "--local-workers", "1",
+           "--servers", "1", "--"] + _worker_argv(args, "byteps", devices)
+    proc = subprocess.run(cmd, env=_env(), cwd=REPO, capture_output=True, text=True, timeout=900)
+    return _result(proc.stdout + proc.stderr, f"bytepsops-{PROCESSES}x{devices}")
+
+
+def run_mwms(args):
+    ports = [_free_port() for _ in range(PROCESSES)]
+    cluster = {"worker": [f"localhost:{p}" for p in ports]}
+    procs = []
+    for index in range(PROCESSES):
+        env = dict(_env(), TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}))
+        procs.append(subprocess.Popen(_worker_argv(args, "mwms", 1), env=env, cwd=REPO,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outputs = [p.communicate(timeout=900)[0] for p in procs]
+    return _result(outputs[0], "mwms")
+
+
+def orchestrate(args):
+    results = {
+        f"bytepsops-{PROCESSES}x2": run_byteps(args, 2),
+        f"bytepsops-{PROCESSES}x1": run_byteps(args, 1),
+        f"mwms-{PROCESSES}x1": run_mwms(args),
+    }
+    params = results[f"mwms-{PROCESSES}x1"]["params"]
+    print(f"model: MLP 64-{args.hidden}-{args.hidden}-10 ({params} parameters, {params * 4 / 1e6:.2f} MB "
+          f"of float32 gradients), global batch {args.global_batch}, {args.steps} timed steps, "
+          f"{os.cpu_count()} CPU cores")
+    for name, r in results.items():
+        print(f"{name:16s} {r['steps_per_s']:8.2f} steps/s  ({r['replicas']} replicas)")
+    mwms = results[f"mwms-{PROCESSES}x1"]["steps_per_s"]
+    for name in (f"bytepsops-{PROCESSES}x1", f"bytepsops-{PROCESSES}x2"):
+        print(f"ratio {name} / mwms-{PROCESSES}x1 = {results[name]['steps_per_s'] / mwms:.2f}")
+
+
+def main():
+    args = parse_args()
+    if args.role == "orchestrate":
+        orchestrate(args)
+    else:
+        run_worker(args)
+
+
+if __name__ == "__main__":
+    main()
