@@ -1,0 +1,154 @@
+"""Horovod-style process API: init, topology, push_pull and handles.
+
+One engine per process serves this API, the c10d backend and byteps_native.core
+alike; ``init()`` starts it the way the launcher implies.
+"""
+import itertools
+import os
+import threading
+
+import torch
+import torch.distributed as dist
+
+from byteps_native.torch.compression import Compression, wire_dtype_for
+from byteps_native.torch.extension import _c10d
+
+
+def init():
+    """Start the engine (idempotent).
+
+    - under bpslaunch (DMLC_ROLE set): rendezvous at the scheduler from DMLC_*;
+    - under torchrun (RANK, WORLD_SIZE, MASTER_ADDR): init_process_group('byteps'),
+      or, when another backend already owns the default group, through its store;
+    - neither: a job of one process.
+    """
+    if _c10d.initialized():
+        return
+    role = os.environ.get("DMLC_ROLE")
+    if role:
+        if role != "worker":
+            raise RuntimeError(
+                f"byteps_native.torch.init() runs in workers, but DMLC_ROLE={role!r}; "
+                "servers and schedulers are started by bpslaunch, not by training scripts")
+        _c10d.init_from_env()
+    elif all(k in os.environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR")):
+        if not dist.is_initialized():
+            dist.init_process_group("byteps")
+        if not _c10d.initialized():  # default group runs another backend: share its store
+            store = dist.PrefixStore("byteps_native/", dist.distributed_c10d._get_default_store())
+            _c10d.init_with_store(store, dist.get_rank(), dist.get_world_size())
+    else:
+        _c10d.init_with_store(dist.HashStore(), 0, 1)
+
+
+def shutdown():
+    """Stop the engine; pending operations fail with a shutdown error."""
+    _c10d.shutdown()
+
+
+def _require_init(what):
+    if not _c10d.initialized():
+        raise RuntimeError(f"byteps_native.torch.{what}() needs the engine: call bps.init() first")
+
+
+def rank():
+    _require_init("rank")
+    return _c10d.rank()
+
+
+def size():
+    _require_init("size")
+    return _c10d.size()
+
+
+def local_rank():
+    _require_init("local_rank")
+    return _c10d.local_rank()
+
+
+def local_size():
+    _require_init("local_size")
+    return _c10d.local_size()
+
+
+def default_name(prefix, tensor):
+    """A name for an unnamed tensor. Stable (no counters: each distinct name costs
+    engine memory for good) and unambiguous because every rank submits unnamed
+    tensors in the same order and the engine serves one name's rounds in order."""
+    return f"{prefix}.noname.{str(tensor.dtype).replace('torch.', '')}.{tensor.numel()}"
+
+
+class _Handles:
+    """Horovod-style integer handles over torch Futures."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._futures = {}
+        self._ids = itertools.count()
+
+    def add(self, future, finish):
+        with self._lock:
+            handle = next(self._ids)
+            self._futures[handle] = (future, finish)
+        return handle
+
+    def get(self, handle):
+        with self._lock:
+            if handle not in self._futures:
+                raise ValueError(f"unknown or already synchronized push_pull handle {handle}")
+            return self._futures[handle]
+
+    def pop(self, handle):
+        with self._lock:
+            return self._futures.pop(handle)
+
+
+_handles = _Handles()
+
+
+def _submit(output, average, name, priority, compression):
+    """In-place push_pull of `output`; returns (future, finish) where finish()
+    turns the completed future's value into the caller's result tensor."""
+    _require_init("push_pull")
+    name = name or default_name("push_pull", output)
+    if hasattr(compression, "wire_dtype"):
+        future = _c10d.push_pull_async(output, name, priority, average,
+                                       wire_dtype_for(compression, output))
+        return future, lambda: output
+    # A Horovod-style compressor without a wire dtype: compress in Python.
+    compressed, ctx = compression.compress(output)
+    compressed = compressed.contiguous()
+    future = _c10d.push_pull_async(compressed, name, priority, average)
+    return future, lambda: output.copy_(compression.decompress(compressed, ctx))
+
+
+def push_pull_async_inplace(tensor, average=True, name=None, priority=0,
+                            compression=Compression.none):
+    """Start summing (average=True: averaging) `tensor` across ranks in place; returns a handle."""
+    return _handles.add(*_submit(tensor, average, name, priority, compression))
+
+
+def push_pull_async(tensor, average=True, name=None, priority=0, compression=Compression.none):
+    """Like push_pull_async_inplace, into a new tensor (`tensor` is left unchanged)."""
+    return _handles.add(*_submit(tensor.detach().clone(), average, name, priority, compression))
+
+
+def poll(handle):
+    """True once the operation behind `handle` has finished (successfully or not)."""
+    return _handles.get(handle)[0].done()
+
+
+def synchronize(handle):
+    """Wait for `handle`; returns the result tensor or raises the engine's error."""
+    future, finish = _handles.pop(handle)
+    future.wait()  # raises RuntimeError naming the tensor and the cause on failure
+    return finish()
+
+
+def push_pull(tensor, average=True, name=None, priority=0, compression=Compression.none):
+    """Sum (average=True: average) of `tensor` across ranks, as a new tensor."""
+    return synchronize(push_pull_async(tensor, average, name, priority, compression))
+
+
+def push_pull_inplace(tensor, average=True, name=None, priority=0, compression=Compression.none):
+    return synchronize(push_pull_async_inplace(tensor, average, name, priority, compression))

@@ -1,0 +1,124 @@
+// Python face of the torch adapter (module byteps_native.torch._c10d). Thin:
+// argument conversion and GIL handling only; the work happens in the other
+// files of this folder.
+#include <torch/csrc/jit/python/pybind_utils.h>
+#include <torch/csrc/utils/pybind.h>
+#include <torch/version.h>
+
+#include <string>
+#include <vector>
+
+#include "c_api/byteps_c.h"
+#include "torch/backend.h"
+#include "torch/engine_init.h"
+#include "torch/push_pull.h"
+#include "torch/python_future.h"
+#include "torch/tensor_wire.h"
+
+namespace py = pybind11;
+
+namespace byteps_torch {
+namespace {
+
+c10::intrusive_ptr<c10d::Backend> CreateBackend(const c10::intrusive_ptr<c10d::Store>& store,
+                                                int rank, int size, const std::string& group_name,
+                                                const std::vector<int64_t>& global_ranks) {
+  bool is_world = true;
+  for (size_t i = 0; i < global_ranks.size(); ++i) {
+    is_world = is_world && global_ranks[i] == static_cast<int64_t>(i);
+  }
+  TORCH_CHECK(is_world && (!bps_initialized() || size == bps_size()),
+              "the byteps backend serves only groups of all ranks (one engine per process); "
+              "group '", group_name, "' has ", size, " ranks. Create sub-groups with "
+              "backend='gloo': dist.new_group(ranks, backend='gloo').");
+  bool started_here = !bps_initialized();
+  InitEngineWithStore(store, TopologyFromTorchrunEnv(rank, size));
+  return c10::make_intrusive<BytepsBackend>(rank, size, group_name, started_here);
+}
+
+// A direct (non-c10d) push_pull whose Future's value is the caller's tensor.
+std::shared_ptr<torch::jit::PythonFutureWrapper> SubmitWithFuture(WireTensor wire,
+                                                                  const std::string& name,
+                                                                  int32_t priority,
+                                                                  bps_reduce_op reduce_op) {
+  auto future = MakePythonFuture();
+  SubmitPushPull(wire.wire, name, priority, reduce_op, wire.user.sizes(),
+                 [future, wire](std::exception_ptr error) mutable {
+                   if (!error) {
+                     try {
+                       wire.CopyBack();
+                       CompleteWithTensor(future, wire.user);
+                       return;
+                     } catch (...) {
+                       error = std::current_exception();
+                     }
+                   }
+                   future->setErrorIfNeeded(error);
+                 });
+  return std::make_shared<torch::jit::PythonFutureWrapper>(future);
+}
+
+std::shared_ptr<torch::jit::PythonFutureWrapper> PushPullAsync(
+    const at::Tensor& tensor, const std::string& name, int32_t priority, bool average,
+    c10::optional<at::ScalarType> wire_dtype) {
+  at::NoGradGuard no_grad;  // staging copies are data movement, not autograd
+  WireTensor wire = WireTensor::ForReduction(tensor, "push_pull", wire_dtype);
+  return SubmitWithFuture(std::move(wire), name, priority,
+                          average ? BPS_REDUCE_AVERAGE : BPS_REDUCE_SUM);
+}
+
+std::shared_ptr<torch::jit::PythonFutureWrapper> BroadcastAsync(const at::Tensor& tensor,
+                                                                int root_rank,
+                                                                const std::string& name,
+                                                                int32_t priority) {
+  TORCH_CHECK(bps_initialized(), "byteps is not initialized: call byteps_native.torch.init() "
+              "before broadcasting '", name, "'");
+  TORCH_CHECK(root_rank >= 0 && root_rank < bps_size(), "broadcast of '", name, "': root rank ",
+              root_rank, " is outside 0..", bps_size() - 1);
+  at::NoGradGuard no_grad;
+  WireTensor wire = WireTensor::ForDataMovement(tensor, "broadcast");
+  if (root_rank != bps_rank()) {
+    wire.wire = at::zeros_like(wire.wire);
+    wire.needs_copy_back = true;
+  }
+  return SubmitWithFuture(std::move(wire), name, priority, BPS_REDUCE_SUM);
+}
+
+}  // namespace
+}  // namespace byteps_torch
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  using namespace byteps_torch;
+  m.doc() = "byteps-native torch adapter: the 'byteps' c10d backend and direct push_pull";
+  m.attr("built_with_torch_version") = TORCH_VERSION;
+  m.attr("c_api_version") = BPS_C_API_VERSION;
+
+  m.def("create_backend", &CreateBackend, py::arg("store"), py::arg("rank"), py::arg("size"),
+        py::arg("group_name"), py::arg("global_ranks"),
+        py::call_guard<py::gil_scoped_release>(),
+        "Start the engine through the c10d store (first call) and return the backend.");
+  m.def("init_with_store",
+        [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size) {
+          InitEngineWithStore(store, TopologyFromTorchrunEnv(rank, size));
+        },
+        py::arg("store"), py::arg("rank"), py::arg("size"),
+        py::call_guard<py::gil_scoped_release>());
+  m.def("init_from_env", &InitEngineFromEnv, py::call_guard<py::gil_scoped_release>(),
+        "bps_init(NULL): topology and rendezvous from DMLC_*/BYTEPS_* (bpslaunch).");
+  m.def("shutdown", [] { return bps_shutdown(); }, py::call_guard<py::gil_scoped_release>());
+  m.def("initialized", [] { return bps_initialized() != 0; });
+  m.def("rank", [] { return bps_rank(); });
+  m.def("size", [] { return bps_size(); });
+  m.def("local_rank", [] { return bps_local_rank(); });
+  m.def("local_size", [] { return bps_local_size(); });
+  m.def("build_info", [] { return std::string(bps_build_info()); });
+
+  m.def("push_pull_async", &PushPullAsync, py::arg("tensor"), py::arg("name"),
+        py::arg("priority") = 0, py::arg("average") = true, py::arg("wire_dtype") = py::none(),
+        py::call_guard<py::gil_scoped_release>(),
+        "In-place sum/average of `tensor` across ranks; returns a torch Future whose value is "
+        "`tensor`. `wire_dtype` (e.g. torch.float16) compresses on the wire.");
+  m.def("broadcast_async", &BroadcastAsync, py::arg("tensor"), py::arg("root_rank"),
+        py::arg("name"), py::arg("priority") = 0, py::call_guard<py::gil_scoped_release>(),
+        "In-place broadcast of `tensor` from `root_rank`; returns a torch Future.");
+}

@@ -1,0 +1,86 @@
+#include "torch/push_pull.h"
+
+#include <c10/util/Exception.h>
+
+#include <vector>
+
+#include "torch/completion_queue.h"
+#include "torch/tensor_wire.h"
+
+namespace byteps_torch {
+namespace {
+
+// Everything that must live until the engine calls back.
+struct InFlight {
+  at::Tensor wire;
+  std::string name;
+  std::vector<int64_t> shape;
+  PushPullDone done;
+};
+
+void OnEngineDone(void* user_data, int status, const char* message) {
+  auto* op = static_cast<InFlight*>(user_data);
+  // Copy the message now: it is valid only for the duration of this call.
+  CompletionQueue::Instance().Push(
+      [op](int status, const std::string& message) {
+        std::unique_ptr<InFlight> owned(op);
+        std::exception_ptr error;
+        if (status != BPS_OK) {
+          error = std::make_exception_ptr(c10::Error(
+              "byteps push_pull of tensor '" + owned->name + "' failed (" + StatusName(status) +
+                  "): " + (message.empty() ? std::string("no detail from the engine") : message)));
+        }
+        owned->done(error);
+      },
+      status, message ? std::string(message) : std::string());
+}
+
+}  // namespace
+
+const char* StatusName(int status) {
+  switch (status) {
+    case BPS_OK: return "BPS_OK";
+    case BPS_INVALID_ARGUMENT: return "BPS_INVALID_ARGUMENT";
+    case BPS_MISMATCH: return "BPS_MISMATCH";
+    case BPS_PEER_FAILURE: return "BPS_PEER_FAILURE";
+    case BPS_TIMEOUT: return "BPS_TIMEOUT";
+    case BPS_SHUTDOWN: return "BPS_SHUTDOWN";
+    case BPS_INTERNAL: return "BPS_INTERNAL";
+    case BPS_NOT_INITIALIZED: return "BPS_NOT_INITIALIZED";
+    default: return "unknown status";
+  }
+}
+
+void SubmitPushPull(const at::Tensor& wire, const std::string& name, int32_t priority,
+                    bps_reduce_op reduce_op, c10::IntArrayRef shape_for_errors,
+                    PushPullDone done) {
+  TORCH_CHECK(bps_initialized(), "byteps is not initialized: call "
+              "torch.distributed.init_process_group('byteps') or byteps_native.torch.init() "
+              "before push_pull of '", name, "'");
+  TORCH_INTERNAL_ASSERT(wire.is_contiguous() && wire.device().is_cpu());
+  auto op = std::make_unique<InFlight>();
+  op->wire = wire;
+  op->name = name;
+  op->shape = shape_for_errors.vec();
+  op->done = std::move(done);
+
+  bps_tensor tensor{};
+  tensor.data = wire.data_ptr();
+  tensor.num_elements = wire.numel();
+  tensor.dtype = EngineDtype(wire.scalar_type(), "push_pull");
+  tensor.device = -1;
+  tensor.ndim = static_cast<int32_t>(op->shape.size());
+  tensor.shape = op->shape.empty() ? nullptr : op->shape.data();
+
+  InFlight* raw = op.release();
+  int rc = bps_push_pull_async(&tensor, tensor.data, raw->name.c_str(), priority, reduce_op,
+                               &OnEngineDone, raw);
+  if (rc != BPS_OK) {
+    std::unique_ptr<InFlight> reclaimed(raw);  // done will not be called
+    const char* why = bps_last_error();
+    TORCH_CHECK(false, "byteps refused push_pull of tensor '", name, "' (", StatusName(rc),
+                "): ", (why && *why) ? why : "no detail from the engine");
+  }
+}
+
+}  // namespace byteps_torch

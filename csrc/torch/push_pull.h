@@ -1,0 +1,32 @@
+// The single path from torch into the engine: submit one push_pull of a wire
+// tensor and run a handler on the adapter's completion thread when it ends.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <exception>
+#include <functional>
+#include <string>
+
+#include "c_api/byteps_c.h"
+
+namespace byteps_torch {
+
+// Called on the completion thread with nullptr on success, else an exception
+// (a c10::Error whose text names the tensor, the status and the engine's
+// message). The handler must not throw.
+using PushPullDone = std::function<void(std::exception_ptr error)>;
+
+// Submits `wire` (contiguous CPU, engine dtype) for an in-place push_pull.
+// `shape_for_errors`: pass the user-visible shape so the engine can name it
+// in mismatch errors, or an empty tensor to describe `wire` as 1-D.
+// Throws c10::Error when the engine refuses the submission (then `done` is
+// never called). Keeps `wire` alive until `done` has run.
+void SubmitPushPull(const at::Tensor& wire, const std::string& name, int32_t priority,
+                    bps_reduce_op reduce_op, c10::IntArrayRef shape_for_errors,
+                    PushPullDone done);
+
+// "BPS_PEER_FAILURE" and so on, for messages.
+const char* StatusName(int status);
+
+}  // namespace byteps_torch
