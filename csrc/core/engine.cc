@@ -206,6 +206,7 @@ Status Engine::Rendezvous() {
   gethostname(host, sizeof(host) - 1);
   BPS_RETURN_IF_ERROR(store_->Set("worker/" + std::to_string(c.rank()),
                                   std::to_string(c.local_size) + " " + host + " " + std::to_string(getpid())));
+  BPS_RETURN_IF_ERROR(store_->Set("size", std::to_string(c.size())));  // servers wait for this many
   int64_t joined = 0;
   BPS_RETURN_IF_ERROR(store_->Add("workers_joined", 1, &joined));
   auto deadline = Clock::now() + std::chrono::duration<double>(c.rendezvous_timeout_seconds);

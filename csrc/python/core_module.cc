@@ -22,7 +22,10 @@ PyObject* g_error_type = nullptr;
 
 [[noreturn]] void Raise(int code, const std::string& message) {
   py::gil_scoped_acquire gil;
-  PyErr_SetObject(g_error_type, py::make_tuple(message, code).ptr());
+  // str(e) is the engine's message; e.code the bps_status_code.
+  py::object exc = py::reinterpret_borrow<py::object>(g_error_type)(message);
+  exc.attr("code") = code;
+  PyErr_SetObject(g_error_type, exc.ptr());
   throw py::error_already_set();
 }
 

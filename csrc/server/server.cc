@@ -61,13 +61,21 @@ void Server::Stop() {
 }
 
 Status Server::Wait(double timeout_seconds) {
+  // The job is over for this server once every worker connection of the job
+  // came and left (or one died). Workers publish the job size at rendezvous.
+  std::string size_text;
+  double get_timeout = timeout_seconds < 0 ? config_.rendezvous_timeout_seconds : timeout_seconds;
+  Status st = store_->Get("size", get_timeout, &size_text);
+  if (!st.ok()) return st.WithContext("server " + std::to_string(server_id_) + " waiting for the job size");
+  const int expected = atoi(size_text.c_str()) * config_.connections_per_server;
   std::unique_lock<std::mutex> lock(mu_);
-  auto done = [&] { return ever_connected_ > 0 && conns_.empty(); };
+  auto done = [&] { return (ever_connected_ >= expected || !failure_.ok()) && conns_.empty(); };
   if (timeout_seconds < 0) {
     cv_.wait(lock, done);
   } else if (!cv_.wait_for(lock, std::chrono::duration<double>(timeout_seconds), done)) {
-    return Status::Timeout("server " + std::to_string(server_id_) + ": workers still connected after " +
-                           std::to_string(static_cast<int>(timeout_seconds)) + " s");
+    return Status::Timeout("server " + std::to_string(server_id_) + ": " + std::to_string(conns_.size()) +
+                           " worker connections still open after " + std::to_string(static_cast<int>(timeout_seconds)) +
+                           " s");
   }
   return failure_;
 }

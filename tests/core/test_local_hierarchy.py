@@ -1,0 +1,105 @@
+"""Intra-machine hierarchy: shared-memory hygiene and bounded staging memory."""
+import glob
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from jobs import REPO, run_job
+
+STAGING = """
+import numpy as np
+import byteps_native.core as bps
+bps.init()
+grads = {f"p{i}": np.ones(2000 + 997 * i, np.float32) for i in range(12)}
+total = sum(a.nbytes for a in grads.values())
+samples = []
+for step in range(1000):
+    hs = [bps.push_pull_async(a, name, average=True) for name, a in grads.items()]
+    for h in hs:
+        h.wait()
+    if step in (10, 999):
+        samples.append(bps.stats()["staging_bytes"])
+report({"samples": samples, "gradient_bytes": total, "local_size": bps.local_size()})
+bps.shutdown()
+"""
+
+
+def test_staging_memory_does_not_grow_over_1000_steps(tmp_path):
+    _, results = run_job(tmp_path, STAGING, local_workers=2, timeout=300)
+    for r in results.values():
+        early, late = r["samples"]
+        assert early == late, "staging grew between step 10 and 999"
+        # One slot per local rank per partition: ~ the gradient bytes of the machine.
+        machine_bytes = r["gradient_bytes"] * r["local_size"]
+        assert late <= machine_bytes * 1.1 + 64 * 12 * r["local_size"], (late, machine_bytes)
+
+
+def _free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _segments(job_id):
+    return glob.glob(f"/dev/shm/bpsn-{job_id}-*")
+
+
+def test_no_segments_left_after_normal_exit(tmp_path):
+    job_id = "cafe0001"
+    run_job(tmp_path, "import byteps_native.core as bps\nbps.init()\nimport numpy as np\n"
+            "bps.push_pull(np.ones(10, np.float32), 'x')\nreport({})\nbps.shutdown()\n",
+            local_workers=3, env={"BYTEPS_JOB_ID": job_id})
+    assert _segments(job_id) == []
+
+
+def test_segments_are_unlinked_while_running_and_a_killed_rank_fails_the_others(tmp_path):
+    """Names are unlinked as soon as every rank mapped them, so a kill -9 leaves
+    nothing behind; the surviving rank fails with an error naming the dead one."""
+    job_id = "cafe0002"
+    script = os.path.join(str(tmp_path), "w.py")
+    with open(script, "w") as f:
+        f.write(
+            "import os, time, numpy as np, byteps_native.core as bps\n"
+            "bps.init()\n"
+            "a = np.ones(1000, np.float32)\n"
+            "bps.push_pull(a, 'warm')\n"
+            f"open(os.path.join({str(tmp_path)!r}, 'ready.%d' % bps.rank()), 'w').close()\n"
+            "if bps.rank() == 1:\n"
+            "    time.sleep(600)\n"
+            "try:\n"
+            "    bps.push_pull(a, 'never')\n"
+            "except bps.BytePSError as e:\n"
+            f"    open(os.path.join({str(tmp_path)!r}, 'error.txt'), 'w').write(str(e))\n"
+            "    raise SystemExit(3)\n")
+    # Started by hand (not bpslaunch, which would stop the survivor itself).
+    port = _free_port()
+    base = dict(os.environ, BYTEPS_JOB_ID=job_id, BYTEPS_TIMEOUT="30", DMLC_PS_ROOT_URI="127.0.0.1",
+                DMLC_PS_ROOT_PORT=str(port), DMLC_NUM_WORKER="1", DMLC_NUM_SERVER="0", DMLC_WORKER_ID="0",
+                BYTEPS_LOCAL_SIZE="2", BYTEPS_JOB_TOKEN="t0ken")
+    scheduler = subprocess.Popen([sys.executable, "-m", "byteps_native.scheduler"], env=dict(base, DMLC_ROLE="scheduler"),
+                                 cwd=REPO, stderr=subprocess.DEVNULL)
+    workers = [subprocess.Popen([sys.executable, script], env=dict(base, DMLC_ROLE="worker", BYTEPS_LOCAL_RANK=str(r)),
+                                cwd=REPO, stderr=subprocess.PIPE, text=True) for r in (0, 1)]
+    try:
+        deadline = time.time() + 60
+        while not all(os.path.exists(os.path.join(str(tmp_path), f"ready.{r}")) for r in (0, 1)):
+            assert time.time() < deadline and workers[0].poll() is None, "job did not start"
+            time.sleep(0.1)
+        assert _segments(job_id) == [], "segment names must be gone once every rank mapped them"
+        os.kill(workers[1].pid, signal.SIGKILL)
+        workers[0].wait(timeout=45)  # detected well before BYTEPS_TIMEOUT
+        scheduler.wait(timeout=45)
+    finally:
+        for p in workers + [scheduler]:
+            if p.poll() is None:
+                p.kill()
+    proc = workers[0]
+    assert proc.returncode != 0
+    message = open(os.path.join(str(tmp_path), "error.txt")).read()
+    # Whichever detector fires first (the scheduler's membership watch or the
+    # local pid check), the message names the dead rank.
+    assert ("local rank 1" in message and "died" in message) or "worker 1 (" in message, message
+    assert _segments(job_id) == []
