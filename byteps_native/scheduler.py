@@ -1,17 +1,7 @@
 """Run the rendezvous scheduler: `DMLC_ROLE=scheduler python -m byteps_native.scheduler`."""
 import sys
 
-from byteps_native.core import _core
-
-
-def main():
-    try:
-        _core.run_scheduler()
-    except _core.BytePSError as e:
-        print(f"byteps scheduler failed: {e}", file=sys.stderr)
-        return 1
-    return 0
-
+from byteps_native.roles import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("scheduler"))
