@@ -1,0 +1,22 @@
+"""A rank that dies makes the others' Work and Futures fail with an error
+within BYTEPS_TIMEOUT instead of hanging."""
+import pytest
+
+from launch import bare_ranks
+
+TIMEOUT_S = 5
+
+
+@pytest.mark.parametrize("victim", [1, 0])
+def test_survivor_gets_error(tmp_path, victim):
+    procs, results = bare_ranks(tmp_path, "dead_rank.py", nproc=2, args=[victim],
+                                env={"BYTEPS_TIMEOUT": str(TIMEOUT_S)}, timeout=90)
+    survivor = 1 - victim
+    assert procs[victim].returncode == 3, procs[victim].stderr[-3000:]
+    assert survivor in results, f"survivor reported nothing:\n{procs[survivor].stderr[-5000:]}"
+    result = results[survivor]
+    for name, error in result["errors"].items():
+        assert error is not None, f"{name} succeeded although rank {victim} is dead"
+        assert "byteps" in error, error
+    # Detection may take up to the timeout plus a heartbeat; never a hang.
+    assert result["seconds"] < 4 * TIMEOUT_S, result
