@@ -72,23 +72,31 @@ def run_worker(args):
                                   keras.layers.Dense(args.hidden, activation="relu"),
                                   keras.layers.Dense(args.hidden, activation="relu"),
                                   keras.layers.Dense(10)])
-        model.compile(optimizer=keras.optimizers.SGD(0.01),
-                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                      jit_compile=False)
+        optimizer = keras.optimizers.SGD(0.01)
+    per_example = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
 
-    class Timer(keras.callbacks.Callback):
-        def on_train_batch_end(self, batch, logs=None):
-            if batch + 1 == args.warmup:
-                self.start = time.perf_counter()
+    # A custom loop rather than model.fit: Keras 3.15's fit cannot start under
+    # MultiWorkerMirroredStrategy with one CPU device per worker (its symbolic
+    # build reduces a PerReplica that the strategy then fails to convert).
+    @tf.function
+    def train_step(batch):
+        def step_fn(xb, yb):
+            with tf.GradientTape() as tape:
+                loss = tf.nn.compute_average_loss(per_example(yb, model(xb, training=True)))
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+        return strategy.run(step_fn, args=batch)
 
-        def on_train_end(self, logs=None):
-            self.seconds = time.perf_counter() - self.start
-
-    timer = Timer()
-    model.fit(dataset, epochs=1, steps_per_epoch=args.warmup + args.steps, verbose=0, callbacks=[timer])
+    iterator = iter(strategy.experimental_distribute_dataset(dataset))
+    for step in range(args.warmup + args.steps):
+        if step == args.warmup:
+            start = time.perf_counter()
+        losses = train_step(next(iterator))
+    [float(v) for v in strategy.experimental_local_results(losses)]  # wait for the last step
+    seconds = time.perf_counter() - start
     if rank == 0:
-        params = sum(int(np.prod(w.shape)) for w in model.get_weights())
-        print("RESULT " + json.dumps({"steps_per_s": args.steps / timer.seconds, "params": params,
+        print("RESULT " + json.dumps({"steps_per_s": args.steps / seconds, "params": model.count_params(),
                                       "replicas": strategy.num_replicas_in_sync}), flush=True)
 
 
