@@ -288,6 +288,21 @@ class Cluster:
         return out
 
 
+    def qdisc_drops(self):
+        """Packets the shapers dropped per host: {host: (upload drops, download drops)}."""
+        out = {}
+        for host in self.hosts:
+            out[host.name] = (_tbf_drops(host.netns, "eth0"), _tbf_drops(self.switch, f"p{host.index}"))
+        return out
+
+
+def _tbf_drops(netns, dev):
+    text = _run(["tc", "-s", "-n", netns, "qdisc", "show", "dev", dev]).stdout
+    marker = "dropped "
+    at = text.find(marker)
+    return int(text[at + len(marker):].split(",")[0]) if at >= 0 else 0
+
+
 def _read_ns_counter(netns, dev, counter):
     proc = _run(["ip", "netns", "exec", netns, "cat", f"/sys/class/net/{dev}/statistics/{counter}"])
     return proc.stdout.strip()

@@ -249,12 +249,13 @@ class Job:
 
 
 def measure(cluster, n, mode, args):
-    before = cluster.link_stats()
+    before, drops_before = cluster.link_stats(), cluster.qdisc_drops()
     job = Job(cluster, n, mode, args)
     started = time.monotonic()
     job.start()
     results = job.finish(timeout=args.job_timeout)
-    after = cluster.link_stats()
+    after, drops_after = cluster.link_stats(), cluster.qdisc_drops()
+    drops = {h: (drops_after[h][0] - drops_before[h][0], drops_after[h][1] - drops_before[h][1]) for h in after}
     if not all(r["ok"] for r in results):
         raise RuntimeError(f"{mode} n={n}: wrong result on ranks {[r['rank'] for r in results if not r['ok']]}")
     # Per iteration the slowest worker decides; report the median iteration.
@@ -266,6 +267,8 @@ def measure(cluster, n, mode, args):
         out["server_rx_bytes"] = [delta[h.name][1] for h in job.server_hosts()]
         out["server_tx_bytes"] = [delta[h.name][0] for h in job.server_hosts()]
     out["worker_tx_bytes"] = [delta[h.name][0] for h in job.worker_hosts()]
+    # Shaper drops (upload, download) summed over hosts: incast losses show up here.
+    out["shaper_drops"] = [sum(d[0] for d in drops.values()), sum(d[1] for d in drops.values())]
     if job.mode.startswith("ddp"):
         sums = [r["checksum"] for r in results]
         out["params"] = results[0]["params"]
@@ -300,7 +303,8 @@ def run_benchmark(args):
                         servers = (" server-host rx MB/op " +
                                    ",".join(f"{b / ops / 1e6:.1f}" for b in rec["server_rx_bytes"])
                                    if "server_rx_bytes" in rec else "")
-                        print(f"n={n} rep={rep} {mode:11s} {rec['seconds']:.3f} s{extra}{servers}", flush=True)
+                        print(f"n={n} rep={rep} {mode:11s} {rec['seconds']:.3f} s{extra}{servers} "
+                              f"drops up/down {rec['shaper_drops'][0]}/{rec['shaper_drops'][1]}", flush=True)
     return {"config": {k: v for k, v in vars(args).items() if k not in ("func",)}, "records": records,
             "summary": summarize(records, args)}
 
@@ -317,8 +321,12 @@ def summarize(records, args):
         ideal = 2 * (n - 1) / n
         for mode in row:
             if mode.startswith(("dedicated", "colocated")) and "gloo" in row:
+                # Colocated (k = n): each host link carries (n-1)/n S of pushes plus (n-1)/n S of its
+                # server's replies, the ring's 2(n-1)/n S: the ideal ratio is 1, not 2(n-1)/n.
+                mode_ideal = ideal if mode.startswith("dedicated") else 1.0
                 ratio = row["gloo"]["median_s"] / row[mode]["median_s"]
-                row[mode].update({"ratio_vs_gloo": ratio, "fraction_of_ideal": ratio / ideal})
+                row[mode].update({"ratio_vs_gloo": ratio, "ideal_ratio": mode_ideal,
+                                  "fraction_of_ideal": ratio / mode_ideal})
         if "ddp-byteps" in row and "ddp-gloo" in row:
             row["ddp-byteps"]["speedup_vs_gloo"] = row["ddp-gloo"]["median_s"] / row["ddp-byteps"]["median_s"]
         row["ideal_ratio"] = ideal
@@ -340,7 +348,7 @@ def print_summary(result):
                 f"{m['speedup_vs_gloo']:.2f}x" if "speedup_vs_gloo" in m else "")
             frac = f"{m['fraction_of_ideal']:.0%}" if "fraction_of_ideal" in m else ""
             rate = "" if mode.startswith("ddp") else f"{gbits / m['median_s']:.3f}"
-            ideal = f"{row['ideal_ratio']:.2f}x" if frac else ""
+            ideal = f"{m['ideal_ratio']:.2f}x" if frac else ""
             runs = " ".join(f"{x:.3f}" for x in m["all_s"])
             print(f"{n:>2} {mode:24s} {m['median_s']:>8.3f} {rate:>7} {ratio:>8} {ideal:>6} {frac:>8}  {runs}")
 
@@ -360,6 +368,11 @@ def plot(result, path):
     styles = {"gloo": ("gloo all_reduce (ring)", "o-", "tab:gray"),
               "dedicated": ("byteps, n dedicated servers", "s-", "tab:blue"),
               "colocated": ("byteps, colocated servers", "^-", "tab:orange")}
+    for mode in dict.fromkeys(m for n in ns for m in summary[str(n)] if "@" in m):
+        base, _, variant = mode.partition("@")
+        if base in styles:
+            label, marker, color = styles[base]
+            styles[mode] = (f"{label} @{variant}", marker.replace("-", "--"), color)
     for mode, (label, marker, color) in styles.items():
         pts = [(n, gbits / summary[str(n)][mode]["median_s"]) for n in ns if mode in summary[str(n)]]
         if pts:
