@@ -1,6 +1,9 @@
 #include "store/memory_store.h"
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
 
 namespace bps {
 
@@ -14,8 +17,12 @@ Status MemoryStore::Set(const std::string& key, const std::string& value) {
 }
 
 Status MemoryStore::Get(const std::string& key, double timeout_seconds, std::string* value) {
+  // Bounded so the conversion to clock ticks cannot overflow (a year is plenty).
+  timeout_seconds = std::max(0.0, std::min(timeout_seconds, 365 * 86400.0));
   std::unique_lock<std::mutex> lock(mu_);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_seconds);
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                      std::chrono::duration<double>(timeout_seconds));
   while (true) {
     if (!aborted_.empty()) return Status::PeerFailure(aborted_);
     auto it = data_.find(key);
@@ -35,8 +42,21 @@ Status MemoryStore::Add(const std::string& key, int64_t delta, int64_t* result) 
     std::lock_guard<std::mutex> lock(mu_);
     int64_t v = 0;
     auto it = data_.find(key);
-    if (it != data_.end()) v = std::stoll(it->second);
-    v += delta;
+    if (it != data_.end()) {
+      // The value may have been Set to anything by a client: refuse, never throw
+      // (an exception here would terminate the scheduler).
+      const std::string& text = it->second;
+      errno = 0;
+      char* end = nullptr;
+      long long parsed = strtoll(text.c_str(), &end, 10);
+      if (text.empty() || errno != 0 || end != text.c_str() + text.size()) {
+        return Status::Invalid("store key '" + key.substr(0, 200) + "' does not hold an integer: cannot add to it");
+      }
+      v = parsed;
+    }
+    if (__builtin_add_overflow(v, delta, &v)) {
+      return Status::Invalid("store key '" + key.substr(0, 200) + "' would overflow a 64-bit counter");
+    }
     data_[key] = std::to_string(v);
     *result = v;
   }

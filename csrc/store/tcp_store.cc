@@ -42,7 +42,12 @@ TcpStoreServer::~TcpStoreServer() {
     std::lock_guard<std::mutex> lock(mu_);
     for (int fd : open_fds_) shutdown(fd, SHUT_RDWR);
   }
-  for (auto& t : threads_) t.join();
+  std::list<std::unique_ptr<ClientThread>> threads;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    threads.swap(threads_);
+  }
+  for (auto& t : threads) t->thread.join();
   if (listen_fd_ >= 0) close(listen_fd_);
 }
 
@@ -56,22 +61,54 @@ Status TcpStoreServer::ServeUntilDone(int expected_clients) {
       std::lock_guard<std::mutex> lock(mu_);
       if (connected_ >= expected_clients && finished_ == connected_) return first_failure_;
     }
+    ReapFinishedThreads();
     pollfd p{listen_fd_, POLLIN, 0};
     if (poll(&p, 1, 200) <= 0) continue;
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
     std::lock_guard<std::mutex> lock(mu_);
-    threads_.emplace_back([this, fd] { ServeClient(fd); });
+    threads_.emplace_back(new ClientThread());
+    ClientThread* t = threads_.back().get();
+    t->thread = std::thread([this, fd, t] { ServeClient(fd, t); });
   }
 }
 
-void TcpStoreServer::ServeClient(int fd) {
+void TcpStoreServer::ReapFinishedThreads() {
+  std::list<std::unique_ptr<ClientThread>> finished;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = threads_.begin(); it != threads_.end();) {
+      if ((*it)->done.load()) {
+        finished.push_back(std::move(*it));
+        it = threads_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& t : finished) t->thread.join();
+}
+
+void TcpStoreServer::ServeClient(int fd, ClientThread* self) {
+  {
+    // Registered before the handshake so the destructor can cut a silent
+    // stranger short instead of waiting out the handshake timeout.
+    std::lock_guard<std::mutex> lock(mu_);
+    open_fds_.insert(fd);
+  }
   PeerIdentity peer;
   int handshake_ms = 10000;
-  if (!AcceptHandshake(fd, token_, handshake_ms, &peer).ok()) {
+  if (AcceptHandshake(fd, token_, handshake_ms, &peer).ok()) {
+    ServeAuthenticated(fd, peer);
+  } else {
+    std::lock_guard<std::mutex> lock(mu_);  // rejected foreigners do not count as job members
+    open_fds_.erase(fd);
     close(fd);
-    return;  // rejected foreigners do not count as job members
   }
+  self->done = true;
+}
+
+void TcpStoreServer::ServeAuthenticated(int fd, const PeerIdentity& peer) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++connected_;

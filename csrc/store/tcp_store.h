@@ -4,6 +4,7 @@
 // every other client learns through the key "abort" (see Engine).
 #pragma once
 #include <atomic>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -28,16 +29,27 @@ class TcpStoreServer {
   Status ServeUntilDone(int expected_clients);
   int port() const { return port_; }
   MemoryStore& store() { return store_; }
+  // Serves the requests of one connection that already passed the handshake,
+  // until it says goodbye or breaks, on the calling thread; owns fd. Public
+  // for the fuzz harness (csrc/fuzz/handshake_store_fuzz.cc).
+  void ServeAuthenticated(int fd, const PeerIdentity& peer);
 
  private:
-  void ServeClient(int fd);
+  struct ClientThread {
+    std::thread thread;
+    std::atomic<bool> done{false};
+  };
+  void ServeClient(int fd, ClientThread* self);
+  void ReapFinishedThreads();
   std::string token_;
   double timeout_seconds_;
   MemoryStore store_;
   int listen_fd_ = -1;
   int port_ = 0;
   std::mutex mu_;
-  std::vector<std::thread> threads_;
+  // One per accepted connection; joined as soon as it ends, so strangers
+  // that knock and are refused do not pile up finished threads.
+  std::list<std::unique_ptr<ClientThread>> threads_;
   std::set<int> open_fds_;
   std::set<std::pair<int, int>> goodbyes_;  // (role, rank) that left in order
   int connected_ = 0;

@@ -1,5 +1,7 @@
 #include "transport/wire.h"
 
+#include <cstdio>
+
 namespace bps {
 
 const char* MessageTypeName(uint16_t type) {
@@ -15,7 +17,9 @@ const char* MessageTypeName(uint16_t type) {
 
 Status ValidateHeader(const MessageHeader& h) {
   if (h.magic != kWireMagic) {
-    return Status::PeerFailure("bad magic 0x" + std::to_string(h.magic) + ": peer is not a byteps-native process");
+    char magic[16];
+    snprintf(magic, sizeof(magic), "0x%08x", h.magic);
+    return Status::PeerFailure(std::string("bad magic ") + magic + ": peer is not a byteps-native process");
   }
   if (h.version != kWireVersion) {
     return Status::PeerFailure("peer speaks wire version " + std::to_string(h.version) + ", this build speaks " +

@@ -7,8 +7,6 @@ the survivors itself) so each survivor's own reaction is what is tested.
 import re
 import time
 
-import pytest
-
 from cluster import Cluster
 
 TIMEOUT = 5  # BYTEPS_TIMEOUT of these jobs
@@ -108,10 +106,8 @@ def test_kill_scheduler(tmp_path):
         c.stop()
 
 
-@pytest.mark.xfail(strict=True, reason="engine bug: a dedicated server does not watch the scheduler; "
-                   "Engine::RunServer waits in server.Wait(-1) forever when the scheduler dies "
-                   "while no worker is connected (see docs/reliability.md)")
 def test_kill_scheduler_before_workers_arrive(tmp_path):
+    """A server waiting for its workers learns the scheduler is gone."""
     with Cluster(tmp_path, machines=1, servers=1, BYTEPS_TIMEOUT=TIMEOUT) as c:
         c.start_role("scheduler", "scheduler")
         server = c.start_role("server", "server 0")
