@@ -68,6 +68,12 @@ std::string ChooseListenHost(const Config& c, const std::string& fallback_route)
 
 }  // namespace
 
+namespace {
+DeviceSubmitFn g_device_submit = nullptr;
+}  // namespace
+
+void SetDeviceSubmitHandler(DeviceSubmitFn fn) { g_device_submit = fn; }
+
 Engine& Engine::Get() {
   static Engine* engine = new Engine();  // never destroyed: threads may outlive statics
   return *engine;
@@ -297,8 +303,19 @@ Status Engine::ConnectServers() {
   return Status::OK();
 }
 
+Status Engine::SubmitMachineReduced(const bps_tensor& input, void* output, const std::string& name,
+                                    int32_t priority, int32_t reduce_op, bps_done_fn done, void* user_data) {
+  if (!config_.distributed()) return Status::Invalid("SubmitMachineReduced needs servers (more than one machine)");
+  return SubmitOp(input, output, name, priority, reduce_op, done, user_data, true);
+}
+
 Status Engine::Submit(const bps_tensor& input, void* output, const std::string& name, int32_t priority,
                       int32_t reduce_op, bps_done_fn done, void* user_data) {
+  return SubmitOp(input, output, name, priority, reduce_op, done, user_data, false);
+}
+
+Status Engine::SubmitOp(const bps_tensor& input, void* output, const std::string& name, int32_t priority,
+                        int32_t reduce_op, bps_done_fn done, void* user_data, bool machine_reduced) {
   if (!initialized_) return Status(BPS_NOT_INITIALIZED, "byteps is not initialised: call init() first");
   if (has_fatal_) {
     std::lock_guard<std::mutex> lock(fatal_mu_);
@@ -308,9 +325,10 @@ Status Engine::Submit(const bps_tensor& input, void* output, const std::string& 
     return Status::Invalid("tensor '" + name + "': unsupported dtype code " + std::to_string(input.dtype) +
                            " (supported: float32, float64, float16, bfloat16, int32, int64, uint8)");
   }
-  if (input.device >= 0) {
+  if (input.device >= 0 && !machine_reduced) {
+    if (g_device_submit) return g_device_submit(input, output, name, priority, reduce_op, done, user_data);
     return Status::Invalid("tensor '" + name + "' is on CUDA device " + std::to_string(input.device) +
-                           " but this engine was built without CUDA");
+                           " but this engine was built without CUDA (see `python -m byteps_native.info`)");
   }
   if (input.num_elements < 0 || (input.num_elements > 0 && (!input.data || !output))) {
     return Status::Invalid("tensor '" + name + "': null data or negative size");
@@ -332,6 +350,7 @@ Status Engine::Submit(const bps_tensor& input, void* output, const std::string& 
   op->signature = SignatureOf(op->dtype, op->shape);
   op->priority = priority;
   op->average = reduce_op == BPS_REDUCE_AVERAGE;
+  op->machine_reduced = machine_reduced;
   op->done = done;
   op->user_data = user_data;
   {
@@ -354,7 +373,7 @@ void Engine::Ring() {
 }
 
 void Engine::Activate(std::unique_ptr<TensorOp> op) {
-  const int L = config_.local_size;
+  const int L = op->machine_reduced ? 1 : config_.local_size;
   const size_t esz = DataTypeSize(op->dtype);
   auto ranges = PlanPartitions(op->count, static_cast<int64_t>(esz), config_.partition_bytes, L, num_servers_);
   TensorOp* raw = op.get();
@@ -432,7 +451,8 @@ void Engine::Loop() {
 
 bool Engine::Advance(PartitionTask& t) {
   TensorOp* op = t.op;
-  const int L = config_.local_size;
+  // Ranks that reduce this op through shared memory (1: no local stage).
+  const int L = op->machine_reduced ? 1 : config_.local_size;
   const int me = config_.local_rank;
   const size_t esz = DataTypeSize(op->dtype);
   const bool distributed = config_.distributed();
@@ -598,7 +618,7 @@ bool Engine::Advance(PartitionTask& t) {
 void Engine::SendPush(PartitionTask& t, const char* data, uint64_t bytes, char* dst) {
   TensorOp* op = t.op;
   const int L = config_.local_size;
-  const int slice = L > 1 ? config_.local_rank : 0;
+  const int slice = (L > 1 || op->machine_reduced) ? config_.local_rank : 0;
   t.net_key = MixKey(op->name_hash, t.index, static_cast<uint32_t>(slice));
   t.server = ServerFor(op->name_hash, t.index, slice, L, num_servers_);
   t.pull.reset(new PendingPull());

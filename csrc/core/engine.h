@@ -79,6 +79,9 @@ struct TensorOp {
   uint64_t signature = 0;
   int32_t priority = 0;
   bool average = false;
+  // Already reduced across this machine (e.g. by NCCL reduce-scatter): this
+  // process owns slice `local_rank` of the tensor and only crosses machines.
+  bool machine_reduced = false;
   bps_done_fn done = nullptr;
   void* user_data = nullptr;
   int remaining = 0;
@@ -91,6 +94,12 @@ struct EngineStats {
   std::atomic<uint64_t> local_reduce_ns{0}, gather_ns{0}, stage_ns{0};
   std::atomic<int64_t> queue_depth{0};
 };
+
+// The CUDA build (csrc/gpu) registers the handler of device tensors here at
+// load time; the CPU build has none and rejects them with a clear error.
+using DeviceSubmitFn = Status (*)(const bps_tensor& input, void* output, const std::string& name, int32_t priority,
+                                  int32_t reduce_op, bps_done_fn done, void* user_data);
+void SetDeviceSubmitHandler(DeviceSubmitFn fn);
 
 class Engine : public ConnectionHandler {
  public:
@@ -105,6 +114,11 @@ class Engine : public ConnectionHandler {
 
   Status Submit(const bps_tensor& input, void* output, const std::string& name, int32_t priority, int32_t reduce_op,
                 bps_done_fn done, void* user_data);
+  // For device adapters (GPU path): `input` is this process's slice of a
+  // tensor already reduced across the local ranks; it is summed across
+  // machines through the servers (host memory, pinned or not).
+  Status SubmitMachineReduced(const bps_tensor& input, void* output, const std::string& name, int32_t priority,
+                              int32_t reduce_op, bps_done_fn done, void* user_data);
   std::string StatsJson();
 
   // Role entry points (dedicated server / scheduler processes).
@@ -118,6 +132,8 @@ class Engine : public ConnectionHandler {
 
  private:
   Engine() = default;
+  Status SubmitOp(const bps_tensor& input, void* output, const std::string& name, int32_t priority, int32_t reduce_op,
+                  bps_done_fn done, void* user_data, bool machine_reduced);
   Status Rendezvous();
   Status SetUpSharedMemory();
   Status ConnectServers();
