@@ -68,8 +68,13 @@ def main():
     if rank == 0:
         print(f"{size} process(es) x {len(devices)} devices = {strategy.num_replicas_in_sync} replicas; "
               f"global batch {args.batch_size * size}")
-    model.fit(x_train, y_train, batch_size=args.batch_size, epochs=args.epochs, shuffle=True,
-              verbose=2 if rank == 0 else 0)
+    # Each process feeds its own shard, batched per process; MirroredStrategy
+    # splits every batch over the local devices. Every process must run the
+    # same number of steps, hence drop_remainder.
+    train = (tf.data.Dataset.from_tensor_slices((x_train, y_train))
+             .shuffle(len(x_train), seed=rank, reshuffle_each_iteration=True)
+             .batch(args.batch_size, drop_remainder=True).prefetch(2))
+    model.fit(train, epochs=args.epochs, verbose=2 if rank == 0 else 0)
     loss, accuracy = model.evaluate(x_test, y_test, verbose=0)
     print(f"rank {rank}: test loss {loss:.4f} accuracy {accuracy:.4f}", flush=True)
     weight_sum = float(sum(np.abs(w).sum() for w in model.get_weights()))
