@@ -24,7 +24,7 @@ struct Config {
   int local_size = 1;            // BYTEPS_LOCAL_SIZE
   int64_t partition_bytes = 4096000;  // BYTEPS_PARTITION_BYTES
   int scheduling_credit = 4;     // BYTEPS_SCHEDULING_CREDIT: partitions queued to the network; 0 = unlimited
-  int server_engine_threads = 4; // BYTEPS_SERVER_ENGINE_THREAD
+  int server_engine_threads = 4; // BYTEPS_SERVER_ENGINE_THREAD (default min(4, cores/2))
   bool enable_async = false;     // BYTEPS_ENABLE_ASYNC
   bool force_distributed = false;// BYTEPS_FORCE_DISTRIBUTED
   double timeout_seconds = 300;  // BYTEPS_TIMEOUT: an op without progress fails after this

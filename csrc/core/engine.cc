@@ -168,6 +168,8 @@ Status Engine::Init(const bps_init_options* options) {
   BPS_RETURN_IF_ERROR(ConnectServers());
   credits_ = config_.scheduling_credit > 0 ? config_.scheduling_credit : (1 << 30);
   last_peer_check_ = Clock::now();
+  last_stats_log_ = Clock::now();
+  timeline_.Configure("worker " + std::to_string(rank()), "rank" + std::to_string(rank()));
   running_ = true;
   shutting_down_ = false;
   thread_ = std::thread([this] { Loop(); });
@@ -439,6 +441,10 @@ void Engine::Loop() {
                               }),
                ops_.end());
     CheckTimeoutsAndPeers();
+    if (CurrentLogLevel() <= LogLevel::kInfo && Clock::now() - last_stats_log_ > std::chrono::seconds(10)) {
+      last_stats_log_ = Clock::now();
+      BPS_LOG(Info) << "stats " << StatsJson();
+    }
     if (!moved) {
       if (shm_) {
         shm_->WaitDoorbell(config_.local_rank, seen, 50);
@@ -484,6 +490,7 @@ bool Engine::Advance(PartitionTask& t) {
     } else {
       if (e->released.load(std::memory_order_acquire) < t.round * static_cast<uint32_t>(L)) return moved;
       uint64_t t0 = NowNs();
+      const uint64_t w0 = timeline_.Tracing(t.round) ? Timeline::NowMicros() : 0;
       e->signature[me] = op->signature;
       e->tensor_bytes[me] = static_cast<uint64_t>(op->count) * esz;
       snprintf(e->shape[me], sizeof(e->shape[me]), "%s %s", DataTypeName(op->dtype), op->shape.c_str());
@@ -493,6 +500,7 @@ bool Engine::Advance(PartitionTask& t) {
         if (s.count > 0) memcpy(slot(me) + s.offset * esz, in + s.offset * esz, s.count * esz);
       }
       stats_.stage_ns += NowNs() - t0;
+      if (w0) timeline_.Record(op->name, t.index, t.round, "stage_in", w0, Timeline::NowMicros());
       e->arrived.fetch_add(1, std::memory_order_acq_rel);
       shm_->Ring();
       t.stage = Stage::kReduce;
@@ -519,6 +527,7 @@ bool Engine::Advance(PartitionTask& t) {
       }
     }
     uint64_t t0 = NowNs();
+    const uint64_t w0 = timeline_.Tracing(t.round) ? Timeline::NowMicros() : 0;
     Range s = SliceOf(t.range.count, L, me);
     if (s.count > 0) {
       const void* inputs[kMaxLocalRanks];
@@ -531,6 +540,7 @@ bool Engine::Advance(PartitionTask& t) {
                    distributed ? nullptr : out + s.offset * esz, divisor);
     }
     stats_.local_reduce_ns += NowNs() - t0;
+    if (w0) timeline_.Record(op->name, t.index, t.round, "local_reduce", w0, Timeline::NowMicros());
     if (distributed) {
       t.stage = Stage::kPush;
     } else {
@@ -571,6 +581,7 @@ bool Engine::Advance(PartitionTask& t) {
       return true;
     }
     stats_.bytes_pulled += t.pull->bytes;
+    if (t.net_start_us) timeline_.Record(op->name, t.index, t.round, "push_pull", t.net_start_us, Timeline::NowMicros());
     if (e) {
       e->ready[me].store(t.round + 1, std::memory_order_release);
       shm_->Ring();
@@ -581,6 +592,7 @@ bool Engine::Advance(PartitionTask& t) {
 
   if (t.stage == Stage::kGather) {
     uint64_t t0 = NowNs();
+    const uint64_t w0 = timeline_.Tracing(t.round) ? Timeline::NowMicros() : 0;
     if (L == 1) {
       if (distributed) {
         if (divisor != 1) CopyScaled(out, out, t.range.count, op->dtype, divisor);
@@ -589,6 +601,7 @@ bool Engine::Advance(PartitionTask& t) {
       }
       FinishPartition(t);
       stats_.gather_ns += NowNs() - t0;
+      if (w0) timeline_.Record(op->name, t.index, t.round, "gather", w0, Timeline::NowMicros());
       return true;
     }
     if (e->error_round.load() == t.round + 1) {
@@ -605,6 +618,7 @@ bool Engine::Advance(PartitionTask& t) {
       moved = true;
     }
     stats_.gather_ns += NowNs() - t0;
+    if (w0 && moved) timeline_.Record(op->name, t.index, t.round, "gather", w0, Timeline::NowMicros());
     if (t.gathered_mask == all) {
       e->released.fetch_add(1, std::memory_order_acq_rel);
       shm_->Ring();
@@ -625,6 +639,7 @@ void Engine::SendPush(PartitionTask& t, const char* data, uint64_t bytes, char* 
   t.pull->dst = dst;
   t.pull->bytes = bytes;
   t.pull->round = t.round;
+  t.net_start_us = timeline_.Tracing(t.round) ? Timeline::NowMicros() : 0;
   {
     std::lock_guard<std::mutex> lock(net_mu_);
     pending_[t.net_key] = t.pull.get();
@@ -797,6 +812,7 @@ Status Engine::Shutdown() {
   running_ = false;
   Ring();
   if (thread_.joinable()) thread_.join();
+  timeline_.Finish();
   for (auto& conns : server_conns_) {
     for (auto& c : conns) {
       OutMessage bye;

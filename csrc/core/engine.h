@@ -31,6 +31,7 @@
 #include "common/dtype.h"
 #include "common/status.h"
 #include "core/partitioner.h"
+#include "core/timeline.h"
 #include "local/shared_memory.h"
 #include "server/server.h"
 #include "store/store.h"
@@ -64,6 +65,7 @@ struct PartitionTask {
   uint64_t net_key = 0;
   int server = -1;
   std::unique_ptr<PendingPull> pull;
+  uint64_t net_start_us = 0;   // timeline only
   std::chrono::steady_clock::time_point last_progress;
 };
 
@@ -109,6 +111,9 @@ class Engine : public ConnectionHandler {
   Status Shutdown();
   bool initialized() const { return initialized_; }
   const Config& config() const { return config_; }
+  // The rendezvous store of this initialisation (null before Init / after
+  // Shutdown); csrc/gpu exchanges its NCCL unique ids through it.
+  std::shared_ptr<Store> store() const { return store_; }
   int rank() const { return config_.rank(); }
   int size() const { return config_.size(); }
 
@@ -188,6 +193,8 @@ class Engine : public ConnectionHandler {
   std::atomic<bool> shutting_down_{false};
 
   EngineStats stats_;
+  Timeline timeline_;
+  std::chrono::steady_clock::time_point last_stats_log_;
 };
 
 }  // namespace bps

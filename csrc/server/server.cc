@@ -27,6 +27,7 @@ Server::~Server() { Stop(); }
 
 Status Server::Start() {
   BPS_RETURN_IF_ERROR(ListenOn(listen_host_, 0, 1024, &listen_fd_, &port_));
+  timeline_.Configure("server " + std::to_string(server_id_), "server" + std::to_string(server_id_));
   loop_.reset(new EventLoop("server"));
   loop_->Start();
   for (int i = 0; i < config_.server_engine_threads; ++i) {
@@ -51,6 +52,7 @@ void Server::Stop() {
     t->cv.notify_all();
     if (t->thread.joinable()) t->thread.join();
   }
+  timeline_.Finish();
   std::map<Connection*, std::shared_ptr<Connection>> conns;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -328,7 +330,12 @@ void Server::HandlePush(EngineThread* t, PushWork& w) {
     return;
   }
 
+  const uint64_t w0 = timeline_.Tracing(h.round) ? Timeline::NowMicros() : 0;
   Accumulate(ks.acc->data, w.payload->data, count, dtype, ks.contributions == 0);
+  if (w0) {
+    timeline_.Record("key" + std::to_string(h.key % 100000) + ".from" + std::to_string(h.sender_rank), h.partition,
+                     h.round, "server_sum", w0, Timeline::NowMicros());
+  }
   ks.contributions++;
   ks.waiting.emplace_back(w.conn, h);
   if (ks.contributions < h.num_contributors) return;

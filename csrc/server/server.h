@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/config.h"
+#include "core/timeline.h"
 #include "store/store.h"
 #include "transport/handshake.h"
 #include "transport/tcp/connection.h"
@@ -106,6 +107,7 @@ class Server : public ConnectionHandler {
   std::mutex pool_mu_;
   std::multimap<size_t, std::shared_ptr<AlignedBuffer>> pool_;
   std::atomic<uint64_t> bytes_in_{0}, bytes_out_{0}, pushes_{0};
+  Timeline timeline_;
 };
 
 }  // namespace bps
