@@ -147,9 +147,11 @@ def worker_ddp(backend):
         if i >= warmup:
             step_times.append(time.perf_counter() - t0)
     checksum = float(sum(p.detach().double().sum() for p in model.parameters()))
-    _emit({"rank": rank, "times": step_times, "params": params, "checksum": checksum, "loss": float(loss),
+    _emit({"rank": rank, "times": step_times, "params": params, "checksum": checksum, "loss": float(loss.detach()),
            "ok": True})
     dist.destroy_process_group()
+    if backend == "byteps":
+        bps.shutdown()  # an orderly goodbye: without it the servers see a broken connection and exit 1
     return 0
 
 
