@@ -55,3 +55,9 @@ def wire_dtype_for(compression, tensor):
     if wanted is None or not tensor.dtype.is_floating_point:
         return None
     return wanted
+
+
+def wire_name(name, wire_dtype):
+    """A compressed tensor gets its own name: the engine fixes a name's dtype and
+    size at first use, and the same tensor may travel uncompressed elsewhere."""
+    return name if wire_dtype is None else f"{name}.{str(wire_dtype).replace('torch.', '')}"

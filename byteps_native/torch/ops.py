@@ -10,7 +10,7 @@ import threading
 import torch
 import torch.distributed as dist
 
-from byteps_native.torch.compression import Compression, wire_dtype_for
+from byteps_native.torch.compression import Compression, wire_dtype_for, wire_name
 from byteps_native.torch.extension import _c10d
 
 
@@ -112,13 +112,13 @@ def _submit(output, average, name, priority, compression):
     _require_init("push_pull")
     name = name or default_name("push_pull", output)
     if hasattr(compression, "wire_dtype"):
-        future = _c10d.push_pull_async(output, name, priority, average,
-                                       wire_dtype_for(compression, output))
+        wire_dtype = wire_dtype_for(compression, output)
+        future = _c10d.push_pull_async(output, wire_name(name, wire_dtype), priority, average, wire_dtype)
         return future, lambda: output
     # A Horovod-style compressor without a wire dtype: compress in Python.
     compressed, ctx = compression.compress(output)
     compressed = compressed.contiguous()
-    future = _c10d.push_pull_async(compressed, name, priority, average)
+    future = _c10d.push_pull_async(compressed, wire_name(name, compressed.dtype), priority, average)
     return future, lambda: output.copy_(compression.decompress(compressed, ctx))
 
 

@@ -6,7 +6,7 @@ backward pass of early ones; step() waits for all of them, then steps.
 """
 import torch
 
-from byteps_native.torch.compression import Compression, wire_dtype_for
+from byteps_native.torch.compression import Compression, wire_dtype_for, wire_name
 from byteps_native.torch.extension import _c10d
 from byteps_native.torch.ops import _require_init
 
@@ -49,9 +49,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def _submit(self, p):
         if p.grad is None:  # every rank must push every gradient, or the others wait
             p.grad = torch.zeros_like(p)
-        self._futures[p] = _c10d.push_pull_async(
-            p.grad, f"DistributedOptimizer.grad.{self._names[p]}", self._priority[p], True,
-            wire_dtype_for(self._compression, p.grad))
+        wire_dtype = wire_dtype_for(self._compression, p.grad)
+        name = wire_name(f"DistributedOptimizer.grad.{self._names[p]}", wire_dtype)
+        self._futures[p] = _c10d.push_pull_async(p.grad, name, self._priority[p], True, wire_dtype)
 
     def _on_grad_ready(self, p):
         if p in self._futures:
