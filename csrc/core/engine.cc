@@ -390,12 +390,24 @@ void Engine::Activate(std::unique_ptr<TensorOp> op) {
     raw->parts.push_back(std::move(t));
   }
   raw->remaining = static_cast<int>(raw->parts.size());
-  for (auto& t : raw->parts) active_.push_back(t.get());
-  // Highest priority first, then earlier submission, then earlier partition.
+  // Machines start a tensor at different partitions: if all sent partition 0
+  // first, every machine would hit the same server at once while the other
+  // servers' links idle.
+  const uint32_t parts = static_cast<uint32_t>(raw->parts.size());
+  const uint32_t offset = config_.distributed()
+                              ? static_cast<uint32_t>((static_cast<uint64_t>(config_.worker_id) * parts) /
+                                                      static_cast<uint64_t>(config_.num_worker))
+                              : 0;
+  for (auto& t : raw->parts) {
+    t->send_order = (t->index + parts - offset % std::max(parts, 1u)) % std::max(parts, 1u);
+    active_.push_back(t.get());
+  }
+  // Highest priority first, then earlier submission, then this machine's
+  // partition order.
   std::stable_sort(active_.begin(), active_.end(), [](const PartitionTask* a, const PartitionTask* b) {
     if (a->op->priority != b->op->priority) return a->op->priority > b->op->priority;
     if (a->op->seq != b->op->seq) return a->op->seq < b->op->seq;
-    return a->index < b->index;
+    return a->send_order < b->send_order;
   });
   ops_.push_back(std::move(op));
 }
@@ -662,6 +674,7 @@ void Engine::SendPush(PartitionTask& t, const char* data, uint64_t bytes, char* 
     Ring();
   };
   stats_.bytes_pushed += bytes;
+  if (t.server < EngineStats::kMaxTrackedServers) stats_.bytes_per_server[t.server] += bytes;
   auto& conns = server_conns_[t.server];
   conns[t.net_key % conns.size()]->Send(std::move(m));
 }
@@ -864,7 +877,11 @@ std::string Engine::StatsJson() {
     << ", \"local_reduce\": " << stats_.local_reduce_ns.load() * 1e-9
     << ", \"gather\": " << stats_.gather_ns.load() * 1e-9 << "}"
     << ", \"staging_bytes\": " << (shm_ ? shm_->control()->arena_used.load() : 0)
-    << ", \"num_servers\": " << num_servers_;
+    << ", \"num_servers\": " << num_servers_ << ", \"bytes_pushed_per_server\": [";
+  for (int i = 0; i < std::min(num_servers_, EngineStats::kMaxTrackedServers); ++i) {
+    s << (i ? ", " : "") << stats_.bytes_per_server[i].load();
+  }
+  s << "]";
   if (colocated_server_) s << ", \"colocated_server\": " << colocated_server_->StatsJson();
   s << "}";
   return s.str();

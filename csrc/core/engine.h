@@ -56,6 +56,7 @@ struct PendingPull {
 struct PartitionTask {
   TensorOp* op = nullptr;
   uint32_t index = 0;
+  uint32_t send_order = 0;     // this machine's turn for this partition (see Activate)
   Range range;                 // elements of the tensor
   Stage stage = Stage::kWaitTurn;
   uint64_t local_key = 0;      // shared-memory entry key / per-rank round key
@@ -95,6 +96,8 @@ struct EngineStats {
   std::atomic<uint64_t> bytes_pushed{0}, bytes_pulled{0}, ops_completed{0}, partitions_completed{0};
   std::atomic<uint64_t> local_reduce_ns{0}, gather_ns{0}, stage_ns{0};
   std::atomic<int64_t> queue_depth{0};
+  static constexpr int kMaxTrackedServers = 256;
+  std::atomic<uint64_t> bytes_per_server[kMaxTrackedServers] = {};
 };
 
 // The CUDA build (csrc/gpu) registers the handler of device tensors here at
