@@ -1,0 +1,53 @@
+"""Import-time checks and single-process use, without a launcher."""
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from launch import REPO, _env
+
+
+def python(tmp_path, code):
+    return subprocess.run([sys.executable, "-c", code], env=_env(tmp_path, {}), cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_torch_version_mismatch_names_the_rebuild_command(tmp_path):
+    proc = python(tmp_path, "import torch; torch.__version__ = '9.9.9'; import byteps_native.torch")
+    assert proc.returncode != 0
+    assert "built against torch" in proc.stderr and "9.9.9" in proc.stderr, proc.stderr
+    assert "pip install --no-build-isolation -e ." in proc.stderr, proc.stderr
+
+
+def test_backend_registered_on_import():
+    import torch.distributed as dist
+
+    import byteps_native.torch  # noqa: F401
+    assert "byteps" in dist.Backend.backend_list
+    assert dist.Backend.backend_capability["byteps"] == ["cpu", "cuda"]
+
+
+def test_use_before_init_says_what_to_call(tmp_path):
+    proc = python(tmp_path, "import torch, byteps_native.torch as bps\n"
+                            "bps.push_pull(torch.ones(2), name='x')")
+    assert proc.returncode != 0
+    assert "bps.init()" in proc.stderr, proc.stderr
+
+
+def test_single_process_without_launcher(tmp_path):
+    """bps.init() with no launcher variables is a job of one process."""
+    proc = python(tmp_path, "import torch, byteps_native.torch as bps\n"
+                            "bps.init(); assert (bps.rank(), bps.size()) == (0, 1)\n"
+                            "out = bps.push_pull(torch.arange(4.), name='x')\n"
+                            "assert torch.equal(out, torch.arange(4.)), out\n"
+                            "print('ok')")
+    assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr[-3000:]
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.bool, torch.complex64])
+def test_unsupported_reduction_dtype_is_named(tmp_path, dtype):
+    proc = python(tmp_path, "import torch, byteps_native.torch as bps\n"
+                            f"bps.init(); bps.push_pull(torch.ones(2, dtype={dtype}), name='x')")
+    assert proc.returncode != 0
+    assert f"does not support dtype {dtype}" in proc.stderr, proc.stderr[-3000:]
