@@ -33,6 +33,21 @@ Digest256 ProofOf(const std::string& token, const uint8_t* nonce, uint16_t role,
   return HmacSha256("byteps-native-v1:" + token, msg, sizeof(msg));
 }
 
+// The acceptor's proof, over both nonces: the connector learns that it
+// reached a member of its own job, not whoever listens on that port now.
+// The connector's fresh nonce makes a recorded accept useless for replay.
+constexpr size_t kConnectorNonceBytes = 32;  // carried in hello.reason
+Digest256 AcceptorProofOf(const std::string& token, const uint8_t* acceptor_nonce, const char* connector_nonce,
+                          uint16_t role, int32_t rank) {
+  uint8_t msg[8 + 32 + kConnectorNonceBytes + 2 + 4];
+  memcpy(msg, "acceptor", 8);
+  memcpy(msg + 8, acceptor_nonce, 32);
+  memcpy(msg + 40, connector_nonce, kConnectorNonceBytes);
+  memcpy(msg + 72, &role, 2);
+  memcpy(msg + 74, &rank, 4);
+  return HmacSha256("byteps-native-v1:" + token, msg, sizeof(msg));
+}
+
 Status CheckFrame(const HandshakeFrame& f) {
   if (f.magic != kWireMagic) return Status::PeerFailure("peer is not a byteps-native process (bad magic)");
   if (f.version != kWireVersion) {
@@ -70,7 +85,12 @@ Status AcceptHandshake(int fd, const std::string& token, int timeout_ms, PeerIde
     }
   }
   answer.type = st.ok() ? kAccept : kReject;
-  snprintf(answer.reason, sizeof(answer.reason), "%s", st.ok() ? "" : st.message().c_str());
+  if (st.ok()) {
+    Digest256 ours = AcceptorProofOf(token, challenge.nonce_or_mac, hello.reason, hello.role, hello.rank);
+    memcpy(answer.nonce_or_mac, ours.data(), 32);
+  } else {
+    snprintf(answer.reason, sizeof(answer.reason), "%s", st.message().c_str());
+  }
   WriteFully(fd, &answer, sizeof(answer), timeout_ms);  // best effort on reject
   if (!st.ok()) {
     BPS_LOG(Warning) << "rejected connection from " << peer->address << ": " << st.message();
@@ -92,6 +112,7 @@ Status ConnectHandshake(int fd, const std::string& token, Role role, int32_t ran
   hello.rank = rank;
   Digest256 proof = ProofOf(token, challenge.nonce_or_mac, hello.role, rank);
   memcpy(hello.nonce_or_mac, proof.data(), 32);
+  SecureRandom(hello.reason, kConnectorNonceBytes);
   BPS_RETURN_IF_ERROR(WriteFully(fd, &hello, sizeof(hello), timeout_ms));
   HandshakeFrame answer;
   BPS_RETURN_IF_ERROR(ReadFully(fd, &answer, sizeof(answer), timeout_ms));
@@ -99,6 +120,14 @@ Status ConnectHandshake(int fd, const std::string& token, Role role, int32_t ran
   if (answer.type != kAccept) {
     answer.reason[sizeof(answer.reason) - 1] = '\0';
     return Status::PeerFailure(std::string("connection refused by peer: ") + answer.reason);
+  }
+  Digest256 expected = AcceptorProofOf(token, challenge.nonce_or_mac, hello.reason, hello.role, rank);
+  Digest256 got;
+  memcpy(got.data(), answer.nonce_or_mac, 32);
+  if (!DigestEqual(expected, got)) {
+    return Status::PeerFailure("authentication failed: the peer at " + PeerAddressOf(fd) +
+                               " accepted the connection but does not hold this job's BYTEPS_JOB_TOKEN "
+                               "(another job, or not byteps-native, listens there)");
   }
   return Status::OK();
 }

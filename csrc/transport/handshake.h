@@ -1,6 +1,7 @@
 // Connection handshake: version check plus HMAC-SHA256 challenge-response
-// over the per-job secret, on every connection (store and data). A peer
-// without the secret, or of another version, is refused with a message.
+// over the per-job secret, on every connection (store and data), in both
+// directions: the acceptor proves the secret over the connector's nonce too.
+// A peer without the secret, or of another version, is refused with a message.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -4,8 +4,11 @@ the job trains on undisturbed."""
 import os
 import socket
 import struct
+import subprocess
+import sys
+import threading
 
-from cluster import Cluster
+from cluster import REPO, Cluster, base_env
 import wire_client as wc
 
 STEPS = 600
@@ -76,3 +79,35 @@ def test_foreign_clients_refused_while_training(tmp_path):
         for who in ("server 0", "scheduler"):
             log = c.procs[who].output()
             assert "rejected connection from 127.0.0.1" in log and "BYTEPS_JOB_TOKEN" in log, log
+
+
+def test_impostor_acceptor_is_refused():
+    """Something that listens where the scheduler should be and accepts
+    everyone, without the token: the worker refuses it (mutual auth)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+
+    def impostor():
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                conn.sendall(wc.frame(wc.CHALLENGE, payload=os.urandom(32)))
+                wc.recv_exactly(conn, wc.FRAME.size)
+                conn.sendall(wc.frame(wc.ACCEPT, payload=os.urandom(32)))
+                wc.recv_exactly(conn, 1)
+
+    threading.Thread(target=impostor, daemon=True).start()
+    env = base_env(DMLC_ROLE="worker", DMLC_NUM_WORKER=2, DMLC_WORKER_ID=0, DMLC_NUM_SERVER=1,
+                   DMLC_PS_ROOT_PORT=port, BYTEPS_RENDEZVOUS_TIMEOUT=5)
+    try:
+        r = subprocess.run([sys.executable, "-c", "import byteps_native.core as bps; bps.init()"], env=env, cwd=REPO,
+                           capture_output=True, text=True, timeout=60)
+    finally:
+        listener.close()
+    assert r.returncode != 0, r.stderr
+    assert "accepted the connection but does not hold this job's BYTEPS_JOB_TOKEN" in r.stderr, r.stderr

@@ -4,9 +4,12 @@
 Frame (128 bytes, little-endian, packed): magic u32, version u16, type u16,
 role u16, reserved u16, rank i32, nonce_or_mac[32], reason[80].
 The acceptor sends a challenge (a nonce); the client answers a hello with
-HMAC-SHA256("byteps-native-v1:" + token, nonce | role u16 | rank i32); the
-acceptor answers accept or reject (with a reason).
+HMAC-SHA256("byteps-native-v1:" + token, nonce | role u16 | rank i32) and its
+own 32-byte nonce in the first bytes of `reason`; the acceptor answers reject
+(with a reason) or accept with its proof HMAC(same key, "acceptor" | nonce |
+client nonce | role | rank).
 """
+import os
 import hashlib
 import hmac
 import socket
@@ -28,6 +31,11 @@ def proof(token, nonce, role, rank):
     return hmac.new(b"byteps-native-v1:" + token.encode(), msg, hashlib.sha256).digest()
 
 
+def acceptor_proof(token, nonce, client_nonce, role, rank):
+    msg = b"acceptor" + nonce + client_nonce + struct.pack("<Hi", role, rank)
+    return hmac.new(b"byteps-native-v1:" + token.encode(), msg, hashlib.sha256).digest()
+
+
 def recv_exactly(sock, n):
     data = b""
     while len(data) < n:
@@ -39,18 +47,23 @@ def recv_exactly(sock, n):
 
 
 def handshake(host, port, token, role=0, rank=-1, version=VERSION, magic=MAGIC, timeout=10):
-    """Runs the client side. Returns (accepted, reason, socket)."""
+    """Runs the client side. Returns (accepted, reason, socket); an accept
+    without a valid acceptor proof raises."""
     s = socket.create_connection((host, port), timeout=timeout)
     raw = recv_exactly(s, FRAME.size)
     if len(raw) < FRAME.size:
         return False, "closed before the challenge", s
     f_magic, f_version, f_type, _, _, _, nonce, _ = FRAME.unpack(raw)
     assert (f_magic, f_version, f_type) == (MAGIC, VERSION, CHALLENGE), (f_magic, f_version, f_type)
-    s.sendall(frame(HELLO, role, rank, proof(token, nonce, role, rank), magic=magic, version=version))
+    client_nonce = os.urandom(32)
+    s.sendall(frame(HELLO, role, rank, proof(token, nonce, role, rank), magic=magic, version=version,
+                    reason=client_nonce))
     raw = recv_exactly(s, FRAME.size)
     if len(raw) < FRAME.size:
         return False, "closed without an answer", s
-    _, _, a_type, _, _, _, _, reason = FRAME.unpack(raw)
+    _, _, a_type, _, _, _, their_proof, reason = FRAME.unpack(raw)
+    if a_type == ACCEPT:
+        assert their_proof == acceptor_proof(token, nonce, client_nonce, role, rank), "acceptor proof is wrong"
     return a_type == ACCEPT, reason.rstrip(b"\0").decode(errors="replace"), s
 
 
