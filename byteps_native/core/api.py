@@ -1,4 +1,5 @@
 """Python core API over the pybind11 module `_core` (which wraps the C ABI)."""
+import atexit
 import json
 
 import numpy as np
@@ -37,6 +38,17 @@ def init():
 
 def shutdown():
     _core.shutdown()
+
+
+@atexit.register
+def _shutdown_at_exit():
+    # A script that never calls shutdown() still leaves in order: servers and
+    # the scheduler would otherwise report this process as dead.
+    if _core.initialized():
+        try:
+            _core.shutdown()
+        except BytePSError:
+            pass
 
 
 def initialized():
@@ -81,6 +93,66 @@ def _as_buffer(array, writable=True):
     return array
 
 
+_KDL_CUDA, _KDL_CUDA_MANAGED = 2, 13
+
+
+def _on_gpu(array):
+    """True for arrays in CUDA memory (CuPy, or any CUDA DLPack producer)."""
+    if hasattr(array, "__cuda_array_interface__"):
+        return True
+    dlpack_device = getattr(array, "__dlpack_device__", None)
+    if dlpack_device is None or isinstance(array, np.ndarray):
+        return False
+    try:
+        return dlpack_device()[0] in (_KDL_CUDA, _KDL_CUDA_MANAGED)
+    except Exception:
+        return False
+
+
+def _cuda_view(array, what):
+    """(pointer, device, stream, shape) of a C-contiguous CUDA array."""
+    if not hasattr(array, "__cuda_array_interface__"):
+        # A DLPack-only producer: CuPy reads it without a copy.
+        import cupy
+        array = cupy.from_dlpack(array)
+    cai = array.__cuda_array_interface__
+    shape = tuple(int(d) for d in cai["shape"])
+    itemsize = np.dtype(cai["typestr"]).itemsize if cai["typestr"][1] != "V" else int(cai["typestr"][2:])
+    strides = cai.get("strides")
+    if strides is not None:
+        expect = itemsize
+        for dim, stride in zip(reversed(shape), reversed(strides)):
+            if dim > 1 and stride != expect:
+                raise ValueError(f"push_pull: {what} is not C-contiguous; pass cupy.ascontiguousarray(x)")
+            expect *= dim
+    if cai["data"][1]:
+        raise ValueError(f"push_pull: {what} is read-only; the result is written in place")
+    if hasattr(array, "__dlpack_device__"):
+        device = int(array.__dlpack_device__()[1])
+    else:
+        device = int(array.device.id)
+    # CUDA array interface v3: the producer's stream (1 = legacy default,
+    # 2 = per-thread default, None = nothing to wait for), which are also the
+    # cudaStream_t values of those special streams.
+    stream = cai.get("stream") or 0
+    return int(cai["data"][0]), device, int(stream), shape, array
+
+
+def _push_pull_device_async(array, name, average, priority, output):
+    code = _dtype_code(array)
+    ptr, device, stream, shape, array = _cuda_view(array, f"array '{name}'")
+    out_ptr, out_array = ptr, None
+    if output is not None:
+        if _dtype_code(output) != code:
+            raise TypeError(f"push_pull: output dtype {output.dtype} differs from input dtype {array.dtype}")
+        out_ptr, out_device, _, out_shape, out_array = _cuda_view(output, f"output of '{name}'")
+        if out_device != device or int(np.prod(out_shape)) != int(np.prod(shape)):
+            raise ValueError(f"push_pull: output of '{name}' must have the input's size and be on cuda:{device}")
+    numel = int(np.prod(shape)) if shape else 1
+    return _core.push_pull_device_async(ptr, out_ptr, numel, code, device, list(shape), str(name), bool(average),
+                                        int(priority), stream, (array, out_array))
+
+
 def push_pull_async(array, name, average=True, priority=0, output=None):
     """Start a sum (average=True: mean) of `array` over all ranks.
 
@@ -88,7 +160,14 @@ def push_pull_async(array, name, average=True, priority=0, output=None):
     `array` itself. Returns a Handle with .poll() and .wait(); keep the arrays
     alive and untouched until then. `name` must identify the same tensor on
     every rank; higher `priority` goes first on the network.
+
+    CUDA arrays (CuPy, `__cuda_array_interface__` or DLPack) need the GPU
+    build: the work is ordered after the array's stream, and once the handle
+    is done the result is in device memory, usable from any stream. Every
+    local rank must push its GPU arrays in the same order.
     """
+    if _on_gpu(array):
+        return _push_pull_device_async(array, name, average, priority, output)
     code = _dtype_code(array)
     if output is not None and _dtype_code(output) != code:
         raise TypeError(f"push_pull: output dtype {output.dtype} differs from input dtype {array.dtype}")
