@@ -16,18 +16,34 @@ def check_dtype(dtype, what):
                         f"(cast it first)")
 
 
-def push_pull_list(tensors, names, priorities=None, average=False):
+def shape_suffix(tensor):
+    """Run-time shape as text, for tensors whose static shape is not fully
+    known: the engine fixes a name's size on first use, so each distinct
+    shape must reach the engine under its own name."""
+    return tf.strings.reduce_join(tf.strings.as_string(tf.shape(tensor)), separator=",")
+
+
+def push_pull_list(tensors, names, priorities=None, average=False, name_suffixes=None):
     """Sum (or average over processes) each tensor across all processes.
 
     All tensors are in flight in the engine at once. `names` must already be
-    engine names (see naming.py). Returns a list of tensors.
+    engine names (see naming.py). Tensors with a partly unknown static shape
+    get their run-time shape appended to their name (see shape_suffix).
+    Returns a list of tensors.
     """
     tensors = list(tensors)
     if not tensors:
         return []
     for tensor, name in zip(tensors, names):
         check_dtype(tensor.dtype, f"tensor '{name}'")
-    return _raw.byteps_push_pull(tensors=tensors, tensor_names=list(names),
+    if name_suffixes is None:
+        dynamic = [not t.shape.is_fully_defined() for t in tensors]
+        if any(dynamic):
+            name_suffixes = tf.stack([shape_suffix(t) if d else tf.constant("")
+                                      for t, d in zip(tensors, dynamic)])
+        else:
+            name_suffixes = tf.constant([], tf.string)
+    return _raw.byteps_push_pull(tensors=tensors, name_suffixes=name_suffixes, tensor_names=list(names),
                                  priorities=list(priorities or []), average=bool(average))
 
 
@@ -36,10 +52,13 @@ def _push_pull_gradient(op, *grads):
     """The gradient of a cross-process sum is the cross-process sum of the gradient."""
     names = [n.decode() if isinstance(n, bytes) else n for n in op.get_attr("tensor_names")]
     keep = [i for i, g in enumerate(grads) if g is not None]
+    suffixes = op.inputs[-1]  # gradients have the forward tensors' shapes
+    if keep != list(range(len(grads))) and suffixes.shape.num_elements() != 0:
+        suffixes = tf.gather(suffixes, keep)
     reduced = push_pull_list([tf.convert_to_tensor(grads[i]) for i in keep],
                              [names[i] + ".grad" for i in keep],
-                             average=op.get_attr("average"))
+                             average=op.get_attr("average"), name_suffixes=suffixes)
     out = [None] * len(grads)
     for i, g in zip(keep, reduced):
         out[i] = g
-    return out
+    return out + [None]  # no gradient for name_suffixes

@@ -42,18 +42,20 @@ class PendingPushPull {
   };
 
   PendingPushPull(OpKernelContext* ctx, AsyncOpKernel::DoneCallback done,
-                  const std::vector<std::string>* names, int num_tensors)
+                  std::vector<std::string> names)
       : ctx_(ctx),
         done_(std::move(done)),
-        names_(names),
+        names_(std::move(names)),
         // +1: a guard held by the submitting thread, so the op cannot finish
         // (and free this object) while tensors are still being submitted.
-        remaining_(num_tensors + 1),
-        slots_(num_tensors),
-        shapes_(num_tensors) {
+        remaining_(static_cast<int>(names_.size()) + 1),
+        slots_(names_.size()),
+        shapes_(names_.size()) {
     const auto* threads = ctx->device()->tensorflow_cpu_worker_threads();
     pool_ = threads ? threads->workers : nullptr;
-    for (int i = 0; i < num_tensors; ++i) slots_[i] = Slot{this, i};
+    for (size_t i = 0; i < names_.size(); ++i) {
+      slots_[i] = Slot{this, static_cast<int>(i)};
+    }
   }
 
   Slot* slot(int i) { return &slots_[i]; }
@@ -79,12 +81,12 @@ class PendingPushPull {
     Slot* slot = static_cast<Slot*>(user_data);
     PendingPushPull* self = slot->group;
     if (code != BPS_OK) {
-      self->Fail(FromEngineStatus(code, (*self->names_)[slot->index], message));
+      self->Fail(FromEngineStatus(code, self->names_[slot->index], message));
     }
     self->Release(/*from_engine=*/true);
   }
 
-  const std::string& name(int i) const { return (*names_)[i]; }
+  const std::string& name(int i) const { return names_[i]; }
 
  private:
   void Finish() {
@@ -96,7 +98,7 @@ class PendingPushPull {
 
   OpKernelContext* ctx_;
   AsyncOpKernel::DoneCallback done_;
-  const std::vector<std::string>* names_;  // owned by the kernel, outlives us
+  const std::vector<std::string> names_;  // engine names, valid until done
   tsl::thread::ThreadPool* pool_ = nullptr;
   std::atomic<int> remaining_;
   std::vector<Slot> slots_;
@@ -145,7 +147,9 @@ class BytepsPushPullKernel : public AsyncOpKernel {
     OpInputList inputs;
     OP_REQUIRES_OK_ASYNC(ctx, ctx->input_list("tensors", &inputs), done);
     const int n = inputs.size();
-    auto* pending = new PendingPushPull(ctx, std::move(done), &names_, n);
+    std::vector<std::string> names;
+    OP_REQUIRES_OK_ASYNC(ctx, EngineNames(ctx, &names), done);
+    auto* pending = new PendingPushPull(ctx, std::move(done), std::move(names));
     for (int i = 0; i < n; ++i) {
       const Tensor& input = inputs[i];
       Tensor* output = nullptr;
@@ -175,10 +179,10 @@ class BytepsPushPullKernel : public AsyncOpKernel {
           priorities_.empty() ? 0 : static_cast<int32_t>(priorities_[i]);
       const int code = bps_push_pull_async(
           &engine_input, const_cast<char*>(output->tensor_data().data()),
-          names_[i].c_str(), priority, reduce_op_,
+          pending->name(i).c_str(), priority, reduce_op_,
           &PendingPushPull::EngineDone, pending->slot(i));
       if (code != BPS_OK) {  // not accepted: the engine will not call back
-        pending->Fail(FromEngineStatus(code, names_[i], bps_last_error()));
+        pending->Fail(FromEngineStatus(code, pending->name(i), bps_last_error()));
         pending->Release(/*from_engine=*/false);
       }
     }
@@ -187,11 +191,33 @@ class BytepsPushPullKernel : public AsyncOpKernel {
 
  protected:
   // -1 is host memory. A GPU kernel (engine built with CUDA) overrides this
-  // with the CUDA ordinal and must also make the engine wait for the compute
-  // stream that produced the inputs before it reads them.
+  // with the CUDA ordinal, registers name_suffixes as HostMemory, and must
+  // make the engine wait for the compute stream that produced the inputs.
   virtual int32_t EngineDevice(OpKernelContext* ctx) const { return -1; }
 
  private:
+  // The attr names, each extended by its run-time suffix when one is given.
+  absl::Status EngineNames(OpKernelContext* ctx,
+                           std::vector<std::string>* names) const {
+    const Tensor& suffixes = ctx->input(ctx->num_inputs() - 1);
+    const int64_t count = suffixes.NumElements();
+    if (count != 0 && count != static_cast<int64_t>(names_.size())) {
+      return ::tensorflow::errors::InvalidArgument(
+          "BytepsPushPull got ", names_.size(), " tensors but ", count,
+          " name_suffixes; pass none or one per tensor");
+    }
+    *names = names_;
+    if (count == 0) return absl::OkStatus();
+    auto flat = suffixes.flat<::tensorflow::tstring>();
+    for (int64_t i = 0; i < count; ++i) {
+      if (!flat(i).empty()) {
+        (*names)[i] += "@";
+        (*names)[i].append(flat(i).data(), flat(i).size());
+      }
+    }
+    return absl::OkStatus();
+  }
+
   std::vector<std::string> names_;
   std::vector<int64_t> priorities_;
   std::vector<int32_t> engine_dtypes_;

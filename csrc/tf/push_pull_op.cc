@@ -15,6 +15,11 @@ namespace tf_adapter {
 
 REGISTER_OP("BytepsPushPull")
     .Input("tensors: T")
+    // Empty, or one string per tensor appended to its name at run time
+    // ("name@suffix"). For tensors whose size is only known at run time: the
+    // engine fixes a name's size on first use, so the Python side passes the
+    // element count here and each distinct size gets its own stable name.
+    .Input("name_suffixes: string")
     .Output("reduced: T")
     .Attr("T: list({float, double, half, bfloat16, int32, int64, uint8}) >= 1")
     // Engine-wide identities, one per tensor: deterministic across processes
@@ -27,7 +32,7 @@ REGISTER_OP("BytepsPushPull")
     .Attr("average: bool = false")
     .SetIsStateful()
     .SetShapeFn([](::tensorflow::shape_inference::InferenceContext* c) {
-      for (int i = 0; i < c->num_inputs(); ++i) c->set_output(i, c->input(i));
+      for (int i = 0; i < c->num_outputs(); ++i) c->set_output(i, c->input(i));
       return absl::OkStatus();
     })
     .Doc(R"doc(

@@ -105,3 +105,14 @@ def test_engine_names_stable_over_steps(job):
             f"rank {o.rank} kept inventing engine names: {o.result['names_added_later'][:10]}")
     assert job[0].result["names_after_first"] == job[1].result["names_after_first"], \
         "processes must use identical engine names\n" + describe(job)
+
+
+def test_gather_with_run_time_lengths(job):
+    for o in job:
+        for rows in (1, 3):
+            expected = []
+            for r in range(PROCESSES):
+                for i in range(REPLICAS):
+                    expected += [[10.0 * r + i] * 2] * (rows + r)
+            np.testing.assert_allclose(o.result["gather_dynamic"][str(rows)], expected,
+                                       err_msg=f"rank {o.rank} rows {rows}")

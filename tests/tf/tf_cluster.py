@@ -52,6 +52,8 @@ def job_env(num_workers, num_servers, extra=None):
         "BYTEPS_LOCAL_RANK": "0",
         "BYTEPS_LOCAL_SIZE": "1",
         "BYTEPS_TIMEOUT": env.get("BYTEPS_TIMEOUT", "60"),
+        # start-up on a loaded 2-core host can take longer than a small BYTEPS_TIMEOUT
+        "BYTEPS_RENDEZVOUS_TIMEOUT": env.get("BYTEPS_RENDEZVOUS_TIMEOUT", "60"),
         "PYTHONPATH": REPO + os.pathsep + env.get("PYTHONPATH", ""),
         "TF_CPP_MIN_LOG_LEVEL": "2",
         "PYTHONUNBUFFERED": "1",

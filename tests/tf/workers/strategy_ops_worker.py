@@ -68,6 +68,18 @@ def materialise(results):
 
 result = {"rank": rank, "size": size, "num_replicas_in_sync": strategy.num_replicas_in_sync,
           "eager": materialise(collectives()), "graph": materialise(graph_collectives())}
+
+
+@tf.function
+def gather_dynamic(rows):
+    """Lengths known only at run time: each distinct size needs its own engine name."""
+    value = per_replica(lambda r: tf.fill(tf.stack([rows + rank, 2]), 10.0 * rank + tf.cast(r, tf.float32)))
+    return strategy.gather(value, axis=0)
+
+
+result["gather_dynamic"] = {str(rows): local_copies[0].numpy().tolist()
+                            for rows in (1, 3, 1)
+                            for local_copies in [strategy.experimental_local_results(gather_dynamic(tf.constant(rows)))]}
 names_after_first = naming.issued_names()
 for _ in range(3):
     collectives()
