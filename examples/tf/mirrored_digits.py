@@ -6,7 +6,7 @@ local devices (here logical CPU devices), BytePSOps sums gradients over those
 devices and then over all processes through the byteps-native engine.
 
 One machine, one process with 2 logical CPU devices:
-    bpslaunch --local-workers 1 --force-distributed --servers 1 -- python examples/tf/mirrored_digits.py
+    bpslaunch --local-workers 1 -- python examples/tf/mirrored_digits.py
 Two machines emulated on this host (2 processes x 2 logical CPU devices):
     bpslaunch --machines 2 --local-workers 1 --servers 1 -- python examples/tf/mirrored_digits.py
 Real machines: run bpslaunch per machine in BytePS mode (DMLC_ROLE=...), see docs/tf.md.
