@@ -32,9 +32,10 @@ def push_pull(tensor, average=True, name=None, priority=0):
 
     IndexedSlices are reduced as dense tensors.
     """
-    dense = fusion.densify(tensor)
-    base = name or f"bps.tf.push_pull/{naming.describe(dense.dtype, dense.shape)}"
-    (out,) = push_pull_list([dense], [naming.unique(base)], [priority], average=average)
+    with tf.device("/cpu:0"):  # the op has a CPU kernel only (see docs/tf.md)
+        dense = fusion.densify(tensor)
+        base = name or f"bps.tf.push_pull/{naming.describe(dense.dtype, dense.shape)}"
+        (out,) = push_pull_list([dense], [naming.unique(base)], [priority], average=average)
     return out
 
 
@@ -51,8 +52,7 @@ def broadcast(tensor, root_rank=0, name=None):
         value = tf.cast(value, tf.uint8)
     contribution = value if engine.rank() == root_rank else tf.zeros_like(value)
     hint = name or "value"
-    (out,) = fusion.push_pull_many([contribution], f"bps.tf.broadcast.root{root_rank}", [hint],
-                                   device=value.device or "/cpu:0")
+    (out,) = fusion.push_pull_many([contribution], f"bps.tf.broadcast.root{root_rank}", [hint])
     return tf.cast(out, original_dtype) if original_dtype == tf.bool else out
 
 
