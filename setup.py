@@ -16,6 +16,13 @@ process that loads torch and TF adapters side by side still has one engine.
 Install with `pip install --no-build-isolation -e .` so the build sees the
 installed torch/TensorFlow rather than an isolated copy. BYTEPS_WITH_PYTORCH=0 /
 BYTEPS_WITH_TENSORFLOW=0 skip an adapter (a quick engine-only rebuild).
+
+GPU build: when a CUDA toolkit (BYTEPS_CUDA_HOME, else `nvcc` on PATH) and
+NCCL (BYTEPS_NCCL_HOME, else the headers and library of the installed
+`nvidia-nccl-cu*` Python package, the NCCL torch uses) are both found, csrc/gpu
+is compiled into the same engine library with -DBPS_WITH_CUDA and linked to
+cudart and NCCL. BYTEPS_WITH_CUDA=0 forces the CPU-only build, =1 makes a
+missing toolkit or NCCL an error.
 """
 import concurrent.futures
 import glob
@@ -35,6 +42,67 @@ OPT = ["-O3", "-g1"] if os.environ.get("BYTEPS_DEBUG_BUILD") != "1" else ["-O0",
 ENGINE_FLAGS = ["-std=c++17", "-fPIC", "-pthread", "-fvisibility=hidden", "-Wall", "-Wextra",
                 "-Wno-unused-parameter", "-march=x86-64-v2", "-I" + os.path.join(ROOT, "csrc")] + OPT
 ENGINE_LIBS = ["-pthread", "-lrt"]
+
+
+def _find_cuda_home():
+    if os.environ.get("BYTEPS_CUDA_HOME"):
+        homes = [os.environ["BYTEPS_CUDA_HOME"]]
+    else:
+        import shutil
+        nvcc = shutil.which("nvcc")
+        if not nvcc:
+            return None, None
+        # nvcc may be a wrapper script outside the toolkit (/usr/local/bin/nvcc).
+        homes = [os.path.dirname(os.path.dirname(nvcc)), os.path.dirname(os.path.dirname(os.path.realpath(nvcc))),
+                 "/usr/local/cuda"]
+    for home in homes:
+        if not os.path.exists(os.path.join(home, "include", "cuda_runtime_api.h")):
+            continue
+        for lib in ("lib64", "lib", os.path.join("targets", "x86_64-linux", "lib")):
+            if glob.glob(os.path.join(home, lib, "libcudart.so*")):
+                return home, os.path.join(home, lib)
+    return None, None
+
+
+def _find_nccl():
+    """(include dir, lib dir, library file) of NCCL, or Nones."""
+    candidates = []
+    if os.environ.get("BYTEPS_NCCL_HOME"):
+        candidates.append(os.environ["BYTEPS_NCCL_HOME"])
+    else:
+        # The nvidia-nccl-cu* wheel (a namespace package: nvidia/nccl/{include,lib}).
+        for entry in sys.path:
+            candidates.append(os.path.join(entry or ".", "nvidia", "nccl"))
+    for home in candidates:
+        header = os.path.join(home, "include", "nccl.h")
+        libs = sorted(glob.glob(os.path.join(home, "lib", "libnccl.so*")))
+        if os.path.exists(header) and libs:
+            plain = os.path.join(home, "lib", "libnccl.so")
+            return os.path.dirname(header), os.path.dirname(libs[0]), plain if plain in libs else libs[0]
+    return None, None, None
+
+
+def _cuda_config():
+    """Compile and link flags of the GPU build, or None for CPU-only."""
+    wanted = os.environ.get("BYTEPS_WITH_CUDA", "auto")
+    if wanted == "0":
+        return None
+    cuda_home, cuda_lib = _find_cuda_home()
+    nccl_inc, nccl_lib, nccl_file = _find_nccl()
+    if not (cuda_home and nccl_inc):
+        missing = "a CUDA toolkit (set BYTEPS_CUDA_HOME or put nvcc on PATH)" if not cuda_home else \
+            "NCCL (set BYTEPS_NCCL_HOME or pip install the nvidia-nccl-cu* package torch uses)"
+        if wanted == "1":
+            raise RuntimeError(f"BYTEPS_WITH_CUDA=1 but {missing} was not found")
+        print(f"byteps-native: building CPU-only: no {missing}", flush=True)
+        return None
+    print(f"byteps-native: building with CUDA ({cuda_home}) and NCCL ({nccl_file})", flush=True)
+    return {
+        "cflags": ["-DBPS_WITH_CUDA", "-I" + os.path.join(cuda_home, "include"), "-I" + nccl_inc],
+        "libs": ["-L" + cuda_lib, "-lcudart", "-Wl,-rpath," + cuda_lib,
+                 # By file name: the wheel ships only libnccl.so.2, no dev symlink.
+                 "-L" + nccl_lib, "-l:" + os.path.basename(nccl_file), "-Wl,-rpath," + nccl_lib],
+    }
 
 
 def _sources(subdir):
@@ -80,9 +148,18 @@ class BuildEngineFirst(build_ext):
         build_dir = os.path.join(ROOT, "build", "objects")
 
         engine_sources = [s for d in ENGINE_DIRS for s in _sources(d)]
-        objects = _compile_objects(engine_sources, ENGINE_FLAGS, os.path.join(build_dir, "engine"))
+        cuda = _cuda_config()
+        if cuda:
+            # Same library, one engine per process; separate objects, since
+            # -DBPS_WITH_CUDA changes c_api.cc.
+            objects = _compile_objects(engine_sources + _sources("gpu"), ENGINE_FLAGS + cuda["cflags"],
+                                       os.path.join(build_dir, "engine-cuda"))
+            libs = ENGINE_LIBS + cuda["libs"]
+        else:
+            objects = _compile_objects(engine_sources, ENGINE_FLAGS, os.path.join(build_dir, "engine"))
+            libs = ENGINE_LIBS
         engine_so = os.path.join(lib_dir, "libbyteps_engine.so")
-        subprocess.check_call([CXX, "-shared", "-o", engine_so] + objects + ENGINE_LIBS +
+        subprocess.check_call([CXX, "-shared", "-o", engine_so] + objects + libs +
                               ["-Wl,-soname,libbyteps_engine.so"])
         for ext in self.extensions:
             ext.library_dirs.append(lib_dir)

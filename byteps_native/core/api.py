@@ -135,6 +135,11 @@ def _cuda_view(array, what):
     # 2 = per-thread default, None = nothing to wait for), which are also the
     # cudaStream_t values of those special streams.
     stream = cai.get("stream") or 0
+    if type(array).__module__.startswith("cupy"):
+        # CuPy's own notion wins: the stream current now is where the caller
+        # queued the work that produces this array.
+        import cupy
+        stream = cupy.cuda.get_current_stream().ptr or 0
     return int(cai["data"][0]), device, int(stream), shape, array
 
 

@@ -120,6 +120,19 @@ BPS_EXPORT int bps_push_pull_async(const bps_tensor* input, void* output,
                                    int32_t reduce_op, bps_done_fn done,
                                    void* user_data);
 
+/* As bps_push_pull_async, for a tensor in CUDA memory (input->device >= 0;
+ * output on the same device): the engine's work is ordered after everything
+ * already queued on `cuda_stream` (a cudaStream_t; NULL: the legacy default
+ * stream) and `done` runs, on a host thread, once the result is in `output`
+ * in device memory -- any stream may use it then. Every local rank must
+ * submit its GPU tensors in the same order (as with NCCL). Host tensors
+ * ignore the stream. A build without CUDA refuses device tensors with
+ * BPS_INVALID_ARGUMENT. */
+BPS_EXPORT int bps_push_pull_async_on_stream(const bps_tensor* input, void* output,
+                                             const char* name, int32_t priority,
+                                             int32_t reduce_op, void* cuda_stream,
+                                             bps_done_fn done, void* user_data);
+
 /* Blocking role entry points for DMLC_ROLE=server / scheduler processes.
  * Return when the job ends (0) or on failure (code + bps_last_error). */
 BPS_EXPORT int bps_run_server(void);

@@ -8,6 +8,9 @@
 #include "c_api/byteps_c.h"
 #include "core/engine.h"
 #include "transport/wire.h"
+#ifdef BPS_WITH_CUDA
+#include "gpu/gpu_engine.h"
+#endif
 
 namespace {
 
@@ -64,6 +67,20 @@ int bps_push_pull_async(const bps_tensor* input, void* output, const char* name,
   });
 }
 
+int bps_push_pull_async_on_stream(const bps_tensor* input, void* output, const char* name, int32_t priority,
+                                  int32_t reduce_op, void* cuda_stream, bps_done_fn done, void* user_data) {
+  return Guarded([&] {
+    if (!input || !name) return bps::Status::Invalid("push_pull: null tensor or name");
+#ifdef BPS_WITH_CUDA
+    if (input->device >= 0) {
+      return bps::gpu::SubmitOnStream(*input, output, name, priority, reduce_op, done, user_data, cuda_stream);
+    }
+#endif
+    // Host tensors (and, without CUDA, the engine's own refusal of device ones).
+    return bps::Engine::Get().Submit(*input, output, name, priority, reduce_op, done, user_data);
+  });
+}
+
 int bps_run_server(void) {
   return Guarded([] { return bps::Engine::RunServer(); });
 }
@@ -74,6 +91,9 @@ int bps_run_scheduler(void) {
 
 size_t bps_stats_json(char* buf, size_t cap) {
   std::string s = bps::Engine::Get().StatsJson();
+#ifdef BPS_WITH_CUDA
+  if (!s.empty() && s.back() == '}') s.insert(s.size() - 1, ", \"gpu\": " + bps::gpu::StatsJson());
+#endif
   if (buf && cap > 0) {
     size_t n = std::min(cap - 1, s.size());
     memcpy(buf, s.data(), n);
@@ -85,7 +105,12 @@ size_t bps_stats_json(char* buf, size_t cap) {
 const char* bps_build_info(void) {
   static const std::string info = "byteps-native engine 0.1.0; C API " + std::to_string(BPS_C_API_VERSION) +
                                   "; wire " + std::to_string(bps::kWireVersion) +
-                                  "; transports: tcp; local reduce: posix-shm; cuda: no";
+                                  "; transports: tcp; local reduce: posix-shm; " +
+#ifdef BPS_WITH_CUDA
+                                  bps::gpu::BuildInfo();
+#else
+                                  "cuda: no";
+#endif
   return info.c_str();
 }
 

@@ -153,6 +153,43 @@ std::shared_ptr<Handle> Submit(py::object array, const std::string& name, bool a
   return h;
 }
 
+// Device memory (CuPy and other __cuda_array_interface__ / DLPack producers):
+// the Python side extracts pointer, device and stream; the result is ready in
+// device memory when the handle completes.
+std::shared_ptr<Handle> SubmitDevice(uintptr_t data, uintptr_t output, int64_t num_elements, int dtype, int device,
+                                     std::vector<int64_t> shape, const std::string& name, bool average, int priority,
+                                     uintptr_t stream, py::object keepalive) {
+  auto h = std::make_shared<Handle>();
+  h->keepalive = std::move(keepalive);
+  h->shape = std::move(shape);
+  bps_tensor t;
+  t.data = reinterpret_cast<void*>(data);
+  t.num_elements = num_elements;
+  t.dtype = dtype;
+  t.device = device;
+  t.ndim = static_cast<int32_t>(h->shape.size());
+  t.shape = h->shape.empty() ? nullptr : h->shape.data();
+  auto* owner = new std::shared_ptr<Handle>(h);
+  int rc;
+  {
+    py::gil_scoped_release release;  // the first GPU call sets up NCCL with the other local ranks
+    rc = bps_push_pull_async_on_stream(
+        &t, reinterpret_cast<void*>(output), name.c_str(), priority, average ? BPS_REDUCE_AVERAGE : BPS_REDUCE_SUM,
+        reinterpret_cast<void*>(stream),
+        [](void* user, int code, const char* msg) {
+          auto* sp = static_cast<std::shared_ptr<Handle>*>(user);
+          Handle::OnDone(sp->get(), code, msg);
+          delete sp;
+        },
+        owner);
+  }
+  if (rc != BPS_OK) {
+    delete owner;
+    Check(rc);
+  }
+  return h;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -212,6 +249,9 @@ PYBIND11_MODULE(_core, m) {
 
   m.def("push_pull_async", &Submit, py::arg("array"), py::arg("name"), py::arg("average") = true,
         py::arg("priority") = 0, py::arg("dtype") = -1, py::arg("output") = py::none());
+  m.def("push_pull_device_async", &SubmitDevice, py::arg("data"), py::arg("output"), py::arg("num_elements"),
+        py::arg("dtype"), py::arg("device"), py::arg("shape"), py::arg("name"), py::arg("average"),
+        py::arg("priority"), py::arg("stream"), py::arg("keepalive"));
   m.attr("FLOAT32") = static_cast<int>(BPS_FLOAT32);
   m.attr("FLOAT64") = static_cast<int>(BPS_FLOAT64);
   m.attr("FLOAT16") = static_cast<int>(BPS_FLOAT16);

@@ -1,9 +1,11 @@
 // One epoll thread that drives many non-blocking sockets.
 #pragma once
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>

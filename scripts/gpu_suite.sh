@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The whole GPU suite on a GPU machine: CUDA build, tests/gpu, benchmarks.
+#
+#   scripts/gpu_suite.sh                 # build + tests + benchmarks
+#   scripts/gpu_suite.sh --no-bench      # build + tests
+#   scripts/gpu_suite.sh --bench-only    # build + benchmarks
+#   GPU_SUITE_PYTEST_ARGS="-k cupy" scripts/gpu_suite.sh --no-bench
+#
+# Logs go to $OUT (the device tool's folder) or out/gpu/. Exits non-zero when
+# the build says anything but "cuda: yes" or a test fails.
+set -uo pipefail
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO"
+LOG="${OUT:-$REPO/out/gpu}"
+mkdir -p "$LOG"
+PY="${PYTHON:-python3}"
+RUN_TESTS=1
+RUN_BENCH=1
+for arg in "$@"; do
+  case "$arg" in
+    --no-bench) RUN_BENCH=0 ;;
+    --bench-only) RUN_TESTS=0 ;;
+    *) echo "unknown option $arg" >&2; exit 2 ;;
+  esac
+done
+
+# NVLink multicast stays off on shared hosts (it can take the GPUs down).
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PYTHONUNBUFFERED=1
+
+# The engine and the Python extensions must share one C++ runtime: build the
+# engine with the compiler Python builds extensions with (a g++ wrapper earlier
+# on PATH may link its own libstdc++, which crashes iostreams across the two).
+export CXX="${CXX:-$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("CXX").split()[0])')}"
+
+start=$(date +%s)
+echo "== build (CUDA)"
+if ! BYTEPS_WITH_TENSORFLOW=0 BYTEPS_WITH_CUDA=1 "$PY" -m pip install -q --no-build-isolation --no-deps -e . \
+    >"$LOG/build.log" 2>&1; then
+  tail -60 "$LOG/build.log"
+  exit 1
+fi
+"$PY" -m byteps_native.info | tee "$LOG/info.txt"
+grep -q "cuda: yes" "$LOG/info.txt" || { echo "engine built without CUDA"; exit 1; }
+nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader | tee -a "$LOG/info.txt"
+echo "build: $(( $(date +%s) - start )) s"
+
+status=0
+if [ "$RUN_TESTS" = 1 ]; then
+  echo "== tests/gpu"
+  # shellcheck disable=SC2086
+  "$PY" -m pytest -q -rs tests/gpu ${GPU_SUITE_PYTEST_ARGS:-} 2>&1 | tee "$LOG/tests.log"
+  status=${PIPESTATUS[0]}
+  echo "tests: $(( $(date +%s) - start )) s"
+fi
+
+if [ "$RUN_BENCH" = 1 ]; then
+  echo "== benchmarks"
+  # shellcheck disable=SC2086
+  "$PY" benchmarks/gpu_ddp.py ${GPU_SUITE_BENCH_ARGS:-} --json "$LOG/gpu_ddp.json" 2>&1 | tee "$LOG/bench.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  echo "benchmarks: $(( $(date +%s) - start )) s"
+fi
+exit "$status"

@@ -1,0 +1,48 @@
+"""What this host offers the GPU tests, and the skip reasons when it does not."""
+import pytest
+
+
+def gpu_count():
+    try:
+        import torch
+        if torch.cuda.is_available():
+            return torch.cuda.device_count()
+    except Exception:
+        pass
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount()
+    except Exception:
+        return 0
+
+
+def engine_has_cuda():
+    try:
+        from byteps_native.core import _core
+        return "cuda: yes" in _core.build_info()
+    except Exception:
+        return False
+
+
+GPUS = gpu_count()
+NO_GPU = "no CUDA GPU on this host (CI has none): run scripts/gpu_suite.sh on a GPU machine"
+
+requires_gpu = pytest.mark.skipif(GPUS == 0, reason=NO_GPU)
+requires_cuda_build = pytest.mark.skipif(
+    not engine_has_cuda(), reason="byteps-native was built without CUDA (see `python -m byteps_native.info`)")
+
+
+def needs_gpus(n):
+    return pytest.mark.skipif(GPUS < n, reason=f"needs {n} GPUs, this host has {GPUS}")
+
+
+def topologies(max_gpus=None):
+    """(machines, local ranks) pairs this host can run: local ranks of one
+    emulated machine need distinct GPUs (NCCL refuses two ranks on one GPU);
+    single-rank machines may share one."""
+    out = []
+    for machines, local in [(1, 1), (2, 1), (1, 2), (2, 2), (1, 4)]:
+        need = machines * local if local > 1 else 1
+        marks = [needs_gpus(need)]
+        out.append(pytest.param(machines, local, id=f"{machines}x{local}", marks=marks))
+    return out
