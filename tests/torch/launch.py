@@ -48,6 +48,28 @@ def torchrun(result_dir, worker, nproc, args=(), env=None, timeout=240, expect_o
     return proc, _results(result_dir)
 
 
+def torchrun_machines(result_dir, worker, machines, nproc_per_machine, args=(), env=None, timeout=240):
+    """`machines` torchrun agents on this host, each a "machine" of
+    `nproc_per_machine` ranks (LOCAL_WORLD_SIZE < WORLD_SIZE), so the engine
+    runs its multi-machine path: a server colocated on each machine's local rank 0."""
+    port = free_port()
+    agents = []
+    for machine in range(machines):
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(machines), "--node_rank",
+               str(machine), "--nproc_per_node", str(nproc_per_machine), "--master_addr", "127.0.0.1",
+               "--master_port", str(port), os.path.join(WORKERS, worker), *map(str, args)]
+        agents.append(subprocess.Popen(cmd, env=_env(result_dir, env), cwd=REPO, stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE, text=True))
+    for agent in agents:
+        try:
+            out, err = agent.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            agent.kill()
+            out, err = agent.communicate()
+        _check(subprocess.CompletedProcess(agent.args, agent.returncode, out, err), expect_ok=True)
+    return _results(result_dir)
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -16,14 +16,14 @@ def run_example(tmp_path, script, *args, launcher=("-m", "torch.distributed.run"
 
 
 def test_ddp_digits_learns(tmp_path):
-    out = run_example(tmp_path, "ddp_digits.py", "--epochs", "4")
+    out = run_example(tmp_path, "ddp_digits.py", "--epochs", "3")
     match = re.search(r"test accuracy ([0-9.]+)", out)
     assert match, out
     assert float(match.group(1)) > 0.9, out
 
 
 def test_horovod_style_learns_under_torchrun(tmp_path):
-    out = run_example(tmp_path, "horovod_style.py", "--epochs", "4")
+    out = run_example(tmp_path, "horovod_style.py", "--epochs", "3")
     losses = [float(x) for x in re.findall(r"loss ([0-9.]+)", out)]
-    assert len(losses) == 4, out
+    assert len(losses) == 3, out
     assert losses[-1] < 0.5 * losses[0], out
