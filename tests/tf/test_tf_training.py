@@ -1,7 +1,6 @@
 """Training across 2 processes x 2 logical CPU devices under
 MirroredStrategy(BytePSOps) equals one process on the global batch."""
 import numpy as np
-import pytest
 
 from tf_cluster import require_success, run_job
 

@@ -10,7 +10,6 @@ import common  # noqa: E402
 
 tf = common.setup_tensorflow(logical_devices=1)
 import keras  # noqa: E402
-import numpy as np  # noqa: E402
 
 import byteps_native.tf as bps  # noqa: E402
 import byteps_native.tf.keras as bps_keras  # noqa: E402
