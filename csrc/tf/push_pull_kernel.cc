@@ -191,8 +191,9 @@ class BytepsPushPullKernel : public AsyncOpKernel {
 
  protected:
   // -1 is host memory. A GPU kernel (engine built with CUDA) overrides this
-  // with the CUDA ordinal, registers name_suffixes as HostMemory, and must
-  // make the engine wait for the compute stream that produced the inputs.
+  // with the CUDA ordinal, registers name_suffixes as HostMemory, and submits
+  // through bps_push_pull_async_on_stream with TF's compute stream, so the
+  // engine is ordered after the kernels that produced the inputs.
   virtual int32_t EngineDevice(OpKernelContext* ctx) const { return -1; }
 
  private:
