@@ -485,7 +485,15 @@ bool Engine::Advance(PartitionTask& t) {
     if (L > 1) {
       Status st = shm_->Lookup(t.local_key, t.range.count * esz, static_cast<uint32_t>(op->dtype), &t.entry);
       if (!st.ok()) {
-        FailOp(op, st.WithContext("tensor '" + op->name + "' partition " + std::to_string(t.index)));
+        st = Status(st.code(), "tensor '" + op->name + "' (" + DataTypeName(op->dtype) + " " + op->shape +
+                                   " on rank " + std::to_string(rank()) + ") partition " + std::to_string(t.index) +
+                                   ": " + st.message() + ": every rank must push the same shape and dtype under one name");
+        if (t.entry) {  // make the other local ranks fail too, not time out
+          snprintf(t.entry->error, sizeof(t.entry->error), "%s", st.message().c_str());
+          t.entry->error_round.store(t.round + 1);
+          shm_->Ring();
+        }
+        FailOp(op, st);
         return true;
       }
     }
@@ -778,6 +786,11 @@ void* Engine::OnHeader(Connection* conn, const MessageHeader& h, Status* reject)
   auto it = pending_.find(h.key);
   if (it == pending_.end() || it->second->round != h.round) {
     // A response for an abandoned (failed) op: read and drop it.
+    if (h.payload_bytes > static_cast<uint64_t>(config_.partition_bytes) + 4096) {
+      *reject = Status::PeerFailure(conn->peer_name() + " sent an unsolicited response of " +
+                                    std::to_string(h.payload_bytes) + " bytes");
+      return nullptr;
+    }
     if (discard_.size() < h.payload_bytes) discard_.resize(h.payload_bytes);
     return discard_.data();
   }
@@ -826,11 +839,27 @@ Status Engine::Shutdown() {
   Ring();
   if (thread_.joinable()) thread_.join();
   timeline_.Finish();
+  // A failed process does not leave "in order": it tells the servers why, and
+  // they relay the root cause to every other worker.
+  const bool failed = has_fatal_;
+  std::string why;
+  if (failed) {
+    std::lock_guard<std::mutex> lock(fatal_mu_);
+    why = fatal_.message();
+  }
   for (auto& conns : server_conns_) {
     for (auto& c : conns) {
-      OutMessage bye;
-      bye.header.type = static_cast<uint16_t>(MessageType::kBye);
-      c->Send(std::move(bye));
+      OutMessage m;
+      if (failed) {
+        auto text = std::make_shared<std::string>(why.substr(0, kMaxErrorPayloadBytes));
+        m.header.type = static_cast<uint16_t>(MessageType::kError);
+        m.header.payload_bytes = text->size();
+        m.payload = text->data();
+        m.keepalive = text;
+      } else {
+        m.header.type = static_cast<uint16_t>(MessageType::kBye);
+      }
+      c->Send(std::move(m));
     }
   }
   Status result;
@@ -850,7 +879,7 @@ Status Engine::Shutdown() {
     shm_->control()->pids[config_.local_rank] = 0;
     shm_.reset();
   }
-  if (scheduler_client_) scheduler_client_->Goodbye();
+  if (scheduler_client_ && !failed) scheduler_client_->Goodbye();
   if (abort_watch_client_) abort_watch_client_->ShutdownSocket();
   if (abort_watcher_.joinable()) abort_watcher_.join();
   abort_watch_client_.reset();
@@ -891,24 +920,51 @@ Status Engine::RunServer() {
   Config c;
   BPS_RETURN_IF_ERROR(ConfigFromEnvironment(true, &c));
   if (c.role != Role::kServer) return Status::Invalid("bps_run_server needs DMLC_ROLE=server");
-  std::unique_ptr<TcpStoreClient> client;
   HostPort at{c.root_uri, c.root_port};
-  BPS_RETURN_IF_ERROR(
-      TcpStoreClient::Connect(at, c.job_token, Role::kServer, -1, c.rendezvous_timeout_seconds, &client));
   int64_t id = 0;
-  BPS_RETURN_IF_ERROR(client->Add("server_count", 1, &id));
+  // Register anonymously for an id, then connect again as "server <id>" so
+  // the scheduler can tell an orderly exit from a death by identity. The
+  // registration stays open (membership) until the end.
+  std::unique_ptr<TcpStoreClient> registration;
+  BPS_RETURN_IF_ERROR(
+      TcpStoreClient::Connect(at, c.job_token, Role::kServer, -1, c.rendezvous_timeout_seconds, &registration));
+  BPS_RETURN_IF_ERROR(registration->Add("server_count", 1, &id));
   id -= 1;
   if (id >= c.num_server) {
-    client->Goodbye();
+    registration->Goodbye();
     return Status::Invalid("more servers started than DMLC_NUM_SERVER=" + std::to_string(c.num_server));
   }
+  std::unique_ptr<TcpStoreClient> client;
+  BPS_RETURN_IF_ERROR(TcpStoreClient::Connect(at, c.job_token, Role::kServer, static_cast<int>(id),
+                                              c.rendezvous_timeout_seconds, &client));
   SetLogIdentity("server " + std::to_string(id));
   std::shared_ptr<Store> store(client.get(), [](Store*) {});
   Server server(c, store, static_cast<int>(id), ChooseListenHost(c, client->local_address()));
+  // Like workers, a server follows the scheduler's verdict on the job.
+  std::unique_ptr<TcpStoreClient> watch;
+  std::atomic<bool> done{false};
+  std::thread watcher;
+  if (TcpStoreClient::Connect(at, c.job_token, Role::kServer, static_cast<int>(id), 30, &watch).ok()) {
+    watcher = std::thread([&] {
+      std::string why;
+      while (!done) {
+        Status s = watch->Get("abort", 3600, &why);
+        if (done) return;
+        if (s.ok()) return server.Abort(Status::PeerFailure("job aborted: " + why));
+        if (s.code() != BPS_TIMEOUT) return server.Abort(Status::PeerFailure("lost the scheduler: " + s.message()));
+      }
+    });
+  }
   Status st = server.Start();
   if (st.ok()) st = server.Wait(-1);
+  done = true;
   server.Stop();
-  client->Goodbye();
+  if (st.ok()) {
+    client->Goodbye();
+    registration->Goodbye();
+  }
+  if (watch) watch->ShutdownSocket();
+  if (watcher.joinable()) watcher.join();
   return st;
 }
 
@@ -918,6 +974,7 @@ Status Engine::RunScheduler() {
   SetLogIdentity("scheduler");
   TcpStoreServer server(c.job_token, c.timeout_seconds);
   Status st = server.Listen(c.root_uri, c.root_port);
+  if (!st.ok() && st.message().find("Cannot assign requested address") == std::string::npos) return st;
   if (!st.ok()) {
     BPS_LOG(Warning) << st.message() << "; listening on every address instead";
     BPS_RETURN_IF_ERROR(server.Listen("0.0.0.0", c.root_port));

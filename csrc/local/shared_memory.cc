@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "common/futex.h"
+#include "common/dtype.h"
 #include "common/logging.h"
 
 namespace bps {
@@ -146,8 +147,10 @@ Status LocalSharedMemory::Lookup(uint64_t key, uint64_t bytes, uint32_t dtype, S
       while (e.initialized.load(std::memory_order_acquire) == 0) std::this_thread::yield();
       if (e.error_round.load() == UINT32_MAX) return Status::Internal(e.error);
       if (e.bytes != (bytes + 63) / 64 * 64) {
-        return Status::Mismatch("partition has " + std::to_string(bytes) + " bytes on this rank but " +
-                                std::to_string(e.bytes) + " (rounded) on another local rank");
+        *out = &e;  // the caller poisons the entry so every local rank fails
+        return Status::Mismatch("partition has " + std::to_string(bytes) + " bytes on this rank but about " +
+                                std::to_string(e.bytes) + " bytes (" + DataTypeName(static_cast<DataType>(e.dtype)) +
+                                ") on another local rank");
       }
       *out = &e;
       return Status::OK();

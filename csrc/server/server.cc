@@ -62,16 +62,37 @@ void Server::Stop() {
   if (listen_fd_ >= 0) close(listen_fd_);
 }
 
+void Server::Abort(const Status& why) {
+  std::vector<std::shared_ptr<Connection>> conns;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (failure_.ok()) failure_ = why;
+    for (auto& kv : conns_) conns.push_back(kv.second);
+  }
+  for (auto& c : conns) SendError(c, 0, 0, why.message());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    aborted_ = true;
+  }
+  cv_.notify_all();
+}
+
 Status Server::Wait(double timeout_seconds) {
   // The job is over for this server once every worker connection of the job
   // came and left (or one died). Workers publish the job size at rendezvous.
   std::string size_text;
   double get_timeout = timeout_seconds < 0 ? config_.rendezvous_timeout_seconds : timeout_seconds;
   Status st = store_->Get("size", get_timeout, &size_text);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failure_.ok()) return failure_;
+  }
   if (!st.ok()) return st.WithContext("server " + std::to_string(server_id_) + " waiting for the job size");
   const int expected = atoi(size_text.c_str()) * config_.connections_per_server;
   std::unique_lock<std::mutex> lock(mu_);
-  auto done = [&] { return (ever_connected_ >= expected || !failure_.ok()) && conns_.empty(); };
+  auto done = [&] {
+    return (ever_connected_ >= expected && conns_.empty()) || (!failure_.ok() && conns_.empty()) || aborted_;
+  };
   if (timeout_seconds < 0) {
     cv_.wait(lock, done);
   } else if (!cv_.wait_for(lock, std::chrono::duration<double>(timeout_seconds), done)) {
@@ -138,6 +159,14 @@ void Server::ReturnBuffer(std::shared_ptr<AlignedBuffer> b) {
 
 void* Server::OnHeader(Connection* conn, const MessageHeader& h, Status* reject) {
   if (h.type != static_cast<uint16_t>(MessageType::kPush)) return nullptr;  // small control frames
+  // A push is one slice of one partition: never larger than a partition.
+  const uint64_t limit = static_cast<uint64_t>(config_.partition_bytes) + 4096;
+  if (h.payload_bytes > limit) {
+    *reject = Status::PeerFailure(conn->peer_name() + " pushed " + std::to_string(h.payload_bytes) +
+                                  " bytes, more than this server's BYTEPS_PARTITION_BYTES=" +
+                                  std::to_string(config_.partition_bytes) + ": set the same value on every process");
+    return nullptr;
+  }
   auto buf = TakeBuffer(h.payload_bytes);
   if (!buf->data) {
     *reject = Status::Internal("out of memory for a push of " + std::to_string(h.payload_bytes) + " bytes");
@@ -191,8 +220,19 @@ void Server::OnMessage(Connection* conn, const MessageHeader& h, void* payload) 
       return;
     }
     case MessageType::kError: {
-      std::string msg(static_cast<char*>(payload), h.payload_bytes);
-      BPS_LOG(Warning) << "server " << server_id_ << ": " << conn->peer_name() << " reported: " << msg;
+      // A worker failed (e.g. it lost another server): relay its root cause.
+      std::string why = conn->peer_name() + " failed: " + std::string(static_cast<char*>(payload), h.payload_bytes);
+      BPS_LOG(Error) << "server " << server_id_ << ": " << why;
+      std::vector<std::shared_ptr<Connection>> others;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        reported_.insert(conn);
+        if (failure_.ok()) failure_ = Status::PeerFailure(why);
+        for (auto& kv : conns_) {
+          if (kv.first != conn) others.push_back(kv.second);
+        }
+      }
+      for (auto& c : others) SendError(c, 0, 0, why);
       return;
     }
     default:
@@ -206,8 +246,10 @@ void Server::OnClosed(Connection* conn, const Status& reason) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     inflight_.erase(conn);
-    bool orderly = said_bye_.count(conn) > 0;
+    // Orderly, or its failure was already relayed: nothing new to tell.
+    bool orderly = said_bye_.count(conn) > 0 || reported_.count(conn) > 0;
     said_bye_.erase(conn);
+    reported_.erase(conn);
     auto peer = peers_[conn];
     peers_.erase(conn);
     auto keep = conns_[conn];
@@ -272,6 +314,12 @@ void Server::HandlePush(EngineThread* t, PushWork& w) {
   const DataType dtype = static_cast<DataType>(h.dtype);
   const size_t count = h.payload_bytes / DataTypeSize(dtype);
   KeyState& ks = t->keys[h.key];
+  if (ks.acc && ks.contributions == 0 && !config_.enable_async &&
+      (h.payload_bytes != ks.payload_bytes || dtype != ks.dtype)) {
+    // The tensor behind this key was resized (on every rank, or the round's
+    // signature check below catches it): start over with fitting buffers.
+    ks = KeyState();
+  }
   const bool fresh_key = !ks.acc;
   if (fresh_key) {
     ks.dtype = dtype;

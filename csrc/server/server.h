@@ -39,6 +39,8 @@ class Server : public ConnectionHandler {
   // any died: PeerFailure naming it) or `timeout_seconds` passes (< 0: none).
   Status Wait(double timeout_seconds);
   void Stop();
+  // The job failed elsewhere (scheduler abort): tell connected workers, end Wait().
+  void Abort(const Status& why);
   std::string address() const { return listen_host_ + ":" + std::to_string(port_); }
   std::string StatsJson();
 
@@ -98,7 +100,9 @@ class Server : public ConnectionHandler {
   std::map<Connection*, std::shared_ptr<Connection>> conns_;
   std::map<Connection*, PeerIdentity> peers_;
   std::set<Connection*> said_bye_;
+  std::set<Connection*> reported_;  // workers that sent their failure
   int ever_connected_ = 0;
+  bool aborted_ = false;
   Status failure_;
   std::unordered_map<uint64_t, int> key_thread_;
   std::unordered_map<uint64_t, std::string> poisoned_;  // name_hash -> first error

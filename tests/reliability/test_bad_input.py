@@ -39,10 +39,7 @@ MISMATCH_CASES = [
     ("shape", "servers", ["'fc1.weight'", "200 bytes", "240 bytes", "rank 0", "rank 1"]),
     ("shape", "one_machine", ["'fc1.weight'", "[10, 5]", "[10, 6]"]),
     ("dtype", "servers", ["'fc1.weight'", "float32", "float64"]),
-    pytest.param("dtype", "one_machine", ["'fc1.weight'", "float32", "float64"], marks=pytest.mark.xfail(
-        strict=True, reason="engine bug: a local partition-size mismatch (LocalSharedMemory::Lookup) fails only "
-        "the rank that sees it, with a message that names neither dtype; the other rank waits for "
-        "BYTEPS_TIMEOUT (docs/reliability.md)")),
+    ("dtype", "one_machine", ["'fc1.weight'", "float32", "float64"]),
     ("same_bytes_other_shape", "servers", ["'fc1.weight'"]),
     ("same_bytes_other_shape", "one_machine", ["'fc1.weight'", "[4, 6]", "[6, 4]"]),
 ]
@@ -61,9 +58,7 @@ def test_mismatch_fails_every_rank_clearly(tmp_path, case, topology, words):
 
 
 @pytest.mark.parametrize("topology", [
-    pytest.param("servers", marks=pytest.mark.xfail(
-        strict=True, reason="engine bug: server.cc HandlePush keeps the accumulator of a key's first round; "
-        "a later round with more bytes overflows it (heap overflow, server SIGSEGV) (docs/reliability.md)")),
+    "servers",
     "one_machine",
 ])
 def test_tensor_resized_between_steps(tmp_path, topology):

@@ -147,8 +147,6 @@ def test_worker_count_never_arrives_via_bpslaunch():
     assert took < 30
 
 
-@pytest.mark.xfail(strict=True, reason="engine bug: dedicated servers do not watch the scheduler's 'abort' key; "
-                   "when rendezvous fails they (and so the scheduler) wait forever (docs/reliability.md)")
 def test_worker_count_never_arrives_servers_end_too(tmp_path):
     with Cluster(tmp_path, machines=2, servers=1, BYTEPS_RENDEZVOUS_TIMEOUT=2) as c:
         c.start_role("scheduler", "scheduler")

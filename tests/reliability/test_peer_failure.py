@@ -63,12 +63,6 @@ def _assert_named_failure(c, victim, victim_words):
         c.stop()
 
 
-FAILED_WORKER_SAYS_BYE = pytest.mark.xfail(
-    strict=True, reason="engine bug since 'core: orderly shutdown at interpreter exit': a worker whose engine "
-    "went fatal still sends BYE to servers and goodbye to the scheduler at exit (Engine::Shutdown), so a "
-    "server that lost no worker of its own exits 0 without naming anyone (docs/reliability.md)")
-
-
 def test_kill_worker_with_servers(tmp_path):
     c = _run_and_kill(tmp_path, "worker 1")
     _assert_named_failure(c, "worker 1", ["worker 1 ("])
@@ -91,7 +85,6 @@ def test_kill_server(tmp_path):
     _assert_named_failure(c, "server 0", ["server 0 (", "server (127.0.0.1"])
 
 
-@FAILED_WORKER_SAYS_BYE
 def test_kill_one_of_two_servers(tmp_path):
     c = _run_and_kill(tmp_path, "server 1", servers=2)
     # Server ids follow registration order, not start order: the survivor
@@ -101,7 +94,6 @@ def test_kill_one_of_two_servers(tmp_path):
     _assert_named_failure(c, "server 1", [f"server {victim_id} (", "server (127.0.0.1"])
 
 
-@FAILED_WORKER_SAYS_BYE
 def test_kill_scheduler(tmp_path):
     c = _run_and_kill(tmp_path, "scheduler")
     # Workers name the scheduler; the server learns it from the workers
