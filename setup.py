@@ -105,6 +105,15 @@ def _cuda_config():
     }
 
 
+def _importable_cuda_torch():
+    """torch built with CUDA (its c10_cuda library and headers exist)."""
+    try:
+        import torch
+        return torch.version.cuda is not None
+    except Exception:
+        return False
+
+
 def _sources(subdir):
     return sorted(glob.glob(os.path.join(ROOT, "csrc", subdir, "*.cc")))
 
@@ -194,12 +203,15 @@ def _extensions():
     cmdclass = {"build_ext": BuildEngineFirst}
     if os.environ.get("BYTEPS_WITH_PYTORCH", "1") != "0" and _importable("torch") and _sources("torch"):
         from torch.utils import cpp_extension
+        cuda = _cuda_config() if _importable_cuda_torch() else None
         exts.append(cpp_extension.CppExtension(
             "byteps_native.torch._c10d",
             sources=_sources("torch"),
             include_dirs=[os.path.join(ROOT, "csrc")],
-            libraries=["byteps_engine"],
-            extra_compile_args=["-std=c++17", "-O2"],
+            # CUDA build: the adapter passes torch's current stream and completes
+            # Futures of CUDA tensors device-aware (c10::cuda streams and events).
+            libraries=["byteps_engine"] + (["c10_cuda"] if cuda else []),
+            extra_compile_args=["-std=c++17", "-O2"] + (cuda["cflags"] if cuda else []),
             extra_link_args=["-Wl,-rpath,$ORIGIN/../lib"],
         ))
 

@@ -56,8 +56,16 @@ fi
 
 if [ "$RUN_BENCH" = 1 ]; then
   echo "== benchmarks"
+  ngpu=$(nvidia-smi -L | wc -l)
+  "$PY" benchmarks/gpu_push_pull.py --json "$LOG/gpu_push_pull_1m.json" 2>&1 | tee "$LOG/bench.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  if [ "$ngpu" -ge 2 ]; then
+    "$PY" benchmarks/gpu_push_pull.py --machines 2 --json "$LOG/gpu_push_pull_2m.json" 2>&1 | tee -a "$LOG/bench.log"
+    [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  fi
+  echo "push_pull benchmarks: $(( $(date +%s) - start )) s"
   # shellcheck disable=SC2086
-  "$PY" benchmarks/gpu_ddp.py ${GPU_SUITE_BENCH_ARGS:-} --json "$LOG/gpu_ddp.json" 2>&1 | tee "$LOG/bench.log"
+  "$PY" benchmarks/gpu_ddp.py ${GPU_SUITE_BENCH_ARGS:-} --json "$LOG/gpu_ddp.json" 2>&1 | tee -a "$LOG/bench.log"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
   echo "benchmarks: $(( $(date +%s) - start )) s"
 fi
