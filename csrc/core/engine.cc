@@ -390,16 +390,13 @@ void Engine::Activate(std::unique_ptr<TensorOp> op) {
     raw->parts.push_back(std::move(t));
   }
   raw->remaining = static_cast<int>(raw->parts.size());
-  // Machines start a tensor at different partitions: if all sent partition 0
-  // first, every machine would hit the same server at once while the other
-  // servers' links idle.
-  const uint32_t parts = static_cast<uint32_t>(raw->parts.size());
-  const uint32_t offset = config_.distributed()
-                              ? static_cast<uint32_t>((static_cast<uint64_t>(config_.worker_id) * parts) /
-                                                      static_cast<uint64_t>(config_.num_worker))
-                              : 0;
+  // Every machine sends a tensor's partitions in the same order: partition p
+  // then completes on its server as early as possible, so replies flow while
+  // later pushes are still going out. Consecutive partitions go to different
+  // servers (ServerFor), so a credit window of >= servers partitions keeps
+  // every server link busy.
   for (auto& t : raw->parts) {
-    t->send_order = (t->index + parts - offset % std::max(parts, 1u)) % std::max(parts, 1u);
+    t->send_order = t->index;
     active_.push_back(t.get());
   }
   // Highest priority first, then earlier submission, then this machine's
