@@ -1,5 +1,7 @@
 #include "torch/backend.h"
 
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
 #include <functional>
@@ -50,10 +52,19 @@ at::Tensor Bytes(const at::Tensor& contiguous) {
 void Run(const c10::intrusive_ptr<PushPullWork>& work, const at::Tensor& wire,
          const std::string& name, bps_reduce_op reduce_op, std::function<void()> on_success) {
   SubmitPushPull(wire, name, /*priority=*/0, reduce_op, /*shape_for_errors=*/{},
-                 [work, on_success = std::move(on_success)](std::exception_ptr error) {
+                 [work, device = wire.device(),
+                  on_success = std::move(on_success)](std::exception_ptr error) {
                    if (!error) {
                      try {
+                       c10::DeviceGuard guard(device);
                        on_success();
+                       if (device.is_cuda()) {
+                         // Copies queued here, on the completion thread's stream, must
+                         // land before the Work completes: callers do not wait on it.
+                         c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)
+                             ->getStream(device)
+                             .synchronize();
+                       }
                      } catch (...) {
                        error = std::current_exception();
                      }
@@ -91,7 +102,7 @@ c10::intrusive_ptr<c10d::Work> BytepsBackend::allreduce_coalesced(
   bps_reduce_op reduce_op = EngineReduceOp(opts.reduceOp, "allreduce_coalesced");
   std::vector<at::Tensor> flat_parts;
   for (const auto& t : tensors) {
-    CheckDenseCpu(t, "allreduce_coalesced");
+    CheckDense(t, "allreduce_coalesced");
     TORCH_CHECK(t.scalar_type() == tensors[0].scalar_type(),
                 "byteps allreduce_coalesced needs one dtype for all tensors, got ",
                 tensors[0].scalar_type(), " and ", t.scalar_type(), "; group tensors by dtype");
@@ -152,7 +163,7 @@ c10::intrusive_ptr<c10d::Work> BytepsBackend::allgather(
   std::vector<at::Tensor> parts = outputs[0];
   int64_t total_bytes = 0, my_offset = 0;
   for (int i = 0; i < size_; ++i) {
-    CheckDenseCpu(parts[i], "allgather");
+    CheckDense(parts[i], "allgather");
     TORCH_CHECK(parts[i].scalar_type() == input.scalar_type(), "byteps allgather: output ", i,
                 " has dtype ", parts[i].scalar_type(), " but the input has ", input.scalar_type());
     if (i == rank_) my_offset = total_bytes;
@@ -162,7 +173,7 @@ c10::intrusive_ptr<c10d::Work> BytepsBackend::allgather(
               " has ", parts[rank_].numel(), " elements but this rank's input has ",
               input.numel());
   WireTensor in = WireTensor::ForDataMovement(input, "allgather");
-  at::Tensor flat = at::zeros({total_bytes}, at::kByte);
+  at::Tensor flat = at::zeros({total_bytes}, input.options().dtype(at::kByte));
   flat.narrow(0, my_offset, in.wire.numel()).copy_(in.wire);
   auto work = c10::make_intrusive<PushPullWork>(rank_, c10d::OpType::ALLGATHER, parts);
   Run(work, flat, Name("allgather", flat), BPS_REDUCE_SUM, [parts, flat]() mutable {
@@ -179,8 +190,8 @@ c10::intrusive_ptr<c10d::Work> BytepsBackend::allgather(
 c10::intrusive_ptr<c10d::Work> BytepsBackend::_allgather_base(at::Tensor& output,
                                                               at::Tensor& input,
                                                               const c10d::AllgatherOptions& opts) {
-  CheckDenseCpu(output, "_allgather_base");
-  CheckDenseCpu(input, "_allgather_base");
+  CheckDense(output, "_allgather_base");
+  CheckDense(input, "_allgather_base");
   TORCH_CHECK(output.scalar_type() == input.scalar_type(), "byteps allgather_into_tensor: output ",
               "dtype ", output.scalar_type(), " differs from input dtype ", input.scalar_type());
   TORCH_CHECK(output.numel() == input.numel() * size_, "byteps allgather_into_tensor: output has ",
@@ -209,13 +220,13 @@ c10::intrusive_ptr<c10d::Work> BytepsBackend::reduce_scatter(
   TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_,
               "byteps reduce_scatter needs one input list of ", size_, " tensors");
   bps_reduce_op reduce_op = EngineReduceOp(opts.reduceOp, "reduce_scatter");
-  CheckDenseCpu(output, "reduce_scatter");
+  CheckDense(output, "reduce_scatter");
   EngineDtype(output.scalar_type(), "reduce_scatter");
   std::vector<at::Tensor> flat_parts;
   int64_t my_offset = 0, total = 0;
   for (int i = 0; i < size_; ++i) {
     const at::Tensor& part = inputs[0][i];
-    CheckDenseCpu(part, "reduce_scatter");
+    CheckDense(part, "reduce_scatter");
     TORCH_CHECK(part.scalar_type() == output.scalar_type(), "byteps reduce_scatter: input ", i,
                 " has dtype ", part.scalar_type(), " but the output has ", output.scalar_type());
     if (i == rank_) my_offset = total;
@@ -235,8 +246,8 @@ c10::intrusive_ptr<c10d::Work> BytepsBackend::reduce_scatter(
 c10::intrusive_ptr<c10d::Work> BytepsBackend::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
   bps_reduce_op reduce_op = EngineReduceOp(opts.reduceOp, "reduce_scatter_tensor");
-  CheckDenseCpu(output, "reduce_scatter_tensor");
-  CheckDenseCpu(input, "reduce_scatter_tensor");
+  CheckDense(output, "reduce_scatter_tensor");
+  CheckDense(input, "reduce_scatter_tensor");
   EngineDtype(input.scalar_type(), "reduce_scatter_tensor");
   TORCH_CHECK(output.scalar_type() == input.scalar_type(), "byteps reduce_scatter_tensor: output ",
               "dtype ", output.scalar_type(), " differs from input dtype ", input.scalar_type());
@@ -255,7 +266,7 @@ c10::intrusive_ptr<c10d::Work> BytepsBackend::_reduce_scatter_base(
 }
 
 c10::intrusive_ptr<c10d::Work> BytepsBackend::barrier(const c10d::BarrierOptions& opts) {
-  at::Tensor token = at::zeros({1}, at::kFloat);
+  at::Tensor token = at::zeros({1}, at::kFloat);  // host memory: no device order to respect
   auto work = c10::make_intrusive<PushPullWork>(rank_, c10d::OpType::BARRIER,
                                                 std::vector<at::Tensor>{});
   Run(work, token, "c10d." + group_name_ + ".barrier", BPS_REDUCE_SUM, [] {});

@@ -1,5 +1,6 @@
 #include "torch/push_pull.h"
 
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
 #include <vector>
@@ -57,7 +58,7 @@ void SubmitPushPull(const at::Tensor& wire, const std::string& name, int32_t pri
   TORCH_CHECK(bps_initialized(), "byteps is not initialized: call "
               "torch.distributed.init_process_group('byteps') or byteps_native.torch.init() "
               "before push_pull of '", name, "'");
-  TORCH_INTERNAL_ASSERT(wire.is_contiguous() && wire.device().is_cpu());
+  TORCH_INTERNAL_ASSERT(wire.is_contiguous() && (wire.is_cpu() || wire.is_cuda()));
   auto op = std::make_unique<InFlight>();
   op->wire = wire;
   op->name = name;
@@ -68,13 +69,22 @@ void SubmitPushPull(const at::Tensor& wire, const std::string& name, int32_t pri
   tensor.data = wire.data_ptr();
   tensor.num_elements = wire.numel();
   tensor.dtype = EngineDtype(wire.scalar_type(), "push_pull");
-  tensor.device = -1;
+  tensor.device = wire.is_cuda() ? wire.device().index() : -1;
   tensor.ndim = static_cast<int32_t>(op->shape.size());
   tensor.shape = op->shape.empty() ? nullptr : op->shape.data();
 
   InFlight* raw = op.release();
-  int rc = bps_push_pull_async(&tensor, tensor.data, raw->name.c_str(), priority, reduce_op,
-                               &OnEngineDone, raw);
+  int rc;
+  if (wire.is_cuda()) {
+    void* stream = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)
+                       ->getStream(wire.device())
+                       .native_handle();
+    rc = bps_push_pull_async_on_stream(&tensor, tensor.data, raw->name.c_str(), priority,
+                                       reduce_op, stream, &OnEngineDone, raw);
+  } else {
+    rc = bps_push_pull_async(&tensor, tensor.data, raw->name.c_str(), priority, reduce_op,
+                             &OnEngineDone, raw);
+  }
   if (rc != BPS_OK) {
     std::unique_ptr<InFlight> reclaimed(raw);  // done will not be called
     const char* why = bps_last_error();

@@ -1,5 +1,7 @@
 #include "torch/tensor_wire.h"
 
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
 namespace byteps_torch {
@@ -53,19 +55,19 @@ const char* DtypeTag(at::ScalarType type) {
   }
 }
 
-void CheckDenseCpu(const at::Tensor& tensor, const char* operation) {
+void CheckDense(const at::Tensor& tensor, const char* operation) {
   TORCH_CHECK(tensor.defined(), "byteps ", operation, " got an undefined tensor");
   TORCH_CHECK(tensor.layout() == at::kStrided, "byteps ", operation,
               " supports dense tensors only, got layout ", tensor.layout(),
               "; call .to_dense() first");
-  TORCH_CHECK(tensor.device().is_cpu(), "byteps ", operation, " got a tensor on ",
-              tensor.device(), " but this engine build moves CPU memory only; "
-              "move it with .cpu() (and back) or use a GPU build");
+  TORCH_CHECK(tensor.device().is_cpu() || tensor.device().is_cuda(), "byteps ", operation,
+              " got a tensor on ", tensor.device(), "; only CPU and CUDA tensors are supported: "
+              "move it with .cpu() (and back)");
 }
 
 WireTensor WireTensor::ForReduction(const at::Tensor& user, const char* operation,
                                     c10::optional<at::ScalarType> wire_dtype) {
-  CheckDenseCpu(user, operation);
+  CheckDense(user, operation);
   at::ScalarType type = wire_dtype.value_or(user.scalar_type());
   EngineDtype(type, operation);
   WireTensor result{user, user};
@@ -83,7 +85,7 @@ WireTensor WireTensor::ForReduction(const at::Tensor& user, const char* operatio
 }
 
 WireTensor WireTensor::ForDataMovement(const at::Tensor& user, const char* operation) {
-  CheckDenseCpu(user, operation);
+  CheckDense(user, operation);
   WireTensor result{user, user};
   if (!user.is_contiguous()) {
     result.wire = user.contiguous();
@@ -102,7 +104,13 @@ void WireTensor::CopyBack() {
   if (wire.scalar_type() == at::kByte && user.scalar_type() != at::kByte) {
     source = wire.view(user.scalar_type());  // undo the byte view of ForDataMovement
   }
+  c10::DeviceGuard device(user.device());
   user.copy_(source.view(user.sizes()));
+  if (user.is_cuda()) {
+    // This runs on the adapter's completion thread, whose stream the caller
+    // does not wait on: finish the copy before the Future completes.
+    c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(user.device()).synchronize();
+  }
 }
 
 }  // namespace byteps_torch

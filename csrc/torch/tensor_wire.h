@@ -18,8 +18,8 @@ bps_dtype EngineDtype(at::ScalarType type, const char* operation);
 // Short stable spelling used inside tensor names ("f32", "bf16", ...).
 const char* DtypeTag(at::ScalarType type);
 
-// A tensor as the engine sees it. `wire` is contiguous CPU memory in an
-// engine dtype; when it is not `user` itself, CopyBack() moves the result
+// A tensor as the engine sees it. `wire` is contiguous memory (CPU or CUDA)
+// in an engine dtype; when it is not `user` itself, CopyBack() moves the result
 // into `user` after the engine is done.
 struct WireTensor {
   at::Tensor user;
@@ -41,8 +41,9 @@ struct WireTensor {
   bool needs_copy_back = false;
 };
 
-// Rejects tensors the CPU engine cannot take (CUDA, sparse, ...), naming the
-// operation and the fix.
-void CheckDenseCpu(const at::Tensor& tensor, const char* operation);
+// Rejects tensors the engine cannot take (sparse, or on a device other than
+// CPU and CUDA), naming the operation and the fix. Whether CUDA memory is
+// accepted is the engine's call: a CPU-only build refuses it with a message.
+void CheckDense(const at::Tensor& tensor, const char* operation);
 
 }  // namespace byteps_torch
