@@ -103,7 +103,7 @@ def main():
         port = s.getsockname()[1]
     nccl = run([[sys.executable, "-m", "torch.distributed.run", "--nnodes", str(args.machines), "--node_rank", str(m),
                  "--nproc_per_node", str(per), "--master_addr", "127.0.0.1", "--master_port", str(port)]
-                + me + ["--worker", "nccl"] for m in range(args.machines)],
+                + me[1:] + ["--worker", "nccl"] for m in range(args.machines)],
                [dict(env, BENCH_GPU_OFFSET=str(m * per), NCCL_HOSTID=f"bench-machine-{m}") if args.machines > 1
                 else env for m in range(args.machines)])
     n = gpus
