@@ -28,6 +28,23 @@ uint64_t NowNs() {
       std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
 }
 
+// A dead child stays a zombie until its launcher reaps it (torchrun may take
+// seconds): kill(pid, 0) still succeeds then, so read its state too.
+bool ProcessAlive(int pid) {
+  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  FILE* f = fopen(path, "r");
+  if (!f) return true;  // no procfs: trust kill()
+  char buf[512] = {0};
+  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  const char* close_paren = strrchr(buf, ')');  // comm may contain spaces
+  if (n == 0 || !close_paren || close_paren[1] == '\0') return true;
+  const char state = close_paren[2];
+  return state != 'Z' && state != 'X';
+}
+
 std::string RandomHex(size_t bytes) {
   std::string raw(bytes, '\0');
   SecureRandom(&raw[0], bytes);
@@ -757,7 +774,7 @@ void Engine::CheckTimeoutsAndPeers() {
     } else if (!active_.empty()) {
       for (int q = 0; q < config_.local_size; ++q) {
         int pid = ctl->pids[q];
-        if (q != config_.local_rank && pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) {
+        if (q != config_.local_rank && pid > 0 && !ProcessAlive(pid)) {
           SetFatal(Status::PeerFailure("local rank " + std::to_string(q) + " (worker rank " +
                                        std::to_string(config_.worker_id * config_.local_size + q) + ", pid " +
                                        std::to_string(pid) + ") died"));

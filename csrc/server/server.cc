@@ -90,8 +90,16 @@ Status Server::Wait(double timeout_seconds) {
   if (!st.ok()) return st.WithContext("server " + std::to_string(server_id_) + " waiting for the job size");
   const int expected = atoi(size_text.c_str()) * config_.connections_per_server;
   std::unique_lock<std::mutex> lock(mu_);
+  // A worker that said goodbye is done even if its socket is still open
+  // (a colocated server's own process closes its sockets after this wait).
+  auto all_left = [&] {
+    for (auto& kv : conns_) {
+      if (!said_bye_.count(kv.first) && !reported_.count(kv.first)) return false;
+    }
+    return true;
+  };
   auto done = [&] {
-    return (ever_connected_ >= expected && conns_.empty()) || (!failure_.ok() && conns_.empty()) || aborted_;
+    return (ever_connected_ >= expected && all_left()) || (!failure_.ok() && all_left()) || aborted_;
   };
   if (timeout_seconds < 0) {
     cv_.wait(lock, done);
@@ -215,8 +223,11 @@ void Server::OnMessage(Connection* conn, const MessageHeader& h, void* payload) 
       return;
     }
     case MessageType::kBye: {
-      std::lock_guard<std::mutex> lock(mu_);
-      said_bye_.insert(conn);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        said_bye_.insert(conn);
+      }
+      cv_.notify_all();
       return;
     }
     case MessageType::kError: {
@@ -233,6 +244,7 @@ void Server::OnMessage(Connection* conn, const MessageHeader& h, void* payload) 
         }
       }
       for (auto& c : others) SendError(c, 0, 0, why);
+      cv_.notify_all();
       return;
     }
     default:

@@ -18,5 +18,7 @@ def test_survivor_gets_error(tmp_path, victim):
     for name, error in result["errors"].items():
         assert error is not None, f"{name} succeeded although rank {victim} is dead"
         assert "byteps" in error, error
-    # Detection may take up to the timeout plus a heartbeat; never a hang.
-    assert result["seconds"] < 4 * TIMEOUT_S, result
+    # A dead local rank is seen through its pid (zombies count as dead), well
+    # before BYTEPS_TIMEOUT, and named.
+    assert result["seconds"] < TIMEOUT_S, result
+    assert any(f"local rank {victim}" in e and "died" in e for e in result["errors"].values()), result
