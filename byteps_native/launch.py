@@ -98,7 +98,7 @@ class Job:
         self.children.append((description, proc, is_worker))
         return proc
 
-    def supervise(self, drain_timeout=60.0):
+    def supervise(self, drain_timeout=30.0):
         """Wait for the workers; any failure stops everything. Returns the exit code."""
         try:
             while True:
@@ -121,10 +121,12 @@ class Job:
                 try:
                     code = proc.wait(timeout=max(0.1, deadline - time.time()))
                 except subprocess.TimeoutExpired:
-                    print(f"bpslaunch: {description} did not exit after the workers finished; stopping it",
-                          file=sys.stderr, flush=True)
+                    # Training succeeded; a role left waiting (e.g. no worker ever
+                    # used byteps) is stopped without failing the job.
+                    print(f"bpslaunch: {description} did not exit {drain_timeout:.0f} s after the workers "
+                          "finished; stopping it", file=sys.stderr, flush=True)
                     self.stop()
-                    return 1
+                    return 0
                 if code != 0:
                     print(f"bpslaunch: {description} exited with code {code}", file=sys.stderr, flush=True)
                     self.stop()

@@ -103,3 +103,15 @@ def test_segments_are_unlinked_while_running_and_a_killed_rank_fails_the_others(
     # local pid check), the message names the dead rank.
     assert ("local rank 1" in message and "died" in message) or "worker 1 (" in message, message
     assert _segments(job_id) == []
+
+
+def test_launcher_binds_local_ranks_to_their_cores(tmp_path):
+    import os as _os
+    cores = sorted(_os.sched_getaffinity(0))
+    if len(cores) < 2:
+        import pytest
+        pytest.skip("needs at least 2 cores to split between 2 local ranks")
+    _, results = run_job(tmp_path, "import os, byteps_native.core as bps\nbps.init()\n"
+                         "report({'cpus': sorted(os.sched_getaffinity(0))})\nbps.shutdown()\n", local_workers=2,
+                         env={"BYTEPS_NUMA_ON": "1", "BYTEPS_VISIBLE_CPU_CORES": ",".join(map(str, cores[:2]))})
+    assert results[0]["cpus"] == [cores[0]] and results[1]["cpus"] == [cores[1]], results
