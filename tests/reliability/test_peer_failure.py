@@ -50,10 +50,10 @@ def _assert_named_failure(c, victim, victim_words):
                 assert "BYTEPS_ERROR 3 " in out, out  # BPS_PEER_FAILURE
                 err = out[out.index("BYTEPS_ERROR"):]
             elif name.startswith("server") and not victim.startswith("worker"):
-                # A server is connected to workers only and does not watch the
-                # scheduler's "abort" key (docs/reliability.md, known gaps): it
-                # names the workers that left, not the root cause.
-                assert re.search(r"disconnected from server \d", out), out
+                # A surviving server learns the root cause from a worker that
+                # relays it ("worker 0 failed: lost server 1 ...") or sees the
+                # workers leave.
+                assert re.search(r"failed: lost |disconnected from server \d", out), out
                 continue
             else:
                 err = out
@@ -89,20 +89,22 @@ def test_kill_one_of_two_servers(tmp_path):
     c = _run_and_kill(tmp_path, "server 1", servers=2)
     # Server ids follow registration order, not start order: the survivor
     # says which id it has, the victim has the other.
-    found = re.search(r"disconnected from server (\d)", c.procs["server 0"].output())
-    victim_id = 1 - int(found.group(1)) if found else "?"
+    survivor = c.procs["server 0"].output()
+    relayed = re.search(r"failed: lost server (\d)", survivor)
+    left = re.search(r"disconnected from server (\d)", survivor)
+    victim_id = relayed.group(1) if relayed else (1 - int(left.group(1)) if left else "?")
     _assert_named_failure(c, "server 1", [f"server {victim_id} (", "server (127.0.0.1"])
 
 
 def test_kill_scheduler(tmp_path):
     c = _run_and_kill(tmp_path, "scheduler")
-    # Workers name the scheduler; the server learns it from the workers
-    # leaving (it names them), so only workers are held to naming it.
+    # Workers name the scheduler, seen by their own watch or relayed by the
+    # server's (which watches the scheduler too).
     try:
         for w in c.workers():
             out = w.output()
             assert w.poll() == 3, out
-            assert "lost the scheduler 127.0.0.1:" in out, out
+            assert re.search(r"lost the scheduler (at )?127\.0\.0\.1:", out), out
         server = c.procs["server 0"]
         assert server.poll() != 0, server.output()
     finally:
