@@ -116,11 +116,11 @@ def worker(args):
         stats = core.stats().get("gpu", {})
     if dist.get_rank() == 0 or args.backend == "byteps":  # every byteps rank: staging per machine
         params = sum(p.numel() for p in model.parameters())
-        print("RESULT " + json.dumps({
+        sys.stdout.write("RESULT " + json.dumps({
             "rank": dist.get_rank(), "samples_per_s": args.steps * batch * dist.get_world_size() / elapsed,
             "step_ms": 1000 * elapsed / args.steps, "params": params, "batch": batch,
-            "gradient_bytes": params * 4, "pinned_staging_bytes": stats.get("pinned_staging_bytes", 0)}),
-            flush=True)
+            "gradient_bytes": params * 4, "pinned_staging_bytes": stats.get("pinned_staging_bytes", 0)}) + "\n")
+        sys.stdout.flush()  # one write per line: ranks share the pipe
     dist.destroy_process_group()
 
 
@@ -152,7 +152,12 @@ def run_config(model, backend, args, gpus):
         except subprocess.TimeoutExpired:
             p.kill()
             out, err = p.communicate()
-        results += [json.loads(line[len("RESULT "):]) for line in out.splitlines() if line.startswith("RESULT ")]
+        for line in out.splitlines():
+            if line.startswith("RESULT "):
+                try:
+                    results.append(json.loads(line[len("RESULT "):]))
+                except ValueError:
+                    pass  # a line garbled by another rank's output
         if p.returncode != 0:
             errors.append(err[-4000:])
     if errors or not results:

@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <sstream>
 
 #include "common/logging.h"
@@ -97,6 +98,8 @@ Status GpuEngine::EnsureReady(int device) {
     // not queue behind the backward kernels it overlaps with.
     int least = 0, greatest = 0;
     BPS_CUDA_RETURN(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    const char* high = getenv("BYTEPS_GPU_HIGH_PRIORITY_STREAMS");  // default 1; 0: normal priority
+    if (high && std::string(high) == "0") greatest = least;
     BPS_CUDA_RETURN(cudaStreamCreateWithPriority(&reduce_stream_, cudaStreamNonBlocking, greatest));
     BPS_CUDA_RETURN(cudaStreamCreateWithPriority(&copy_stream_, cudaStreamNonBlocking, greatest));
     BPS_CUDA_RETURN(cudaStreamCreateWithPriority(&gather_stream_, cudaStreamNonBlocking, greatest));
