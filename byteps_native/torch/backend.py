@@ -1,4 +1,7 @@
 """Registration of the 'byteps' c10d backend with torch.distributed."""
+import datetime
+import os
+
 import torch.distributed as dist
 
 from byteps_native.torch.extension import _c10d
@@ -13,12 +16,29 @@ def _create(dist_options, backend_options):
     torch hands us (torchrun's TCPStore, behind a per-group prefix).
     """
     return _c10d.create_backend(
-        dist_options.store,
+        _rendezvous_store(dist_options.store),
         dist_options.group_rank,
         dist_options.group_size,
         str(dist_options.group_id),
         [int(r) for r in (dist_options.global_ranks_in_group or [])],
     )
+
+
+_dedicated_store = None
+
+
+def _rendezvous_store(group_store):
+    """With dedicated servers (DMLC_NUM_SERVER > 0) rendezvous through the raw
+    TCPStore at MASTER_ADDR:MASTER_PORT, which `python -m byteps_native.server`
+    can reach too; otherwise through the group's own (prefixed) store."""
+    global _dedicated_store
+    if int(os.environ.get("DMLC_NUM_SERVER", "0") or 0) <= 0 or not os.environ.get("MASTER_ADDR"):
+        return group_store
+    if _dedicated_store is None:
+        timeout = datetime.timedelta(seconds=float(os.environ.get("BYTEPS_RENDEZVOUS_TIMEOUT", "300")))
+        _dedicated_store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
+                                         is_master=False, timeout=timeout)
+    return _dedicated_store
 
 
 def register():

@@ -137,6 +137,9 @@ BPS_EXPORT int bps_push_pull_async_on_stream(const bps_tensor* input, void* outp
  * Return when the job ends (0) or on failure (code + bps_last_error). */
 BPS_EXPORT int bps_run_server(void);
 BPS_EXPORT int bps_run_scheduler(void);
+/* A dedicated server (DMLC_ROLE=server, DMLC_NUM_SERVER) joining a job whose
+ * workers rendezvous through an adapter store (e.g. torchrun's TCPStore). */
+BPS_EXPORT int bps_run_server_with_store(const bps_store* store);
 
 /* JSON snapshot of counters (bytes pushed/pulled, queue depth, ...).
  * Writes up to cap bytes incl. NUL; returns needed length. */

@@ -85,6 +85,13 @@ int bps_run_server(void) {
   return Guarded([] { return bps::Engine::RunServer(); });
 }
 
+int bps_run_server_with_store(const bps_store* store) {
+  return Guarded([&] {
+    if (!store) return bps::Status::Invalid("bps_run_server_with_store: null store");
+    return bps::Engine::RunServerWithStore(*store);
+  });
+}
+
 int bps_run_scheduler(void) {
   return Guarded([] { return bps::Engine::RunScheduler(); });
 }

@@ -124,7 +124,7 @@ Status ConfigFromEnvironment(bool require_rendezvous, Config* out) {
     return Status::Invalid("DMLC_WORKER_ID=" + std::to_string(c.worker_id) + " must be < DMLC_NUM_WORKER=" +
                            std::to_string(c.num_worker));
   }
-  if (require_rendezvous || c.role != Role::kWorker) {
+  if (require_rendezvous) {
     if (c.root_uri.empty()) {
       return Status::Invalid("DMLC_PS_ROOT_URI is not set: it must name the scheduler's address");
     }

@@ -40,7 +40,7 @@ struct Config {
 };
 
 // Parses the environment. `require_rendezvous` demands DMLC_PS_ROOT_URI/PORT
-// (false when the adapter supplies a store).
+// (the scheduler's roles; false when an adapter supplies the store).
 Status ConfigFromEnvironment(bool require_rendezvous, Config* out);
 
 // Helpers shared with adapters' option parsing.

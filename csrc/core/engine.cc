@@ -83,6 +83,24 @@ std::string ChooseListenHost(const Config& c, const std::string& fallback_route)
   return "127.0.0.1";
 }
 
+// Keys of an adapter-supplied store (torch's) live under bps/<attempt>/: each
+// torchrun restart rendezvouses afresh. Dedicated servers use the same prefix.
+std::shared_ptr<Store> AdapterStore(const bps_store& vtable) {
+  const char* restart = getenv("TORCHELASTIC_RESTART_COUNT");
+  std::string prefix = "bps/" + std::string(restart && *restart ? restart : "0") + "/";
+  return std::make_shared<PrefixStore>(prefix, std::make_shared<CStore>(vtable));
+}
+
+// The adapter's store is the job's trust root: the first member to arrive
+// publishes a fresh secret there (unless BYTEPS_JOB_TOKEN is set).
+Status ShareJobToken(Store* store, Config* config) {
+  if (!config->job_token.empty()) return Status::OK();
+  int64_t claim = 0;
+  BPS_RETURN_IF_ERROR(store->Add("token_claim", 1, &claim));
+  if (claim == 1) BPS_RETURN_IF_ERROR(store->Set("job_token", RandomHex(32)));
+  return store->Get("job_token", config->rendezvous_timeout_seconds, &config->job_token);
+}
+
 }  // namespace
 
 namespace {
@@ -136,16 +154,8 @@ Status Engine::Init(const bps_init_options* options) {
 
   std::string route_to_scheduler;
   if (have_store) {
-    std::string prefix = "bps/";
-    if (const char* restart = getenv("TORCHELASTIC_RESTART_COUNT")) prefix += std::string(restart) + "/";
-    store_ = std::make_shared<PrefixStore>(prefix, std::make_shared<CStore>(*options->store));
-    if (config_.job_token.empty()) {
-      // The adapter's store is the job's trust root: share a fresh secret.
-      int64_t claim = 0;
-      BPS_RETURN_IF_ERROR(store_->Add("token_claim", 1, &claim));
-      if (claim == 1) BPS_RETURN_IF_ERROR(store_->Set("job_token", RandomHex(32)));
-      BPS_RETURN_IF_ERROR(store_->Get("job_token", config_.rendezvous_timeout_seconds, &config_.job_token));
-    }
+    store_ = AdapterStore(*options->store);
+    BPS_RETURN_IF_ERROR(ShareJobToken(store_.get(), &config_));
   } else if (config_.size() == 1 && !config_.force_distributed) {
     store_ = std::make_shared<MemoryStore>();
   } else {
@@ -979,6 +989,26 @@ Status Engine::RunServer() {
   }
   if (watch) watch->ShutdownSocket();
   if (watcher.joinable()) watcher.join();
+  return st;
+}
+
+Status Engine::RunServerWithStore(const bps_store& vtable) {
+  Config c;
+  BPS_RETURN_IF_ERROR(ConfigFromEnvironment(false, &c));
+  if (c.role != Role::kServer) return Status::Invalid("bps_run_server_with_store needs DMLC_ROLE=server");
+  std::shared_ptr<Store> store = AdapterStore(vtable);
+  BPS_RETURN_IF_ERROR(ShareJobToken(store.get(), &c));
+  int64_t id = 0;
+  BPS_RETURN_IF_ERROR(store->Add("server_count", 1, &id));
+  id -= 1;
+  if (id >= c.num_server) {
+    return Status::Invalid("more servers started than DMLC_NUM_SERVER=" + std::to_string(c.num_server));
+  }
+  SetLogIdentity("server " + std::to_string(id));
+  Server server(c, store, static_cast<int>(id), ChooseListenHost(c, ""));
+  Status st = server.Start();
+  if (st.ok()) st = server.Wait(-1);
+  server.Stop();
   return st;
 }
 

@@ -131,6 +131,9 @@ class Engine : public ConnectionHandler {
 
   // Role entry points (dedicated server / scheduler processes).
   static Status RunServer();
+  // A dedicated server of a job that rendezvouses through an adapter's store
+  // (torchrun's TCPStore at MASTER_ADDR:MASTER_PORT).
+  static Status RunServerWithStore(const bps_store& store);
   static Status RunScheduler();
 
   // ConnectionHandler (server connections, on the I/O thread).

@@ -1,0 +1,76 @@
+"""A Python key-value store (e.g. torch's TCPStore) as the C ABI's `bps_store`.
+
+Used by dedicated servers joining a torchrun job: they rendezvous through the
+same TCPStore as the workers (MASTER_ADDR:MASTER_PORT). The engine calls these
+callbacks from its own threads, only at start-up (never per partition).
+"""
+import ctypes
+import datetime
+import os
+
+BPS_TIMEOUT = 4
+BPS_PEER_FAILURE = 3
+
+_SET = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t,
+                        ctypes.c_char_p, ctypes.c_size_t)
+_GET = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64, ctypes.c_void_p,
+                        ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t), ctypes.c_char_p, ctypes.c_size_t)
+_ADD = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64,
+                        ctypes.POINTER(ctypes.c_int64), ctypes.c_char_p, ctypes.c_size_t)
+
+
+class _BpsStore(ctypes.Structure):
+    _fields_ = [("ctx", ctypes.c_void_p), ("set", _SET), ("get", _GET), ("add", _ADD)]
+
+
+def engine_library():
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib", "libbyteps_engine.so")
+    lib = ctypes.CDLL(path)
+    lib.bps_run_server_with_store.argtypes = [ctypes.POINTER(_BpsStore)]
+    lib.bps_last_error.restype = ctypes.c_char_p
+    return lib
+
+
+def _error(err, cap, exc):
+    ctypes.memmove(err, str(exc).encode()[: max(0, cap - 1)] + b"\0", min(cap, len(str(exc).encode()) + 1))
+
+
+class CStore:
+    """Keeps the callbacks alive as long as the engine may call them."""
+
+    def __init__(self, store):
+        self._store = store
+
+        def set_(ctx, key, value, length, err, cap):
+            try:
+                self._store.set(key.decode(), ctypes.string_at(value, length))
+                return 0
+            except Exception as e:  # noqa: BLE001 -- every failure must reach the engine as a code
+                _error(err, cap, e)
+                return BPS_PEER_FAILURE
+
+        def get(ctx, key, timeout_ms, buf, cap, length, err, errcap):
+            try:
+                self._store.wait([key.decode()], datetime.timedelta(milliseconds=max(1, timeout_ms)))
+            except Exception as e:  # noqa: BLE001
+                _error(err, errcap, e)
+                return BPS_TIMEOUT if "timeout" in str(e).lower() else BPS_PEER_FAILURE
+            try:
+                value = self._store.get(key.decode())
+            except Exception as e:  # noqa: BLE001
+                _error(err, errcap, e)
+                return BPS_PEER_FAILURE
+            length[0] = len(value)
+            ctypes.memmove(buf, value, min(cap, len(value)))
+            return 0
+
+        def add(ctx, key, delta, result, err, cap):
+            try:
+                result[0] = self._store.add(key.decode(), delta)
+                return 0
+            except Exception as e:  # noqa: BLE001
+                _error(err, cap, e)
+                return BPS_PEER_FAILURE
+
+        self._callbacks = (_SET(set_), _GET(get), _ADD(add))
+        self.struct = _BpsStore(None, *self._callbacks)
