@@ -10,13 +10,23 @@ def _numa_nodes():
     return len(nodes) or 1
 
 
-def _framework(name, module, built_attr):
+def _torch_adapter():
     try:
-        mod = importlib.import_module(module)
+        from byteps_native.torch.extension import _c10d
     except Exception as e:  # report, never fail: this is a diagnostic
-        return f"{name}: adapter not available ({type(e).__name__}: {e})"
-    built = getattr(mod, built_attr, None)
-    return f"{name}: adapter built against {built() if callable(built) else built}"
+        return f"torch adapter: not available ({type(e).__name__}: {e})"
+    return f"torch adapter: built against torch {_c10d.built_with_torch_version}"
+
+
+def _tf_adapter():
+    try:
+        import ctypes
+
+        from byteps_native.tf import _library
+        lib = ctypes.CDLL(_library.OPS_PATH)
+        return f"tensorflow adapter: built against graph-def version {lib.byteps_tf_graph_def_version()}"
+    except Exception as e:  # noqa: BLE001
+        return f"tensorflow adapter: not available ({type(e).__name__}: {e})"
 
 
 def report():
@@ -28,11 +38,13 @@ def report():
         lines.append(f"engine: NOT BUILT ({e}); run: pip install --no-build-isolation -e .")
     for name in ("torch", "tensorflow"):
         try:
-            lines.append(f"{name} installed: {importlib.import_module(name).__version__}")
+            mod = importlib.import_module(name)
+            extra = f" (graph-def version {mod.version.GRAPH_DEF_VERSION})" if name == "tensorflow" else ""
+            lines.append(f"{name} installed: {mod.__version__}{extra}")
         except Exception:
             lines.append(f"{name} installed: no")
-    lines.append(_framework("torch", "byteps_native.torch", "built_against"))
-    lines.append(_framework("tensorflow", "byteps_native.tf", "built_against"))
+    lines.append(_torch_adapter())
+    lines.append(_tf_adapter())
     lines.append(f"NUMA nodes: {_numa_nodes()}; CPUs: {os.cpu_count()}")
     return "\n".join(lines)
 

@@ -12,7 +12,8 @@ from byteps_native.tf.api import (DistributedGradientTape, broadcast, broadcast_
                                   is_initialized, local_rank, local_size, push_pull,
                                   push_pull_gradients, rank, shutdown, size)
 from byteps_native.tf.cross_device_ops import BytePSOps
+from byteps_native.tf.engine import stats
 
-__all__ = ["BytePSOps", "init", "shutdown", "is_initialized", "size", "rank", "local_rank",
+__all__ = ["BytePSOps", "stats", "init", "shutdown", "is_initialized", "size", "rank", "local_rank",
            "local_size", "push_pull", "push_pull_gradients", "broadcast", "broadcast_variables",
            "DistributedGradientTape"]

@@ -107,3 +107,9 @@ def stats_json():
     buf = ctypes.create_string_buffer(needed + 1)
     lib.bps_stats_json(buf, len(buf))
     return buf.value.decode(errors="replace")
+
+
+def stats():
+    """Engine counters of this process (bytes pushed/pulled, per server, per stage, queue depth)."""
+    import json
+    return json.loads(stats_json())

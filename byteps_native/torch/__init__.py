@@ -37,3 +37,4 @@ from byteps_native.torch.ops import (  # noqa: E402
     synchronize,
 )
 from byteps_native.torch.optimizer import DistributedOptimizer  # noqa: E402
+from byteps_native.core import stats  # noqa: E402,F401  (one engine per process)

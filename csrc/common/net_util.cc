@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
@@ -66,6 +67,17 @@ Status InterfaceAddress(const std::string& interface, std::string* address) {
 void SetNoDelay(int fd) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+void SetLivenessProbes(int fd, double timeout_seconds) {
+  const int t = std::max(3, static_cast<int>(timeout_seconds));
+  int on = 1, idle = std::max(1, t / 3), interval = std::max(1, t / 9), count = 3;
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
+  unsigned int user_timeout_ms = static_cast<unsigned int>(t) * 1000u;
+  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof(user_timeout_ms));
 }
 
 void SetNonBlocking(int fd, bool on) {

@@ -26,6 +26,11 @@ Status ListenOn(const std::string& host, int port, int backlog, int* fd_out, int
 std::string LocalAddressOf(int fd);
 std::string PeerAddressOf(int fd);
 void SetNoDelay(int fd);
+// Transport-level heartbeats: TCP keepalive probes and a user timeout derived
+// from BYTEPS_TIMEOUT, so a peer that vanishes without FIN/RST (power loss,
+// partition) breaks the connection within about 2/3 of the timeout, even when
+// no operation is pending.
+void SetLivenessProbes(int fd, double timeout_seconds);
 void SetNonBlocking(int fd, bool on);
 // Blocking full read/write with a deadline; used by handshakes and the store.
 Status WriteFully(int fd, const void* data, size_t len, int timeout_ms);

@@ -318,6 +318,7 @@ Status Engine::ConnectServers() {
       int fd = -1;
       BPS_RETURN_IF_ERROR(ConnectWithRetry(hp, config_.rendezvous_timeout_seconds, &fd)
                               .WithContext("server " + std::to_string(i)));
+      SetLivenessProbes(fd, config_.timeout_seconds);
       Status hs = ConnectHandshake(fd, config_.job_token, Role::kWorker, config_.rank(), 10000);
       if (!hs.ok()) {
         close(fd);

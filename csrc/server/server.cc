@@ -129,6 +129,7 @@ void Server::AdmitConnection(int fd) {
     close(fd);
     return;
   }
+  SetLivenessProbes(fd, config_.timeout_seconds);
   auto conn = std::make_shared<Connection>(fd, loop_.get(), this, peer.Describe());
   conn->tag = peer.rank;
   {

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "common/logging.h"
@@ -98,6 +99,7 @@ void TcpStoreServer::ServeClient(int fd, ClientThread* self) {
   }
   PeerIdentity peer;
   int handshake_ms = 10000;
+  SetLivenessProbes(fd, timeout_seconds_);
   if (AcceptHandshake(fd, token_, handshake_ms, &peer).ok()) {
     ServeAuthenticated(fd, peer);
   } else {
@@ -199,6 +201,9 @@ Status TcpStoreClient::Connect(const HostPort& at, const std::string& token, Rol
                                double timeout_seconds, std::unique_ptr<TcpStoreClient>* out) {
   int fd = -1;
   BPS_RETURN_IF_ERROR(ConnectWithRetry(at, timeout_seconds, &fd).WithContext("scheduler"));
+  // The scheduler connection stays open for the job: its death must show.
+  const char* t = getenv("BYTEPS_TIMEOUT");
+  SetLivenessProbes(fd, t && atof(t) > 0 ? atof(t) : 300);
   Status st = ConnectHandshake(fd, token, role, rank, 10000);
   if (!st.ok()) {
     close(fd);
