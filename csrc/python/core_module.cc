@@ -83,6 +83,26 @@ class Handle {
   }
 };
 
+// The engine's one callback for a Handle: it owns a reference to the Handle
+// until then, so the Handle outlives Python dropping it.
+void OnHandleDone(void* user, int code, const char* msg) {
+  auto* owner = static_cast<std::shared_ptr<Handle>*>(user);
+  Handle::OnDone(owner->get(), code, msg);
+  delete owner;
+}
+
+// Runs `submit(owner)`; if the engine refuses (no callback will come), takes
+// the reference back and raises the engine's error.
+template <typename SubmitFn>
+void SubmitOwned(const std::shared_ptr<Handle>& h, SubmitFn&& submit) {
+  auto* owner = new std::shared_ptr<Handle>(h);
+  int rc = submit(owner);
+  if (rc != BPS_OK) {
+    delete owner;
+    Check(rc);
+  }
+}
+
 // Maps a buffer-protocol format to an engine dtype.
 int DtypeOf(const py::buffer_info& info) {
   const std::string& f = info.format;
@@ -136,20 +156,10 @@ std::shared_ptr<Handle> Submit(py::object array, const std::string& name, bool a
   t.device = -1;
   t.ndim = static_cast<int32_t>(info.ndim);
   t.shape = h->shape.data();
-  // The handle must outlive the callback: hold a raw ref until it fires.
-  auto* owner = new std::shared_ptr<Handle>(h);
-  int rc = bps_push_pull_async(
-      &t, out_ptr, name.c_str(), priority, average ? BPS_REDUCE_AVERAGE : BPS_REDUCE_SUM,
-      [](void* user, int code, const char* msg) {
-        auto* sp = static_cast<std::shared_ptr<Handle>*>(user);
-        Handle::OnDone(sp->get(), code, msg);
-        delete sp;
-      },
-      owner);
-  if (rc != BPS_OK) {
-    delete owner;
-    Check(rc);
-  }
+  SubmitOwned(h, [&](void* owner) {
+    return bps_push_pull_async(&t, out_ptr, name.c_str(), priority, average ? BPS_REDUCE_AVERAGE : BPS_REDUCE_SUM,
+                               &OnHandleDone, owner);
+  });
   return h;
 }
 
@@ -169,24 +179,12 @@ std::shared_ptr<Handle> SubmitDevice(uintptr_t data, uintptr_t output, int64_t n
   t.device = device;
   t.ndim = static_cast<int32_t>(h->shape.size());
   t.shape = h->shape.empty() ? nullptr : h->shape.data();
-  auto* owner = new std::shared_ptr<Handle>(h);
-  int rc;
-  {
+  SubmitOwned(h, [&](void* owner) {
     py::gil_scoped_release release;  // the first GPU call sets up NCCL with the other local ranks
-    rc = bps_push_pull_async_on_stream(
-        &t, reinterpret_cast<void*>(output), name.c_str(), priority, average ? BPS_REDUCE_AVERAGE : BPS_REDUCE_SUM,
-        reinterpret_cast<void*>(stream),
-        [](void* user, int code, const char* msg) {
-          auto* sp = static_cast<std::shared_ptr<Handle>*>(user);
-          Handle::OnDone(sp->get(), code, msg);
-          delete sp;
-        },
-        owner);
-  }
-  if (rc != BPS_OK) {
-    delete owner;
-    Check(rc);
-  }
+    return bps_push_pull_async_on_stream(&t, reinterpret_cast<void*>(output), name.c_str(), priority,
+                                         average ? BPS_REDUCE_AVERAGE : BPS_REDUCE_SUM,
+                                         reinterpret_cast<void*>(stream), &OnHandleDone, owner);
+  });
   return h;
 }
 
