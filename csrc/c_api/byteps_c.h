@@ -133,6 +133,13 @@ BPS_EXPORT int bps_push_pull_async_on_stream(const bps_tensor* input, void* outp
                                              int32_t reduce_op, void* cuda_stream,
                                              bps_done_fn done, void* user_data);
 
+/* 1 when bps_push_pull_async_on_stream of a device tensor makes the caller's
+ * stream wait for the result before it returns (one machine: NCCL only); an
+ * adapter may then complete its future at once, stream-ordered, and `done`
+ * later only confirms (or reports a failure). 0 otherwise (CPU build, or
+ * several machines: results cross the host). */
+BPS_EXPORT int bps_device_stream_ordered(void);
+
 /* Blocking role entry points for DMLC_ROLE=server / scheduler processes.
  * Return when the job ends (0) or on failure (code + bps_last_error). */
 BPS_EXPORT int bps_run_server(void);

@@ -81,6 +81,8 @@ int bps_push_pull_async_on_stream(const bps_tensor* input, void* output, const c
   });
 }
 
+int bps_device_stream_ordered(void) { return bps::DeviceStreamOrdered() ? 1 : 0; }
+
 int bps_run_server(void) {
   return Guarded([] { return bps::Engine::RunServer(); });
 }

@@ -109,6 +109,13 @@ DeviceSubmitFn g_device_submit = nullptr;
 
 void SetDeviceSubmitHandler(DeviceSubmitFn fn) { g_device_submit = fn; }
 
+namespace {
+DeviceStreamOrderedFn g_stream_ordered = nullptr;
+}  // namespace
+
+void SetDeviceStreamOrderedQuery(DeviceStreamOrderedFn fn) { g_stream_ordered = fn; }
+bool DeviceStreamOrdered() { return g_stream_ordered != nullptr && Engine::Get().initialized() && g_stream_ordered(); }
+
 Engine& Engine::Get() {
   static Engine* engine = new Engine();  // never destroyed: threads may outlive statics
   return *engine;

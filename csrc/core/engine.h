@@ -105,6 +105,12 @@ struct EngineStats {
 using DeviceSubmitFn = Status (*)(const bps_tensor& input, void* output, const std::string& name, int32_t priority,
                                   int32_t reduce_op, bps_done_fn done, void* user_data);
 void SetDeviceSubmitHandler(DeviceSubmitFn fn);
+// Whether a device push_pull orders the caller's stream after its result when
+// the submit returns (one machine: NCCL only), so adapters may complete their
+// futures at once, stream-ordered, as ProcessGroupNCCL does.
+using DeviceStreamOrderedFn = bool (*)();
+void SetDeviceStreamOrderedQuery(DeviceStreamOrderedFn fn);
+bool DeviceStreamOrdered();
 
 class Engine : public ConnectionHandler {
  public:

@@ -38,7 +38,10 @@ Status HandleDeviceSubmit(const bps_tensor& input, void* output, const std::stri
 }
 
 struct RegisterWithEngine {
-  RegisterWithEngine() { SetDeviceSubmitHandler(&HandleDeviceSubmit); }
+  RegisterWithEngine() {
+    SetDeviceSubmitHandler(&HandleDeviceSubmit);
+    SetDeviceStreamOrderedQuery([] { return !Engine::Get().config().distributed(); });
+  }
 } register_with_engine;
 
 template <typename T>
@@ -240,6 +243,9 @@ Status GpuEngine::LaunchOneMachine(GpuOp* op, cudaStream_t caller) {
                                   comms_.reduce, reduce_stream_));
   }
   BPS_CUDA_RETURN(cudaEventRecord(op->finished, reduce_stream_));
+  // Stream-ordered completion: whatever the caller queues next on its stream
+  // sees the result, without a host round trip (bps_device_stream_ordered).
+  BPS_CUDA_RETURN(cudaStreamWaitEvent(caller, op->finished, 0));
   {
     std::lock_guard<std::mutex> lock(done_mu_);
     done_queue_.push_back(op);

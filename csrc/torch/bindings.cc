@@ -41,7 +41,9 @@ std::shared_ptr<torch::jit::PythonFutureWrapper> SubmitWithFuture(WireTensor wir
                                                                   const std::string& name,
                                                                   int32_t priority,
                                                                   bps_reduce_op reduce_op) {
-  auto future = MakePythonFuture();
+  std::vector<c10::Device> devices;
+  if (wire.user.is_cuda()) devices.push_back(wire.user.device());
+  auto future = MakePythonFuture(std::move(devices));
   SubmitPushPull(wire.wire, name, priority, reduce_op, wire.user.sizes(),
                  [future, wire](std::exception_ptr error) mutable {
                    if (!error) {

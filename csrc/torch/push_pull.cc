@@ -73,6 +73,21 @@ void SubmitPushPull(const at::Tensor& wire, const std::string& name, int32_t pri
   tensor.ndim = static_cast<int32_t>(op->shape.size());
   tensor.shape = op->shape.empty() ? nullptr : op->shape.data();
 
+  // One machine on GPUs: the caller's stream is ordered after the result when
+  // the submit returns, so complete now (like ProcessGroupNCCL) and let the
+  // engine's later callback only report a failure.
+  PushPullDone complete_now;
+  if (wire.is_cuda() && bps_device_stream_ordered()) {
+    complete_now = std::move(op->done);
+    op->done = [name](std::exception_ptr error) {
+      if (!error) return;
+      try {
+        std::rethrow_exception(error);
+      } catch (const std::exception& e) {
+        TORCH_WARN("byteps: stream-ordered push_pull of '", name, "' failed after completion: ", e.what());
+      }
+    };
+  }
   InFlight* raw = op.release();
   int rc;
   if (wire.is_cuda()) {
@@ -91,6 +106,7 @@ void SubmitPushPull(const at::Tensor& wire, const std::string& name, int32_t pri
     TORCH_CHECK(false, "byteps refused push_pull of tensor '", name, "' (", StatusName(rc),
                 "): ", (why && *why) ? why : "no detail from the engine");
   }
+  if (complete_now) complete_now(nullptr);
 }
 
 }  // namespace byteps_torch

@@ -36,8 +36,10 @@ class TensorPyObjectHolder final : public c10::ivalue::PyObjectHolder {
 
 }  // namespace
 
-c10::intrusive_ptr<c10::ivalue::Future> MakePythonFuture() {
-  return c10::make_intrusive<c10::ivalue::Future>(c10::PyObjectType::get());
+c10::intrusive_ptr<c10::ivalue::Future> MakePythonFuture(std::vector<c10::Device> devices) {
+  // CUDA-aware for CUDA tensors: completion records events on the current
+  // streams and wait()/then() make the consumer's streams wait on them.
+  return c10::make_intrusive<c10::ivalue::Future>(c10::PyObjectType::get(), std::move(devices));
 }
 
 void CompleteWithTensor(const c10::intrusive_ptr<c10::ivalue::Future>& future,

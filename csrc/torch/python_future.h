@@ -5,11 +5,14 @@
 #pragma once
 
 #include <ATen/core/ivalue.h>
+#include <c10/core/Device.h>
+
+#include <vector>
 
 namespace byteps_torch {
 
-// A Future of element type PyObject.
-c10::intrusive_ptr<c10::ivalue::Future> MakePythonFuture();
+// A Future of element type PyObject; CUDA-aware when `devices` is not empty.
+c10::intrusive_ptr<c10::ivalue::Future> MakePythonFuture(std::vector<c10::Device> devices = {});
 
 // Completes `future` with `tensor` wrapped as a Python object. Takes the GIL
 // only to wrap; then()-callbacks run without it (they take it if they need it).
