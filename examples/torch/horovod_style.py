@@ -11,6 +11,7 @@ from sklearn.datasets import load_digits
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
+from tqdm import tqdm
 
 import byteps_native.torch as bps
 
@@ -44,7 +45,7 @@ def main():
     for epoch in range(args.epochs):
         sampler.set_epoch(epoch)
         total = torch.zeros(2)
-        for x, y in loader:
+        for x, y in tqdm(loader, desc=f"epoch {epoch + 1}/{args.epochs}", disable=bps.rank() != 0, leave=False):
             optimizer.zero_grad()
             loss = nn.functional.cross_entropy(model(x), y)
             loss.backward()
@@ -53,7 +54,7 @@ def main():
         # Average the epoch's loss over all workers, Horovod style.
         summed = bps.push_pull(total, average=False, name="epoch_loss")
         if bps.rank() == 0:
-            print(f"epoch {epoch + 1}: loss {summed[0] / summed[1]:.4f}")
+            print(f"epoch {epoch + 1}: loss {summed[0] / summed[1]:.4f}", flush=True)
     bps.shutdown()
 
 
