@@ -151,11 +151,16 @@ class Job:
                 proc.wait()
 
     def cleanup_shared_memory(self):
-        for path in glob.glob(f"/dev/shm/bpsn-{self.job_id}-*"):
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+        remove_job_shared_memory(self.job_id)
+
+
+def remove_job_shared_memory(job_id):
+    """Unlink what a crashed job of `job_id` may have left in /dev/shm."""
+    for path in glob.glob(f"/dev/shm/bpsn-{job_id}-*"):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
 
 
 def _python_role(module):

@@ -91,14 +91,32 @@ std::shared_ptr<Store> AdapterStore(const bps_store& vtable) {
   return std::make_shared<PrefixStore>(prefix, std::make_shared<CStore>(vtable));
 }
 
+// The first member to arrive publishes `proposal` under `key`; everyone
+// (the first included) reads back the one published value.
+Status PublishOnce(Store* store, const std::string& key, const std::string& proposal, double timeout_seconds,
+                   std::string* value) {
+  int64_t claim = 0;
+  BPS_RETURN_IF_ERROR(store->Add(key + "_claim", 1, &claim));
+  if (claim == 1) BPS_RETURN_IF_ERROR(store->Set(key, proposal));
+  return store->Get(key, timeout_seconds, value);
+}
+
 // The adapter's store is the job's trust root: the first member to arrive
 // publishes a fresh secret there (unless BYTEPS_JOB_TOKEN is set).
 Status ShareJobToken(Store* store, Config* config) {
   if (!config->job_token.empty()) return Status::OK();
-  int64_t claim = 0;
-  BPS_RETURN_IF_ERROR(store->Add("token_claim", 1, &claim));
-  if (claim == 1) BPS_RETURN_IF_ERROR(store->Set("job_token", RandomHex(32)));
-  return store->Get("job_token", config->rendezvous_timeout_seconds, &config->job_token);
+  return PublishOnce(store, "job_token", RandomHex(32), config->rendezvous_timeout_seconds, &config->job_token);
+}
+
+// Servers take ids in registration order; more than DMLC_NUM_SERVER is an error.
+Status ClaimServerId(Store* store, const Config& config, int* id) {
+  int64_t count = 0;
+  BPS_RETURN_IF_ERROR(store->Add("server_count", 1, &count));
+  if (count > config.num_server) {
+    return Status::Invalid("more servers started than DMLC_NUM_SERVER=" + std::to_string(config.num_server));
+  }
+  *id = static_cast<int>(count - 1);
+  return Status::OK();
 }
 
 }  // namespace
@@ -174,7 +192,8 @@ Status Engine::Init(const bps_init_options* options) {
     }
     HostPort at{c.root_uri, c.root_port};
     BPS_RETURN_IF_ERROR(TcpStoreClient::Connect(at, c.job_token, Role::kWorker, c.rank(),
-                                                c.rendezvous_timeout_seconds, &scheduler_client_));
+                                                c.rendezvous_timeout_seconds, c.timeout_seconds,
+                                                &scheduler_client_));
     route_to_scheduler = scheduler_client_->local_address();
     store_ = std::shared_ptr<Store>(scheduler_client_.get(), [](Store*) {});
     StartAbortWatcher(at);
@@ -215,7 +234,7 @@ Status Engine::Init(const bps_init_options* options) {
 }
 
 void Engine::StartAbortWatcher(const HostPort& scheduler) {
-  Status st = TcpStoreClient::Connect(scheduler, config_.job_token, Role::kWorker, config_.rank(), 30,
+  Status st = TcpStoreClient::Connect(scheduler, config_.job_token, Role::kWorker, config_.rank(), 30, config_.timeout_seconds,
                                       &abort_watch_client_);
   if (!st.ok()) return;
   abort_watcher_ = std::thread([this] {
@@ -239,10 +258,7 @@ void Engine::StartAbortWatcher(const HostPort& scheduler) {
 Status Engine::Rendezvous() {
   const Config& c = config_;
   if (c.job_id.empty()) {
-    int64_t claim = 0;
-    BPS_RETURN_IF_ERROR(store_->Add("job_claim", 1, &claim));
-    if (claim == 1) BPS_RETURN_IF_ERROR(store_->Set("job_id", RandomHex(4)));
-    BPS_RETURN_IF_ERROR(store_->Get("job_id", c.rendezvous_timeout_seconds, &config_.job_id));
+    BPS_RETURN_IF_ERROR(PublishOnce(store_.get(), "job_id", RandomHex(4), c.rendezvous_timeout_seconds, &config_.job_id));
   }
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
@@ -430,16 +446,12 @@ void Engine::Activate(std::unique_ptr<TensorOp> op) {
   // later pushes are still going out. Consecutive partitions go to different
   // servers (ServerFor), so a credit window of >= servers partitions keeps
   // every server link busy.
-  for (auto& t : raw->parts) {
-    t->send_order = t->index;
-    active_.push_back(t.get());
-  }
-  // Highest priority first, then earlier submission, then this machine's
-  // partition order.
+  for (auto& t : raw->parts) active_.push_back(t.get());
+  // Highest priority first, then earlier submission, then earlier partition.
   std::stable_sort(active_.begin(), active_.end(), [](const PartitionTask* a, const PartitionTask* b) {
     if (a->op->priority != b->op->priority) return a->op->priority > b->op->priority;
     if (a->op->seq != b->op->seq) return a->op->seq < b->op->seq;
-    return a->send_order < b->send_order;
+    return a->index < b->index;
   });
   ops_.push_back(std::move(op));
 }
@@ -475,14 +487,10 @@ void Engine::Loop() {
     active_.erase(std::remove_if(active_.begin(), active_.end(),
                                  [](PartitionTask* t) { return t->stage == Stage::kDone || t->op->failed; }),
                   active_.end());
+    // The erase above dropped every task of a finished or failed op, so such
+    // an op is no longer referenced.
     ops_.erase(std::remove_if(ops_.begin(), ops_.end(),
-                              [this](const std::unique_ptr<TensorOp>& op) {
-                                if (op->remaining > 0 && !op->failed) return false;
-                                for (auto& t : op->parts) {
-                                  if (std::find(active_.begin(), active_.end(), t.get()) != active_.end()) return false;
-                                }
-                                return true;
-                              }),
+                              [](const std::unique_ptr<TensorOp>& op) { return op->remaining == 0 || op->failed; }),
                ops_.end());
     CheckTimeoutsAndPeers();
     if (CurrentLogLevel() <= LogLevel::kInfo && Clock::now() - last_stats_log_ > std::chrono::seconds(10)) {
@@ -953,30 +961,30 @@ Status Engine::RunServer() {
   BPS_RETURN_IF_ERROR(ConfigFromEnvironment(true, &c));
   if (c.role != Role::kServer) return Status::Invalid("bps_run_server needs DMLC_ROLE=server");
   HostPort at{c.root_uri, c.root_port};
-  int64_t id = 0;
+  int id = 0;
   // Register anonymously for an id, then connect again as "server <id>" so
   // the scheduler can tell an orderly exit from a death by identity. The
   // registration stays open (membership) until the end.
   std::unique_ptr<TcpStoreClient> registration;
   BPS_RETURN_IF_ERROR(
-      TcpStoreClient::Connect(at, c.job_token, Role::kServer, -1, c.rendezvous_timeout_seconds, &registration));
-  BPS_RETURN_IF_ERROR(registration->Add("server_count", 1, &id));
-  id -= 1;
-  if (id >= c.num_server) {
+      TcpStoreClient::Connect(at, c.job_token, Role::kServer, -1, c.rendezvous_timeout_seconds,
+                                                c.timeout_seconds, &registration));
+  Status claimed = ClaimServerId(registration.get(), c, &id);
+  if (!claimed.ok()) {
     registration->Goodbye();
-    return Status::Invalid("more servers started than DMLC_NUM_SERVER=" + std::to_string(c.num_server));
+    return claimed;
   }
   std::unique_ptr<TcpStoreClient> client;
-  BPS_RETURN_IF_ERROR(TcpStoreClient::Connect(at, c.job_token, Role::kServer, static_cast<int>(id),
-                                              c.rendezvous_timeout_seconds, &client));
+  BPS_RETURN_IF_ERROR(TcpStoreClient::Connect(at, c.job_token, Role::kServer, id,
+                                              c.rendezvous_timeout_seconds, c.timeout_seconds, &client));
   SetLogIdentity("server " + std::to_string(id));
   std::shared_ptr<Store> store(client.get(), [](Store*) {});
-  Server server(c, store, static_cast<int>(id), ChooseListenHost(c, client->local_address()));
+  Server server(c, store, id, ChooseListenHost(c, client->local_address()));
   // Like workers, a server follows the scheduler's verdict on the job.
   std::unique_ptr<TcpStoreClient> watch;
   std::atomic<bool> done{false};
   std::thread watcher;
-  if (TcpStoreClient::Connect(at, c.job_token, Role::kServer, static_cast<int>(id), 30, &watch).ok()) {
+  if (TcpStoreClient::Connect(at, c.job_token, Role::kServer, id, 30, c.timeout_seconds, &watch).ok()) {
     watcher = std::thread([&] {
       std::string why;
       while (!done) {
@@ -1006,14 +1014,10 @@ Status Engine::RunServerWithStore(const bps_store& vtable) {
   if (c.role != Role::kServer) return Status::Invalid("bps_run_server_with_store needs DMLC_ROLE=server");
   std::shared_ptr<Store> store = AdapterStore(vtable);
   BPS_RETURN_IF_ERROR(ShareJobToken(store.get(), &c));
-  int64_t id = 0;
-  BPS_RETURN_IF_ERROR(store->Add("server_count", 1, &id));
-  id -= 1;
-  if (id >= c.num_server) {
-    return Status::Invalid("more servers started than DMLC_NUM_SERVER=" + std::to_string(c.num_server));
-  }
+  int id = 0;
+  BPS_RETURN_IF_ERROR(ClaimServerId(store.get(), c, &id));
   SetLogIdentity("server " + std::to_string(id));
-  Server server(c, store, static_cast<int>(id), ChooseListenHost(c, ""));
+  Server server(c, store, id, ChooseListenHost(c, ""));
   Status st = server.Start();
   if (st.ok()) st = server.Wait(-1);
   server.Stop();

@@ -56,7 +56,6 @@ struct PendingPull {
 struct PartitionTask {
   TensorOp* op = nullptr;
   uint32_t index = 0;
-  uint32_t send_order = 0;     // this machine's turn for this partition (see Activate)
   Range range;                 // elements of the tensor
   Stage stage = Stage::kWaitTurn;
   uint64_t local_key = 0;      // shared-memory entry key / per-rank round key

@@ -67,14 +67,14 @@ void Timeline::Finish() {
     std::lock_guard<std::mutex> lock(mu_);
     events.swap(events_);
   }
-  const size_t count = events.size();
-  // Serialise on a separate thread: the engine thread never formats JSON.
-  std::thread writer([this, events = std::move(events)] {
-    FILE* f = fopen(path_.c_str(), "w");
-    if (!f) {
-      BPS_LOG(Warning) << "cannot write trace " << path_;
-      return;
-    }
+  // Called at shutdown from the caller's thread, never the engine thread:
+  // the hot path only appends events.
+  FILE* f = fopen(path_.c_str(), "w");
+  if (!f) {
+    BPS_LOG(Warning) << "cannot write trace " << path_;
+    return;
+  }
+  {
     fprintf(f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
     fprintf(f, "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": \"%s\", \"args\": {\"name\": \"%s\"}}",
             JsonEscape(who_).c_str(), JsonEscape(who_).c_str());
@@ -88,9 +88,8 @@ void Timeline::Finish() {
     }
     fprintf(f, "\n]}\n");
     fclose(f);
-  });
-  writer.join();
-  BPS_LOG(Info) << "wrote " << count << " trace events to " << path_;
+  }
+  BPS_LOG(Info) << "wrote " << events.size() << " trace events to " << path_;
 }
 
 }  // namespace bps

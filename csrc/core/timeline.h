@@ -4,12 +4,12 @@
 // is the round of a tensor name (its n-th push_pull).
 //
 // Cost when off: one predictable branch per stage. When on: an append to a
-// vector on the engine thread; JSON is written by a separate thread.
+// vector on the engine thread; JSON is written at shutdown by the thread that
+// shuts down, never by the engine thread.
 #pragma once
 #include <cstdint>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace bps {

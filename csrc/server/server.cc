@@ -53,11 +53,6 @@ void Server::Stop() {
     if (t->thread.joinable()) t->thread.join();
   }
   timeline_.Finish();
-  std::map<Connection*, std::shared_ptr<Connection>> conns;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    conns = conns_;
-  }
   if (loop_) loop_->Stop();
   if (listen_fd_ >= 0) close(listen_fd_);
 }

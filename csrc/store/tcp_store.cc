@@ -198,12 +198,12 @@ void TcpStoreServer::ServeAuthenticated(int fd, const PeerIdentity& peer) {
 }
 
 Status TcpStoreClient::Connect(const HostPort& at, const std::string& token, Role role, int rank,
-                               double timeout_seconds, std::unique_ptr<TcpStoreClient>* out) {
+                               double connect_timeout_seconds, double liveness_seconds,
+                               std::unique_ptr<TcpStoreClient>* out) {
   int fd = -1;
-  BPS_RETURN_IF_ERROR(ConnectWithRetry(at, timeout_seconds, &fd).WithContext("scheduler"));
+  BPS_RETURN_IF_ERROR(ConnectWithRetry(at, connect_timeout_seconds, &fd).WithContext("scheduler"));
   // The scheduler connection stays open for the job: its death must show.
-  const char* t = getenv("BYTEPS_TIMEOUT");
-  SetLivenessProbes(fd, t && atof(t) > 0 ? atof(t) : 300);
+  SetLivenessProbes(fd, liveness_seconds);
   Status st = ConnectHandshake(fd, token, role, rank, 10000);
   if (!st.ok()) {
     close(fd);

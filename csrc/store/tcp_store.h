@@ -59,8 +59,12 @@ class TcpStoreServer {
 
 class TcpStoreClient : public Store {
  public:
-  // Connects and authenticates; role/rank identify us in the scheduler's logs.
-  static Status Connect(const HostPort& at, const std::string& token, Role role, int rank, double timeout_seconds,
+  // Connects (retrying for connect_timeout_seconds) and authenticates;
+  // role/rank identify us in the scheduler's logs. The connection carries
+  // heartbeats that break it within about 2/3 of liveness_seconds
+  // (BYTEPS_TIMEOUT) when the scheduler vanishes.
+  static Status Connect(const HostPort& at, const std::string& token, Role role, int rank,
+                        double connect_timeout_seconds, double liveness_seconds,
                         std::unique_ptr<TcpStoreClient>* out);
   ~TcpStoreClient() override;
   Status Set(const std::string& key, const std::string& value) override;

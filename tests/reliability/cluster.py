@@ -8,7 +8,6 @@ what each survivor does by itself -- how it exits, how fast, and what it says.
 Each process writes stdout+stderr to a log file under the test's tmp dir; a
 process is its own session so cleanup can always reach it.
 """
-import glob
 import os
 import secrets
 import signal
@@ -16,6 +15,8 @@ import socket
 import subprocess
 import sys
 import time
+
+from byteps_native.launch import remove_job_shared_memory
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WORKERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "workers")
@@ -162,11 +163,7 @@ class Cluster:
     def stop(self):
         for p in self.procs.values():
             p.stop()
-        for path in glob.glob(f"/dev/shm/bpsn-{self.env['BYTEPS_JOB_ID']}-*"):
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+        remove_job_shared_memory(self.env["BYTEPS_JOB_ID"])
 
     def __enter__(self):
         return self
