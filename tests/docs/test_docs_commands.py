@@ -25,9 +25,25 @@ def test_docs_have_runnable_commands():
     assert len(list(sh_blocks())) >= 5
 
 
+# What each documented command must print when it did its job (not merely
+# exit 0): every runnable block needs an entry here.
+EXPECTED_OUTPUT = {
+    "byteps_native.info": r"engine: byteps-native engine",
+    "hello_push_pull.py": r"sum (\d+) \(expected \1\)",
+    "ddp_digits.py": r"test accuracy 0\.[5-9]",
+    "horovod_style.py": r"epoch 1: loss [0-9.]+",
+    "mirrored_digits.py": r"accuracy 0\.[3-9]",
+    "byteps_native.trace merge": r"[1-9]\d* events ->",
+}
+
+
 @pytest.mark.parametrize("block", list(sh_blocks()))
 def test_docs_command_runs(block):
+    expected = [pattern for command, pattern in EXPECTED_OUTPUT.items() if command in block]
+    assert expected, f"no expected output registered for this docs block:\n{block}"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DMLC_", "BYTEPS_"))}
     out = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=REPO, env=env, capture_output=True,
                          text=True, timeout=600)
     assert out.returncode == 0, f"{block}\nstdout:\n{out.stdout[-3000:]}\nstderr:\n{out.stderr[-3000:]}"
+    for pattern in expected:
+        assert re.search(pattern, out.stdout + out.stderr), f"{block}\ndid not print /{pattern}/:\n{out.stdout[-3000:]}"
