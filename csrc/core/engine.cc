@@ -962,9 +962,10 @@ Status Engine::RunServer() {
   if (c.role != Role::kServer) return Status::Invalid("bps_run_server needs DMLC_ROLE=server");
   HostPort at{c.root_uri, c.root_port};
   int id = 0;
-  // Register anonymously for an id, then connect again as "server <id>" so
-  // the scheduler can tell an orderly exit from a death by identity. The
-  // registration stays open (membership) until the end.
+  // Register anonymously for an id, then connect again as "server <id>", so
+  // every failure report (scheduler, workers) names the server by its id.
+  // The anonymous registration leaves only once the named connection is
+  // open: the scheduler never sees this server with no connection at all.
   std::unique_ptr<TcpStoreClient> registration;
   BPS_RETURN_IF_ERROR(
       TcpStoreClient::Connect(at, c.job_token, Role::kServer, -1, c.rendezvous_timeout_seconds,
@@ -977,6 +978,8 @@ Status Engine::RunServer() {
   std::unique_ptr<TcpStoreClient> client;
   BPS_RETURN_IF_ERROR(TcpStoreClient::Connect(at, c.job_token, Role::kServer, id,
                                               c.rendezvous_timeout_seconds, c.timeout_seconds, &client));
+  registration->Goodbye();
+  registration.reset();
   SetLogIdentity("server " + std::to_string(id));
   std::shared_ptr<Store> store(client.get(), [](Store*) {});
   Server server(c, store, id, ChooseListenHost(c, client->local_address()));
@@ -1001,7 +1004,6 @@ Status Engine::RunServer() {
   server.Stop();
   if (st.ok()) {
     client->Goodbye();
-    registration->Goodbye();
   }
   if (watch) watch->ShutdownSocket();
   if (watcher.joinable()) watcher.join();
