@@ -16,6 +16,18 @@ table gives samples/s and byteps / nccl.
 with one colocated server per group), and tells NCCL they are separate hosts
 (NCCL_HOSTID per group), so it uses NVLink inside a group and its socket
 transport between groups, as on two real machines.
+
+--shaped RATE (with --machines M, as root) puts each machine in its own
+network namespace on a bridge (benchmarks/cluster.py), with M dedicated CPU
+server hosts and a scheduler host, every link shaped to RATE each way (tc
+tbf; "none" for namespaces without shaping). byteps: reduce-scatter over
+NVLink, slices to the servers over the shaped links, all-gather. NCCL: told
+the machines are separate hosts (NCCL_HOSTID per machine, NCCL_SOCKET_IFNAME
+the namespace's link), so NVLink inside a machine and sockets between them.
+The GPU machine has no iproute2: scripts/gpu_netns_tools.sh unpacks the
+carried Debian packages and puts `ip` and `tc` on PATH.
+
+    sudo python benchmarks/gpu_ddp.py --machines 2 --shaped 25gbit --models bert_large
 """
 import argparse
 import json
@@ -26,6 +38,8 @@ import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO not in sys.path:
+    sys.path.insert(0, REPO)
 
 
 def bert_large():
@@ -82,6 +96,8 @@ def worker(args):
     device = torch.device("cuda", gpu)
     if args.backend == "byteps":
         import byteps_native.torch as bps
+        if os.environ.get("DMLC_ROLE") == "worker":
+            bps.init()  # dedicated servers: rendezvous at the scheduler (DMLC_* env)
         dist.init_process_group("byteps")
     else:
         dist.init_process_group("nccl", device_id=device)
@@ -122,6 +138,8 @@ def worker(args):
             "gradient_bytes": params * 4, "pinned_staging_bytes": stats.get("pinned_staging_bytes", 0)}) + "\n")
         sys.stdout.flush()  # one write per line: ranks share the pipe
     dist.destroy_process_group()
+    if args.backend == "byteps" and os.environ.get("DMLC_ROLE") == "worker":
+        bps.shutdown()  # an orderly goodbye to the dedicated servers
 
 
 def _free_port():
@@ -170,6 +188,76 @@ def run_config(model, backend, args, gpus):
     return head
 
 
+def _parse_results(outputs):
+    results = []
+    for out in outputs:
+        for line in out.splitlines():
+            if line.startswith("RESULT "):
+                try:
+                    results.append(json.loads(line[len("RESULT "):]))
+                except ValueError:
+                    pass  # a line garbled by another rank's output
+    return results
+
+
+def run_config_shaped(cluster, model, backend, args, gpus):
+    """One (model, backend) on emulated machines: hosts 0..M-1 machines, M..2M-1 servers, 2M the scheduler."""
+    import secrets
+    M, L = args.machines, gpus // args.machines
+    machines, servers, sched = cluster.hosts[:M], cluster.hosts[M:2 * M], cluster.hosts[2 * M]
+    port = 21000 + run_config_shaped.jobs
+    run_config_shaped.jobs += 1
+    base = {"OMP_NUM_THREADS": 4, "NCCL_NVLS_ENABLE": 0, "TORCH_SYMM_MEM_DISABLE_MULTICAST": 1,
+            "NVSHMEM_DISABLE_NVLS": 1, "PYTHONUNBUFFERED": 1,
+            "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    dmlc = dict(base, DMLC_PS_ROOT_URI=sched.address, DMLC_PS_ROOT_PORT=port, DMLC_NUM_WORKER=M,
+                DMLC_NUM_SERVER=M, DMLC_INTERFACE="eth0", BYTEPS_JOB_TOKEN=secrets.token_hex(16),
+                BYTEPS_JOB_ID=f"{cluster.tag}-{port}", BYTEPS_TIMEOUT=120)
+    others, workers = [], []
+    if backend == "byteps":
+        others.append(cluster.start(sched, f"{port}-scheduler", [sys.executable, "-m", "byteps_native.scheduler"],
+                                    dict(dmlc, DMLC_ROLE="scheduler")))
+        for s, host in enumerate(servers):
+            others.append(cluster.start(host, f"{port}-server{s}", [sys.executable, "-m", "byteps_native.server"],
+                                        dict(dmlc, DMLC_ROLE="server")))
+    for m, host in enumerate(machines):
+        for local in range(L):
+            env = dict(base, RANK=m * L + local, WORLD_SIZE=M * L, LOCAL_RANK=local, LOCAL_WORLD_SIZE=L,
+                       MASTER_ADDR=machines[0].address, MASTER_PORT=port + 1000, BENCH_GPU_OFFSET=m * L)
+            if backend == "byteps":
+                env.update(dmlc, DMLC_ROLE="worker", DMLC_WORKER_ID=m, BYTEPS_LOCAL_RANK=local,
+                           BYTEPS_LOCAL_SIZE=L)
+            else:
+                env.update(NCCL_HOSTID=f"bench-machine-{m}", NCCL_SOCKET_IFNAME="eth0", NCCL_IB_DISABLE=1)
+            argv = [sys.executable, os.path.abspath(__file__), "--worker", "--model", model, "--backend", backend,
+                    "--steps", str(args.steps), "--warmup", str(args.warmup), "--batch", str(args.batch)]
+            workers.append(cluster.start(host, f"{port}-{backend}-m{m}g{local}", argv, env))
+    before = cluster.link_stats()
+    try:
+        cluster.wait(workers, timeout=args.timeout, watch=others)
+        cluster.wait(others, timeout=60)
+    finally:
+        for p in workers + others:
+            p.stop()
+    after = cluster.link_stats()
+    results = _parse_results([p.output() for p in workers])
+    if not results:
+        raise RuntimeError(f"{backend} {model} printed no result:\n" + workers[0].output()[-4000:])
+    head = next(r for r in results if r["rank"] == 0)
+    per_machine = [0] * M
+    for r in results:
+        per_machine[r["rank"] // L] += r["pinned_staging_bytes"]
+    head["pinned_staging_bytes_per_machine"] = per_machine
+    # Bytes each machine's link carried per timed+warmup step, each way: the arithmetic's S vs 1.5 S.
+    steps = args.steps + args.warmup
+    head["machine_tx_bytes_per_step"] = [(after[h.name][0] - before[h.name][0]) / steps for h in machines]
+    head["machine_rx_bytes_per_step"] = [(after[h.name][1] - before[h.name][1]) / steps for h in machines]
+    return head
+
+
+run_config_shaped.jobs = 0
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", choices=["resnet50", "bert_large"], default=["resnet50", "bert_large"])
@@ -179,6 +267,9 @@ def main():
     parser.add_argument("--warmup", type=int, default=8)
     parser.add_argument("--batch", type=int, default=0, help="per GPU; default 128 (ResNet-50), 8 x 512 tokens (BERT)")
     parser.add_argument("--repeats", type=int, default=1, help="alternating nccl/byteps runs per model")
+    parser.add_argument("--shaped", metavar="RATE", help="emulated machines in network namespaces, links "
+                        "shaped to RATE (tc syntax, e.g. 25gbit; 'none' = namespaces, no shaping); needs root")
+    parser.add_argument("--burst", default="32mbit", help="tbf bucket with --shaped (>= rate/1000)")
     parser.add_argument("--timeout", type=int, default=600)
     parser.add_argument("--json", help="write all results here")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -196,16 +287,40 @@ def main():
     print(f"{'model':<11} {'params':>8} {'batch/GPU':>9} {'nccl samples/s':>15} {'byteps samples/s':>17} "
           f"{'byteps/nccl':>11} {'pinned MB/machine':>17}", flush=True)
     rows = []
-    for model in args.models:
-        for rep in range(args.repeats):
-            nccl = run_config(model, "nccl", args, gpus)
-            byteps = run_config(model, "byteps", args, gpus)
-            ratio = byteps["samples_per_s"] / nccl["samples_per_s"]
-            pinned = max(byteps["pinned_staging_bytes_per_machine"]) / 1e6
-            print(f"{model:<11} {nccl['params'] / 1e6:>7.1f}M {nccl['batch']:>9} {nccl['samples_per_s']:>15.1f} "
-                  f"{byteps['samples_per_s']:>17.1f} {ratio:>11.3f} {pinned:>17.1f}", flush=True)
-            rows.append({"model": model, "repeat": rep, "gpus": gpus, "machines": args.machines, "nccl": nccl,
-                         "byteps": byteps, "ratio": ratio})
+    cluster = None
+    if args.shaped:
+        from benchmarks.cluster import Cluster, install_sigterm_handler, remove_stale_namespaces
+        install_sigterm_handler()
+        remove_stale_namespaces()
+        rate = None if args.shaped == "none" else args.shaped
+        cluster = Cluster(hosts=2 * args.machines + 1, rate=rate, burst=args.burst)
+        cluster.setup()
+        print(f"shaped: {args.machines} machine namespaces + {args.machines} server hosts, every link "
+              f"{args.shaped} each way (tbf burst {args.burst})", flush=True)
+    try:
+        for model in args.models:
+            for rep in range(args.repeats):
+                if cluster:
+                    nccl = run_config_shaped(cluster, model, "nccl", args, gpus)
+                    byteps = run_config_shaped(cluster, model, "byteps", args, gpus)
+                else:
+                    nccl = run_config(model, "nccl", args, gpus)
+                    byteps = run_config(model, "byteps", args, gpus)
+                ratio = byteps["samples_per_s"] / nccl["samples_per_s"]
+                pinned = max(byteps["pinned_staging_bytes_per_machine"]) / 1e6
+                print(f"{model:<11} {nccl['params'] / 1e6:>7.1f}M {nccl['batch']:>9} {nccl['samples_per_s']:>15.1f} "
+                      f"{byteps['samples_per_s']:>17.1f} {ratio:>11.3f} {pinned:>17.1f}", flush=True)
+                if cluster:
+                    gb = lambda r, k: max(r[k]) / 1e9  # noqa: E731
+                    print(f"{'':<11} link GB/step per machine (tx, rx): nccl {gb(nccl, 'machine_tx_bytes_per_step'):.3f}, "
+                          f"{gb(nccl, 'machine_rx_bytes_per_step'):.3f}; byteps "
+                          f"{gb(byteps, 'machine_tx_bytes_per_step'):.3f}, {gb(byteps, 'machine_rx_bytes_per_step'):.3f}; "
+                          f"gradient {nccl['gradient_bytes'] / 1e9:.3f} GB", flush=True)
+                rows.append({"model": model, "repeat": rep, "gpus": gpus, "machines": args.machines,
+                             "shaped": args.shaped, "nccl": nccl, "byteps": byteps, "ratio": ratio})
+    finally:
+        if cluster:
+            cluster.teardown()
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

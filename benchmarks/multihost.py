@@ -202,13 +202,12 @@ class Job:
 
     def byteps_env(self, role):
         env = self.common_env()
-        env.update(self.args.variants.get(self.variant, {}))
+        env.update(dict(self.args.byteps_env))
+        env.update(self.args.variants.get(self.variant, {}))  # the variant's own settings win
         env.update({"DMLC_ROLE": role, "DMLC_PS_ROOT_URI": self.scheduler_host().address,
                     "DMLC_PS_ROOT_PORT": self.port, "DMLC_NUM_WORKER": self.n, "DMLC_NUM_SERVER": self.n,
                     "DMLC_INTERFACE": "eth0", "BYTEPS_JOB_TOKEN": self.token,
                     "BYTEPS_JOB_ID": f"{self.cluster.tag}-{self.port}", "BYTEPS_TIMEOUT": 120})
-        for k, v in self.args.byteps_env:
-            env[k] = v
         return env
 
     def start(self):

@@ -32,6 +32,12 @@ struct Config {
   std::string job_token;         // BYTEPS_JOB_TOKEN: shared secret for the HMAC handshake
   std::string job_id;            // BYTEPS_JOB_ID: names shared memory; from the store if unset
   int connections_per_server = 1;// BYTEPS_TCP_CONNECTIONS
+  int64_t tcp_receive_low_water = 512 << 10;  // BYTEPS_TCP_RCVLOWAT: bytes per receive wakeup; 0 = every segment
+  // BYTEPS_TCP_CONGESTION: the data connections' algorithm; "system" keeps
+  // the host's default. Not BBR by default: a PS job runs n x k paced flows,
+  // and BBR's per-flow pacing timers cost CPU that a busy host lacks
+  // (docs/performance.md, multi-host).
+  std::string tcp_congestion = "cubic";
 
   int rank() const { return worker_id * local_size + local_rank; }
   int size() const { return num_worker * local_size; }

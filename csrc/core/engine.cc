@@ -347,7 +347,8 @@ Status Engine::ConnectServers() {
         close(fd);
         return hs.WithContext("server " + std::to_string(i) + " (" + addr + ")");
       }
-      auto conn = std::make_shared<Connection>(fd, io_loop_.get(), this, "server " + std::to_string(i) + " (" + addr + ")");
+      auto conn = std::make_shared<Connection>(fd, io_loop_.get(), this, "server " + std::to_string(i) + " (" + addr + ")",
+                                               SocketTuningOf(config_));
       conn->tag = i;
       conn->Start();
       server_conns_[i].push_back(conn);

@@ -315,7 +315,7 @@ void GpuEngine::StagerLoop() {
   for (;;) {
     GpuPartition* p = PopWhen(stage_mu_, stage_cv_, stage_queue_);
     GpuOp* op = p->op;
-    Status st = WaitForEvent(p->staged, *op);
+    Status st = WaitForEvent(p->staged, *op, Poll::kLatency);
     if (st.ok()) {
       bps_tensor slice{};
       slice.data = p->staging;
@@ -391,15 +391,22 @@ void GpuEngine::CompletionLoop() {
   cudaSetDevice(device_);
   for (;;) {
     std::unique_ptr<GpuOp> op(PopWhen(done_mu_, done_cv_, done_queue_));
-    Status st = WaitForEvent(op->finished, *op);
+    // One machine: the caller's stream already waits for op->finished.
+    Status st = WaitForEvent(op->finished, *op, distributed_ ? Poll::kLatency : Poll::kLazy);
     if (st.ok() && !op->error.ok()) st = op->error;
     Finish(std::move(op), st);
   }
 }
 
-Status GpuEngine::WaitForEvent(cudaEvent_t event, const GpuOp& op) {
-  // Spin (yielding) first: most waits end within microseconds of the GPU,
-  // and latency here is latency of the whole step. Then back off.
+Status GpuEngine::WaitForEvent(cudaEvent_t event, const GpuOp& op, Poll poll) {
+  // Never spin on cudaEventQuery: every query takes the driver's context
+  // lock, and a tight loop of them slows the framework's kernel launches
+  // (backward passes launch thousands). kLatency: a host thread acts on the
+  // event (staging to the network, completing a Future), so a few quick
+  // polls, then every ~20 us, far below a network round trip. kLazy: the
+  // caller's stream is already ordered after the event; only a failure is
+  // left to report, so ~1 ms is soon enough.
+  const auto pause = poll == Poll::kLazy ? std::chrono::microseconds(1000) : std::chrono::microseconds(20);
   auto start = Clock::now();
   auto last_check = start;
   for (int spins = 0;; ++spins) {
@@ -410,11 +417,11 @@ Status GpuEngine::WaitForEvent(cudaEvent_t event, const GpuOp& op) {
       std::lock_guard<std::mutex> lock(broken_mu_);
       return broken_;
     }
-    if (spins < 20000) {
+    if (poll == Poll::kLatency && spins < 8) {
       sched_yield();
       continue;
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    std::this_thread::sleep_for(pause);
     auto now = Clock::now();
     if (now - last_check < std::chrono::milliseconds(100)) continue;
     last_check = now;

@@ -104,9 +104,11 @@ class GpuEngine {
   void StagerLoop();
   void GatherLoop();
   void CompletionLoop();
-  // Polls `event` (no device-wide sync, low latency), watching for NCCL
-  // async errors and BYTEPS_TIMEOUT.
-  Status WaitForEvent(cudaEvent_t event, const GpuOp& op);
+  // Polls `event` (no device-wide sync), watching for NCCL async errors and
+  // BYTEPS_TIMEOUT. kLatency when a host thread waits to act on the event,
+  // kLazy when the device is already ordered after it.
+  enum class Poll { kLatency, kLazy };
+  Status WaitForEvent(cudaEvent_t event, const GpuOp& op, Poll poll);
   void Finish(std::unique_ptr<GpuOp> op, const Status& status);
   void Break(const Status& status);
   cudaEvent_t TakeEvent();

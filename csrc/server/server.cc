@@ -125,7 +125,7 @@ void Server::AdmitConnection(int fd) {
     return;
   }
   SetLivenessProbes(fd, config_.timeout_seconds);
-  auto conn = std::make_shared<Connection>(fd, loop_.get(), this, peer.Describe());
+  auto conn = std::make_shared<Connection>(fd, loop_.get(), this, peer.Describe(), SocketTuningOf(config_));
   conn->tag = peer.rank;
   {
     std::lock_guard<std::mutex> lock(mu_);

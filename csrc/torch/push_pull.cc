@@ -1,8 +1,13 @@
 #include "torch/push_pull.h"
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/core/Event.h>
+#include <c10/core/StreamGuard.h>
 #include <c10/util/Exception.h>
 
+#include <mutex>
+#include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include "torch/completion_queue.h"
@@ -34,6 +39,21 @@ void OnEngineDone(void* user_data, int status, const char* message) {
         owned->done(error);
       },
       status, message ? std::string(message) : std::string());
+}
+
+// One side stream per device for stream-ordered push_pulls, from torch's
+// pool (so torch knows it), taken once: the caching allocator and the
+// Future's events then see one stable stream.
+c10::Stream SideStream(c10::Device device) {
+  static std::mutex mu;
+  static std::unordered_map<c10::DeviceIndex, c10::Stream> streams;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = streams.find(device.index());
+  if (it == streams.end()) {
+    const auto* cuda = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
+    it = streams.emplace(device.index(), cuda->getStreamFromGlobalPool(device, /*isHighPriority=*/false)).first;
+  }
+  return it->second;
 }
 
 }  // namespace
@@ -73,10 +93,16 @@ void SubmitPushPull(const at::Tensor& wire, const std::string& name, int32_t pri
   tensor.ndim = static_cast<int32_t>(op->shape.size());
   tensor.shape = op->shape.empty() ? nullptr : op->shape.data();
 
-  // One machine on GPUs: the caller's stream is ordered after the result when
-  // the submit returns, so complete now (like ProcessGroupNCCL) and let the
-  // engine's later callback only report a failure.
+  // One machine on GPUs (bps_device_stream_ordered): the engine orders the
+  // result on the stream we pass, before the submit returns. That must not be
+  // the caller's stream: during DDP's backward it is the compute stream, and
+  // waiting there for every bucket would stop backward from overlapping the
+  // reduction. So, as ProcessGroupNCCL does, the work goes on a side stream
+  // that first waits for the caller's, and the Future completes at once with
+  // its events recorded on the side stream: whoever wait()s on it (DDP at
+  // the end of backward) is ordered after the result, nobody earlier.
   PushPullDone complete_now;
+  std::optional<c10::Stream> side;
   if (wire.is_cuda() && bps_device_stream_ordered()) {
     complete_now = std::move(op->done);
     op->done = [name](std::exception_ptr error) {
@@ -91,11 +117,19 @@ void SubmitPushPull(const at::Tensor& wire, const std::string& name, int32_t pri
   InFlight* raw = op.release();
   int rc;
   if (wire.is_cuda()) {
-    void* stream = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)
-                       ->getStream(wire.device())
-                       .native_handle();
+    const auto* cuda = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
+    c10::Stream caller = cuda->getStream(wire.device());
+    c10::Stream engine_side = caller;
+    if (complete_now) {
+      side = SideStream(wire.device());
+      c10::Event caller_ready(c10::DeviceType::CUDA);
+      caller_ready.record(caller);
+      caller_ready.block(*side);
+      engine_side = *side;
+    }
     rc = bps_push_pull_async_on_stream(&tensor, tensor.data, raw->name.c_str(), priority,
-                                       reduce_op, stream, &OnEngineDone, raw);
+                                       reduce_op, engine_side.native_handle(),
+                                       &OnEngineDone, raw);
   } else {
     rc = bps_push_pull_async(&tensor, tensor.data, raw->name.c_str(), priority, reduce_op,
                              &OnEngineDone, raw);
@@ -106,7 +140,11 @@ void SubmitPushPull(const at::Tensor& wire, const std::string& name, int32_t pri
     TORCH_CHECK(false, "byteps refused push_pull of tensor '", name, "' (", StatusName(rc),
                 "): ", (why && *why) ? why : "no detail from the engine");
   }
-  if (complete_now) complete_now(nullptr);
+  if (complete_now) {
+    // Copies back and Future events land on the side stream, after the result.
+    c10::StreamGuard guard(*side);
+    complete_now(nullptr);
+  }
 }
 
 }  // namespace byteps_torch

@@ -19,7 +19,8 @@ using PushPullDone = std::function<void(std::exception_ptr error)>;
 
 // Submits `wire` (contiguous, engine dtype) for an in-place push_pull. A CUDA
 // `wire` is ordered after the work already queued on the device's current
-// stream (bps_push_pull_async_on_stream), as NCCL collectives are.
+// stream, as NCCL collectives are; the current stream itself never waits for
+// the result (consumers wait through the Future's CUDA events).
 // `shape_for_errors`: pass the user-visible shape so the engine can name it
 // in mismatch errors, or an empty tensor to describe `wire` as 1-D.
 // Throws c10::Error when the engine refuses the submission (then `done` is

@@ -1,9 +1,13 @@
 #include "transport/tcp/connection.h"
 
 #include <sys/epoll.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -12,8 +16,18 @@
 
 namespace bps {
 
-Connection::Connection(int fd, EventLoop* loop, ConnectionHandler* handler, std::string peer_name)
-    : fd_(fd), loop_(loop), handler_(handler), peer_name_(std::move(peer_name)) {
+Connection::Connection(int fd, EventLoop* loop, ConnectionHandler* handler, std::string peer_name,
+                       const SocketTuning& tuning)
+    : fd_(fd), loop_(loop), handler_(handler), peer_name_(std::move(peer_name)),
+      receive_low_water_(tuning.receive_low_water) {
+  if (!tuning.congestion.empty() &&
+      setsockopt(fd_, IPPROTO_TCP, TCP_CONGESTION, tuning.congestion.data(), tuning.congestion.size()) != 0) {
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true)) {
+      BPS_LOG(Warning) << "TCP congestion control '" << tuning.congestion << "' (BYTEPS_TCP_CONGESTION) refused ("
+                       << strerror(errno) << "); data connections keep the system's default";
+    }
+  }
   SetNonBlocking(fd_, true);
   SetNoDelay(fd_);
   int buf = 4 << 20;  // large socket buffers keep a 1-10 Gbit pipe full
@@ -122,7 +136,7 @@ void Connection::ReadAvailable() {
                        sizeof(MessageHeader) - rx_header_got_, MSG_DONTWAIT);
       if (n == 0) return CloseOnLoop(Status::PeerFailure(peer_name_ + " closed the connection"));
       if (n < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return ArmReceiveLowWater();
         return CloseOnLoop(Status::PeerFailure("connection to " + peer_name_ + " broke: " + strerror(errno)));
       }
       rx_header_got_ += static_cast<size_t>(n);
@@ -148,7 +162,7 @@ void Connection::ReadAvailable() {
       ssize_t n = recv(fd_, rx_dst_ + rx_payload_got_, rx_header_.payload_bytes - rx_payload_got_, MSG_DONTWAIT);
       if (n == 0) return CloseOnLoop(Status::PeerFailure(peer_name_ + " closed the connection mid-message"));
       if (n < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return ArmReceiveLowWater();
         return CloseOnLoop(Status::PeerFailure("connection to " + peer_name_ + " broke: " + strerror(errno)));
       }
       rx_payload_got_ += static_cast<size_t>(n);
@@ -159,6 +173,22 @@ void Connection::ReadAvailable() {
     MessageHeader header = rx_header_;
     handler_->OnMessage(this, header, rx_dst_);
   }
+  // Out of iterations with data left: re-arm for what is now needed, so the
+  // level-triggered loop comes back for it.
+  if (!closed_) ArmReceiveLowWater();
+}
+
+void Connection::ArmReceiveLowWater() {
+  // Without a low-water mark every arriving segment (64 KB with GSO) wakes
+  // the loop for one recv; on a host whose cores are busy with copies, those
+  // wakeups and context switches cost as much as the copies. Never above
+  // what the current message still needs: its tail would not wake us. (The
+  // kernel also wakes early under memory pressure or a closing window.)
+  if (receive_low_water_ == 0) return;
+  size_t needed = rx_in_payload_ ? rx_header_.payload_bytes - rx_payload_got_ : sizeof(MessageHeader) - rx_header_got_;
+  int mark = static_cast<int>(std::max<size_t>(1, std::min(needed, receive_low_water_)));
+  if (mark == armed_low_water_) return;
+  if (setsockopt(fd_, SOL_SOCKET, SO_RCVLOWAT, &mark, sizeof(mark)) == 0) armed_low_water_ = mark;
 }
 
 void Connection::Close(const Status& reason) {

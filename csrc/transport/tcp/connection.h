@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/config.h"
 #include "common/status.h"
 #include "transport/tcp/event_loop.h"
 #include "transport/wire.h"
@@ -27,6 +28,19 @@ struct OutMessage {
 
 class Connection;
 
+// Per-socket settings of data connections (from Config).
+struct SocketTuning {
+  // Wake for reading only once this many bytes wait (or the rest of the
+  // current message, if less); 0 wakes on every segment.
+  size_t receive_low_water = 0;
+  // TCP congestion control algorithm; empty keeps the system's default.
+  std::string congestion;
+};
+
+inline SocketTuning SocketTuningOf(const Config& config) {
+  return SocketTuning{static_cast<size_t>(config.tcp_receive_low_water), config.tcp_congestion};
+}
+
 class ConnectionHandler {
  public:
   virtual ~ConnectionHandler() = default;
@@ -40,7 +54,8 @@ class ConnectionHandler {
 
 class Connection : public Pollable, public std::enable_shared_from_this<Connection> {
  public:
-  Connection(int fd, EventLoop* loop, ConnectionHandler* handler, std::string peer_name);
+  Connection(int fd, EventLoop* loop, ConnectionHandler* handler, std::string peer_name,
+             const SocketTuning& tuning = SocketTuning());
   ~Connection() override;
   void Start();
   void Send(OutMessage msg);  // thread-safe; writes inline when possible
@@ -53,6 +68,7 @@ class Connection : public Pollable, public std::enable_shared_from_this<Connecti
 
  private:
   void ReadAvailable();
+  void ArmReceiveLowWater();
   // Caller holds send_mu_. Returns completed callbacks to run unlocked.
   Status FlushLocked(std::vector<std::function<void()>>* done);
   void CloseOnLoop(const Status& reason);
@@ -74,6 +90,8 @@ class Connection : public Pollable, public std::enable_shared_from_this<Connecti
   char* rx_dst_ = nullptr;
   size_t rx_payload_got_ = 0;
   std::vector<char> rx_small_;  // only for small control payloads
+  size_t receive_low_water_;
+  int armed_low_water_ = 1;  // the socket's SO_RCVLOWAT (Linux default 1)
 };
 
 }  // namespace bps
