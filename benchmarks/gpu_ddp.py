@@ -91,7 +91,9 @@ def worker(args):
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     local = int(os.environ["LOCAL_RANK"])
-    gpu = int(os.environ.get("BENCH_GPU_OFFSET", "0")) + local
+    # Modulo: --gpus above the device count puts several processes on one GPU
+    # (byteps only: NCCL refuses two ranks on one device).
+    gpu = (int(os.environ.get("BENCH_GPU_OFFSET", "0")) + local) % torch.cuda.device_count()
     torch.cuda.set_device(gpu)
     device = torch.device("cuda", gpu)
     if args.backend == "byteps":
@@ -267,6 +269,7 @@ def main():
     parser.add_argument("--warmup", type=int, default=8)
     parser.add_argument("--batch", type=int, default=0, help="per GPU; default 128 (ResNet-50), 8 x 512 tokens (BERT)")
     parser.add_argument("--repeats", type=int, default=1, help="alternating nccl/byteps runs per model")
+    parser.add_argument("--byteps-only", action="store_true", help="skip the NCCL runs (e.g. GPUs shared)")
     parser.add_argument("--shaped", metavar="RATE", help="emulated machines in network namespaces, links "
                         "shaped to RATE (tc syntax, e.g. 25gbit; 'none' = namespaces, no shaping); needs root")
     parser.add_argument("--burst", default="32mbit", help="tbf bucket with --shaped (>= rate/1000)")
@@ -300,22 +303,23 @@ def main():
     try:
         for model in args.models:
             for rep in range(args.repeats):
-                if cluster:
-                    nccl = run_config_shaped(cluster, model, "nccl", args, gpus)
-                    byteps = run_config_shaped(cluster, model, "byteps", args, gpus)
-                else:
-                    nccl = run_config(model, "nccl", args, gpus)
-                    byteps = run_config(model, "byteps", args, gpus)
-                ratio = byteps["samples_per_s"] / nccl["samples_per_s"]
+                run = (lambda b: run_config_shaped(cluster, model, b, args, gpus)) if cluster else \
+                    (lambda b: run_config(model, b, args, gpus))
+                nccl = None if args.byteps_only else run("nccl")
+                byteps = run("byteps")
+                ratio = byteps["samples_per_s"] / nccl["samples_per_s"] if nccl else float("nan")
                 pinned = max(byteps["pinned_staging_bytes_per_machine"]) / 1e6
-                print(f"{model:<11} {nccl['params'] / 1e6:>7.1f}M {nccl['batch']:>9} {nccl['samples_per_s']:>15.1f} "
+                print(f"{model:<11} {byteps['params'] / 1e6:>7.1f}M {byteps['batch']:>9} "
+                      f"{nccl['samples_per_s'] if nccl else float('nan'):>15.1f} "
                       f"{byteps['samples_per_s']:>17.1f} {ratio:>11.3f} {pinned:>17.1f}", flush=True)
+                gb = lambda r, k: max(r[k]) / 1e9 if r else float("nan")  # noqa: E731
                 if cluster:
-                    gb = lambda r, k: max(r[k]) / 1e9  # noqa: E731
                     print(f"{'':<11} link GB/step per machine (tx, rx): nccl {gb(nccl, 'machine_tx_bytes_per_step'):.3f}, "
                           f"{gb(nccl, 'machine_rx_bytes_per_step'):.3f}; byteps "
                           f"{gb(byteps, 'machine_tx_bytes_per_step'):.3f}, {gb(byteps, 'machine_rx_bytes_per_step'):.3f}; "
-                          f"gradient {nccl['gradient_bytes'] / 1e9:.3f} GB", flush=True)
+                          f"gradient {byteps['gradient_bytes'] / 1e9:.3f} GB", flush=True)
+                print(f"{'':<11} pinned staging per machine {pinned:.1f} MB = "
+                      f"{pinned * 1e6 / (byteps['gradient_bytes'] or 1):.3f} x the gradient bytes", flush=True)
                 rows.append({"model": model, "repeat": rep, "gpus": gpus, "machines": args.machines,
                              "shaped": args.shaped, "nccl": nccl, "byteps": byteps, "ratio": ratio})
     finally:

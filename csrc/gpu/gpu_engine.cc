@@ -467,7 +467,7 @@ void GpuEngine::Finish(std::unique_ptr<GpuOp> op, const Status& status) {
     ReturnEvent(p->staged);
     if (p->scratch) cudaFreeAsync(p->scratch, gather_stream_);
   }
-  staging_.Release(op->name, op->staging);
+  staging_.Release(op->staging);
   in_flight_--;
   if (status.ok()) {
     ops_completed_++;

@@ -56,15 +56,10 @@ void Run(const c10::intrusive_ptr<PushPullWork>& work, const at::Tensor& wire,
                   on_success = std::move(on_success)](std::exception_ptr error) {
                    if (!error) {
                      try {
+                       // Copies queued here go on this thread's current stream; the
+                       // Work's CUDA-aware Future records its events after them.
                        c10::DeviceGuard guard(device);
                        on_success();
-                       if (device.is_cuda()) {
-                         // Copies queued here, on the completion thread's stream, must
-                         // land before the Work completes: callers do not wait on it.
-                         c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)
-                             ->getStream(device)
-                             .synchronize();
-                       }
                      } catch (...) {
                        error = std::current_exception();
                      }

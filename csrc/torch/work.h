@@ -20,6 +20,7 @@ class PushPullWork : public c10d::Work {
   void Complete(std::exception_ptr error);
 
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  void synchronize() override;
   std::vector<at::Tensor> result() override { return outputs_; }
 
  private:

@@ -6,6 +6,7 @@ Writes OUT_DIR/result.<rank>.json: {"failures": [...], ...}.
 import json
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -120,6 +121,13 @@ def main():
     failures = []
     {"collectives": collectives, "ddp": ddp}[mode](rank, size, device, failures)
     import byteps_native.core as core
+    # On one machine Futures complete stream-ordered, before the engine's
+    # completion thread has seen the GPU finish (it polls lazily): let it
+    # catch up, so the in_flight check means "nothing leaked".
+    torch.cuda.synchronize()
+    deadline = time.monotonic() + 10
+    while core.stats()["gpu"]["in_flight"] and time.monotonic() < deadline:
+        time.sleep(0.01)
     with open(os.path.join(out_dir, f"result.{rank}.json"), "w") as f:
         json.dump({"failures": failures, "stats": core.stats()}, f)
     dist.destroy_process_group()
