@@ -150,47 +150,19 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def run_config(model, backend, args, gpus):
-    env = dict(os.environ, OMP_NUM_THREADS="4", NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
-               NVSHMEM_DISABLE_NVLS="1", PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    per_machine = gpus // args.machines
-    port = _free_port()
-    procs = []
-    for m in range(args.machines):
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(args.machines), "--node_rank", str(m),
-               "--nproc_per_node", str(per_machine), "--master_addr", "127.0.0.1", "--master_port", str(port),
-               os.path.abspath(__file__), "--worker", "--model", model, "--backend", backend,
-               "--steps", str(args.steps), "--warmup", str(args.warmup), "--batch", str(args.batch)]
-        menv = dict(env, BENCH_GPU_OFFSET=str(m * per_machine))
-        if args.machines > 1:
-            menv["NCCL_HOSTID"] = f"bench-machine-{m}"
-        procs.append(subprocess.Popen(cmd, env=menv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    results, errors = [], []
-    for p in procs:
-        try:
-            out, err = p.communicate(timeout=args.timeout)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            out, err = p.communicate()
-        for line in out.splitlines():
-            if line.startswith("RESULT "):
-                try:
-                    results.append(json.loads(line[len("RESULT "):]))
-                except ValueError:
-                    pass  # a line garbled by another rank's output
-        if p.returncode != 0:
-            errors.append(err[-4000:])
-    if errors or not results:
-        raise RuntimeError(f"{backend} {model} failed:\n" + "\n".join(errors))
-    head = next(r for r in results if r["rank"] == 0)
-    per_machine = [0] * args.machines
-    for r in results:
-        per_machine[r["rank"] // (gpus // args.machines)] += r["pinned_staging_bytes"]
-    head["pinned_staging_bytes_per_machine"] = per_machine
-    return head
+# Every worker process: NVLink multicast off (shared hosts), the repo importable.
+WORKER_ENV = {"OMP_NUM_THREADS": "4", "NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+              "NVSHMEM_DISABLE_NVLS": "1", "PYTHONUNBUFFERED": "1",
+              "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
 
-def _parse_results(outputs):
+def _worker_args(model, backend, args):
+    return [os.path.abspath(__file__), "--worker", "--model", model, "--backend", backend,
+            "--steps", str(args.steps), "--warmup", str(args.warmup), "--batch", str(args.batch)]
+
+
+def _summarize(outputs, machines, per_machine_gpus):
+    """Rank 0's RESULT line, plus the pinned staging summed per machine over every rank's line."""
     results = []
     for out in outputs:
         for line in out.splitlines():
@@ -199,7 +171,43 @@ def _parse_results(outputs):
                     results.append(json.loads(line[len("RESULT "):]))
                 except ValueError:
                     pass  # a line garbled by another rank's output
-    return results
+    head = next((r for r in results if r["rank"] == 0), None)
+    if head is None:
+        return None
+    per_machine = [0] * machines
+    for r in results:
+        per_machine[r["rank"] // per_machine_gpus] += r["pinned_staging_bytes"]
+    head["pinned_staging_bytes_per_machine"] = per_machine
+    return head
+
+
+def run_config(model, backend, args, gpus):
+    env = dict(os.environ, **WORKER_ENV)
+    per_machine = gpus // args.machines
+    port = _free_port()
+    procs = []
+    for m in range(args.machines):
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(args.machines), "--node_rank", str(m),
+               "--nproc_per_node", str(per_machine), "--master_addr", "127.0.0.1", "--master_port", str(port),
+               *_worker_args(model, backend, args)]
+        menv = dict(env, BENCH_GPU_OFFSET=str(m * per_machine))
+        if args.machines > 1:
+            menv["NCCL_HOSTID"] = f"bench-machine-{m}"
+        procs.append(subprocess.Popen(cmd, env=menv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outputs, errors = [], []
+    for p in procs:
+        try:
+            out, err = p.communicate(timeout=args.timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, err = p.communicate()
+        outputs.append(out)
+        if p.returncode != 0:
+            errors.append(err[-4000:])
+    head = _summarize(outputs, args.machines, per_machine)
+    if errors or head is None:
+        raise RuntimeError(f"{backend} {model} failed:\n" + "\n".join(errors))
+    return head
 
 
 def run_config_shaped(cluster, model, backend, args, gpus):
@@ -209,10 +217,7 @@ def run_config_shaped(cluster, model, backend, args, gpus):
     machines, servers, sched = cluster.hosts[:M], cluster.hosts[M:2 * M], cluster.hosts[2 * M]
     port = 21000 + run_config_shaped.jobs
     run_config_shaped.jobs += 1
-    base = {"OMP_NUM_THREADS": 4, "NCCL_NVLS_ENABLE": 0, "TORCH_SYMM_MEM_DISABLE_MULTICAST": 1,
-            "NVSHMEM_DISABLE_NVLS": 1, "PYTHONUNBUFFERED": 1,
-            "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    dmlc = dict(base, DMLC_PS_ROOT_URI=sched.address, DMLC_PS_ROOT_PORT=port, DMLC_NUM_WORKER=M,
+    dmlc = dict(WORKER_ENV, DMLC_PS_ROOT_URI=sched.address, DMLC_PS_ROOT_PORT=port, DMLC_NUM_WORKER=M,
                 DMLC_NUM_SERVER=M, DMLC_INTERFACE="eth0", BYTEPS_JOB_TOKEN=secrets.token_hex(16),
                 BYTEPS_JOB_ID=f"{cluster.tag}-{port}", BYTEPS_TIMEOUT=120)
     others, workers = [], []
@@ -224,16 +229,15 @@ def run_config_shaped(cluster, model, backend, args, gpus):
                                         dict(dmlc, DMLC_ROLE="server")))
     for m, host in enumerate(machines):
         for local in range(L):
-            env = dict(base, RANK=m * L + local, WORLD_SIZE=M * L, LOCAL_RANK=local, LOCAL_WORLD_SIZE=L,
+            env = dict(WORKER_ENV, RANK=m * L + local, WORLD_SIZE=M * L, LOCAL_RANK=local, LOCAL_WORLD_SIZE=L,
                        MASTER_ADDR=machines[0].address, MASTER_PORT=port + 1000, BENCH_GPU_OFFSET=m * L)
             if backend == "byteps":
                 env.update(dmlc, DMLC_ROLE="worker", DMLC_WORKER_ID=m, BYTEPS_LOCAL_RANK=local,
                            BYTEPS_LOCAL_SIZE=L)
             else:
                 env.update(NCCL_HOSTID=f"bench-machine-{m}", NCCL_SOCKET_IFNAME="eth0", NCCL_IB_DISABLE=1)
-            argv = [sys.executable, os.path.abspath(__file__), "--worker", "--model", model, "--backend", backend,
-                    "--steps", str(args.steps), "--warmup", str(args.warmup), "--batch", str(args.batch)]
-            workers.append(cluster.start(host, f"{port}-{backend}-m{m}g{local}", argv, env))
+            workers.append(cluster.start(host, f"{port}-{backend}-m{m}g{local}",
+                                         [sys.executable, *_worker_args(model, backend, args)], env))
     before = cluster.link_stats()
     try:
         cluster.wait(workers, timeout=args.timeout, watch=others)
@@ -242,14 +246,9 @@ def run_config_shaped(cluster, model, backend, args, gpus):
         for p in workers + others:
             p.stop()
     after = cluster.link_stats()
-    results = _parse_results([p.output() for p in workers])
-    if not results:
+    head = _summarize([p.output() for p in workers], M, L)
+    if head is None:
         raise RuntimeError(f"{backend} {model} printed no result:\n" + workers[0].output()[-4000:])
-    head = next(r for r in results if r["rank"] == 0)
-    per_machine = [0] * M
-    for r in results:
-        per_machine[r["rank"] // L] += r["pinned_staging_bytes"]
-    head["pinned_staging_bytes_per_machine"] = per_machine
     # Bytes each machine's link carried per timed+warmup step, each way: the arithmetic's S vs 1.5 S.
     steps = args.steps + args.warmup
     head["machine_tx_bytes_per_step"] = [(after[h.name][0] - before[h.name][0]) / steps for h in machines]

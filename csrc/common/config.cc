@@ -107,8 +107,8 @@ Status ConfigFromEnvironment(bool require_rendezvous, Config* out) {
   BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_SERVER_ENGINE_THREAD", 1, 256, &c.server_engine_threads));
   BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_TCP_CONNECTIONS", 1, 64, &c.connections_per_server));
   BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_TCP_RCVLOWAT", 0, 64 << 20, &c.tcp_receive_low_water));
-  if (!ReadString("BYTEPS_TCP_CONGESTION").empty()) c.tcp_congestion = ReadString("BYTEPS_TCP_CONGESTION");
-  if (c.tcp_congestion == "system") c.tcp_congestion.clear();
+  const std::string congestion = ReadString("BYTEPS_TCP_CONGESTION");
+  if (!congestion.empty()) c.tcp_congestion = congestion == "system" ? std::string() : congestion;
   BPS_RETURN_IF_ERROR(ReadBool("BYTEPS_ENABLE_ASYNC", &c.enable_async));
   BPS_RETURN_IF_ERROR(ReadBool("BYTEPS_FORCE_DISTRIBUTED", &c.force_distributed));
   BPS_RETURN_IF_ERROR(ReadDouble("BYTEPS_TIMEOUT", 0.1, &c.timeout_seconds));

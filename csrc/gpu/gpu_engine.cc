@@ -407,8 +407,7 @@ Status GpuEngine::WaitForEvent(cudaEvent_t event, const GpuOp& op, Poll poll) {
   // caller's stream is already ordered after the event; only a failure is
   // left to report, so ~1 ms is soon enough.
   const auto pause = poll == Poll::kLazy ? std::chrono::microseconds(1000) : std::chrono::microseconds(20);
-  auto start = Clock::now();
-  auto last_check = start;
+  auto last_check = Clock::now();
   for (int spins = 0;; ++spins) {
     cudaError_t err = cudaEventQuery(event);
     if (err == cudaSuccess) return Status::OK();
