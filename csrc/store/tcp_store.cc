@@ -60,7 +60,10 @@ Status TcpStoreServer::ServeUntilDone(int expected_clients) {
   while (true) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (connected_ >= expected_clients && finished_ == connected_) return first_failure_;
+      // Not while a handshake is under way: a server registers on one
+      // connection, opens its named one, then says goodbye on the first, and
+      // for a moment the named one is accepted but not yet counted.
+      if (connected_ >= expected_clients && finished_ == connected_ && handshaking_ == 0) return first_failure_;
     }
     ReapFinishedThreads();
     pollfd p{listen_fd_, POLLIN, 0};
@@ -68,6 +71,7 @@ Status TcpStoreServer::ServeUntilDone(int expected_clients) {
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
     std::lock_guard<std::mutex> lock(mu_);
+    ++handshaking_;
     threads_.emplace_back(new ClientThread());
     ClientThread* t = threads_.back().get();
     t->thread = std::thread([this, fd, t] { ServeClient(fd, t); });
@@ -101,9 +105,15 @@ void TcpStoreServer::ServeClient(int fd, ClientThread* self) {
   int handshake_ms = 10000;
   SetLivenessProbes(fd, timeout_seconds_);
   if (AcceptHandshake(fd, token_, handshake_ms, &peer).ok()) {
-    ServeAuthenticated(fd, peer);
+    {
+      std::lock_guard<std::mutex> lock(mu_);  // counted before it stops counting as a handshake
+      --handshaking_;
+      ++connected_;
+    }
+    ServeRequests(fd, peer);
   } else {
     std::lock_guard<std::mutex> lock(mu_);  // rejected foreigners do not count as job members
+    --handshaking_;
     open_fds_.erase(fd);
     close(fd);
   }
@@ -116,6 +126,10 @@ void TcpStoreServer::ServeAuthenticated(int fd, const PeerIdentity& peer) {
     ++connected_;
     open_fds_.insert(fd);
   }
+  ServeRequests(fd, peer);
+}
+
+void TcpStoreServer::ServeRequests(int fd, const PeerIdentity& peer) {
   bool said_goodbye = false;
   Status failure;
   std::vector<char> key, value;

@@ -40,6 +40,8 @@ class TcpStoreServer {
     std::atomic<bool> done{false};
   };
   void ServeClient(int fd, ClientThread* self);
+  // The request loop of an authenticated, counted connection; owns fd.
+  void ServeRequests(int fd, const PeerIdentity& peer);
   void ReapFinishedThreads();
   std::string token_;
   double timeout_seconds_;
@@ -52,7 +54,8 @@ class TcpStoreServer {
   std::list<std::unique_ptr<ClientThread>> threads_;
   std::set<int> open_fds_;
   std::set<std::pair<int, int>> goodbyes_;  // (role, rank) that left in order
-  int connected_ = 0;
+  int handshaking_ = 0;  // accepted, handshake not yet over
+  int connected_ = 0;     // passed the handshake
   int finished_ = 0;
   Status first_failure_;
 };
