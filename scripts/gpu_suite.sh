@@ -26,21 +26,32 @@ done
 
 # NVLink multicast stays off on shared hosts (it can take the GPUs down).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export PYTHONUNBUFFERED=1
 
 # The engine and the Python extensions must share one C++ runtime: build the
 # engine with the compiler Python builds extensions with (a g++ wrapper earlier
 # on PATH may link its own libstdc++, which crashes iostreams across the two).
-export CXX="${CXX:-$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("CXX").split()[0])')}"
+# Given to the build command only, never exported to the programs run after it.
+BUILD_CXX="${CXX:-$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("CXX").split()[0])')}"
 
 start=$(date +%s)
-echo "== build (CUDA)"
-if ! BYTEPS_WITH_TENSORFLOW=0 BYTEPS_WITH_CUDA=1 "$PY" -m pip install -q --no-build-isolation --no-deps -e . \
+echo "== build (CUDA) with CXX=$BUILD_CXX ($(command -v "$BUILD_CXX"))"
+# Verbose into the log: the compile and link lines are the first thing to
+# read when the build misbehaves on a new image.
+if ! CXX="$BUILD_CXX" BYTEPS_WITH_CUDA=1 "$PY" -m pip install -v --no-build-isolation --no-deps -e . \
     >"$LOG/build.log" 2>&1; then
   tail -60 "$LOG/build.log"
   exit 1
 fi
-"$PY" -m byteps_native.info | tee "$LOG/info.txt"
+export PYTHONUNBUFFERED=1
+if ! "$PY" -X faulthandler -m byteps_native.info >"$LOG/info.txt" 2>"$LOG/info.err"; then
+  echo "python -m byteps_native.info failed:"
+  tail -40 "$LOG/info.err"
+  for lib in byteps_native/lib/libbyteps_engine.so byteps_native/core/_core*.so byteps_native/torch/_c10d*.so; do
+    echo "$lib:"; ldd "$lib" | grep -E "stdc\+\+|gcc_s|cudart|nccl|not found"
+  done
+  exit 1
+fi
+cat "$LOG/info.txt"
 grep -q "cuda: yes" "$LOG/info.txt" || { echo "engine built without CUDA"; exit 1; }
 nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader | tee -a "$LOG/info.txt"
 echo "build: $(( $(date +%s) - start )) s"
