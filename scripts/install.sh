@@ -10,6 +10,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   command -v ip >/dev/null || missing="$missing iproute2"
   command -v clang++ >/dev/null || missing="$missing clang"
   command -v g++ >/dev/null || missing="$missing g++"
+  command -v cmake >/dev/null && [ -f /usr/include/gtest/gtest.h ] || missing="$missing cmake libgtest-dev"  # tests/cpp
   if [ -n "$missing" ]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
   fi
