@@ -1,6 +1,5 @@
 #include "core/engine.h"
 
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,8 +12,8 @@
 #include "common/logging.h"
 #include "common/net_util.h"
 #include "common/reduce_kernels.h"
-#include "common/sha256.h"
-#include "store/c_store.h"
+#include "core/rendezvous.h"
+#include "core/watchdog.h"
 #include "store/memory_store.h"
 #include "transport/handshake.h"
 
@@ -26,29 +25,6 @@ using Clock = std::chrono::steady_clock;
 uint64_t NowNs() {
   return static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
-}
-
-// A dead child stays a zombie until its launcher reaps it (torchrun may take
-// seconds): kill(pid, 0) still succeeds then, so read its state too.
-bool ProcessAlive(int pid) {
-  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-  FILE* f = fopen(path, "r");
-  if (!f) return true;  // no procfs: trust kill()
-  char buf[512] = {0};
-  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-  fclose(f);
-  const char* close_paren = strrchr(buf, ')');  // comm may contain spaces
-  if (n == 0 || !close_paren || close_paren[1] == '\0') return true;
-  const char state = close_paren[2];
-  return state != 'Z' && state != 'X';
-}
-
-std::string RandomHex(size_t bytes) {
-  std::string raw(bytes, '\0');
-  SecureRandom(&raw[0], bytes);
-  return ToHex(raw.data(), raw.size());
 }
 
 std::string ShapeString(const bps_tensor& t) {
@@ -65,58 +41,6 @@ std::string ShapeString(const bps_tensor& t) {
 
 uint64_t SignatureOf(DataType dtype, const std::string& shape) {
   return HashName(std::string(DataTypeName(dtype)) + shape);
-}
-
-// Where this process's servers should listen / be reached.
-std::string ChooseListenHost(const Config& c, const std::string& fallback_route) {
-  if (!c.node_host.empty()) return c.node_host;
-  if (!c.interface.empty()) {
-    std::string addr;
-    if (InterfaceAddress(c.interface, &addr).ok()) return addr;
-  }
-  if (!fallback_route.empty()) return fallback_route;
-  const char* master = getenv("MASTER_ADDR");
-  if (master) {
-    std::string route = RouteAddressTo(master);
-    if (!route.empty()) return route;
-  }
-  return "127.0.0.1";
-}
-
-// Keys of an adapter-supplied store (torch's) live under bps/<attempt>/: each
-// torchrun restart rendezvouses afresh. Dedicated servers use the same prefix.
-std::shared_ptr<Store> AdapterStore(const bps_store& vtable) {
-  const char* restart = getenv("TORCHELASTIC_RESTART_COUNT");
-  std::string prefix = "bps/" + std::string(restart && *restart ? restart : "0") + "/";
-  return std::make_shared<PrefixStore>(prefix, std::make_shared<CStore>(vtable));
-}
-
-// The first member to arrive publishes `proposal` under `key`; everyone
-// (the first included) reads back the one published value.
-Status PublishOnce(Store* store, const std::string& key, const std::string& proposal, double timeout_seconds,
-                   std::string* value) {
-  int64_t claim = 0;
-  BPS_RETURN_IF_ERROR(store->Add(key + "_claim", 1, &claim));
-  if (claim == 1) BPS_RETURN_IF_ERROR(store->Set(key, proposal));
-  return store->Get(key, timeout_seconds, value);
-}
-
-// The adapter's store is the job's trust root: the first member to arrive
-// publishes a fresh secret there (unless BYTEPS_JOB_TOKEN is set).
-Status ShareJobToken(Store* store, Config* config) {
-  if (!config->job_token.empty()) return Status::OK();
-  return PublishOnce(store, "job_token", RandomHex(32), config->rendezvous_timeout_seconds, &config->job_token);
-}
-
-// Servers take ids in registration order; more than DMLC_NUM_SERVER is an error.
-Status ClaimServerId(Store* store, const Config& config, int* id) {
-  int64_t count = 0;
-  BPS_RETURN_IF_ERROR(store->Add("server_count", 1, &count));
-  if (count > config.num_server) {
-    return Status::Invalid("more servers started than DMLC_NUM_SERVER=" + std::to_string(config.num_server));
-  }
-  *id = static_cast<int>(count - 1);
-  return Status::OK();
 }
 
 }  // namespace
@@ -223,7 +147,7 @@ Status Engine::InitSteps(const bps_init_options* options) {
     colocated_server_.reset(new Server(config_, store_, config_.worker_id, ChooseListenHost(config_, route_to_scheduler)));
     BPS_RETURN_IF_ERROR(colocated_server_->Start());
   }
-  BPS_RETURN_IF_ERROR(Rendezvous());
+  BPS_RETURN_IF_ERROR(RendezvousWorkers(store_.get(), &config_));
   BPS_RETURN_IF_ERROR(SetUpSharedMemory());
   io_loop_.reset(new EventLoop("worker-io"));
   io_loop_->Start();
@@ -265,41 +189,6 @@ void Engine::StartAbortWatcher(const HostPort& scheduler) {
       }
     }
   });
-}
-
-Status Engine::Rendezvous() {
-  const Config& c = config_;
-  if (c.job_id.empty()) {
-    BPS_RETURN_IF_ERROR(PublishOnce(store_.get(), "job_id", RandomHex(4), c.rendezvous_timeout_seconds, &config_.job_id));
-  }
-  char host[256] = {0};
-  gethostname(host, sizeof(host) - 1);
-  BPS_RETURN_IF_ERROR(store_->Set("worker/" + std::to_string(c.rank()),
-                                  std::to_string(c.local_size) + " " + host + " " + std::to_string(getpid())));
-  BPS_RETURN_IF_ERROR(store_->Set("size", std::to_string(c.size())));  // servers wait for this many
-  int64_t joined = 0;
-  BPS_RETURN_IF_ERROR(store_->Add("workers_joined", 1, &joined));
-  auto deadline = Clock::now() + std::chrono::duration<double>(c.rendezvous_timeout_seconds);
-  for (int q = 0; q < c.size(); ++q) {
-    std::string value;
-    double left = std::max(0.0, std::chrono::duration<double>(deadline - Clock::now()).count());
-    Status st = store_->Get("worker/" + std::to_string(q), left, &value);
-    if (st.code() == BPS_TIMEOUT) {
-      store_->Add("workers_joined", 0, &joined);
-      return Status::Timeout("rendezvous timed out after " + std::to_string(static_cast<int>(c.rendezvous_timeout_seconds)) +
-                             " s: " + std::to_string(joined) + " of " + std::to_string(c.size()) +
-                             " workers arrived (rank " + std::to_string(q) +
-                             " is missing; check DMLC_NUM_WORKER / BYTEPS_LOCAL_SIZE on every machine)");
-    }
-    BPS_RETURN_IF_ERROR(st);
-    int their_local = atoi(value.c_str());
-    if (their_local != c.local_size) {
-      return Status::Invalid("rank " + std::to_string(q) + " runs with local size " + std::to_string(their_local) +
-                             " but this rank with " + std::to_string(c.local_size) +
-                             ": every machine must run the same number of local ranks");
-    }
-  }
-  return Status::OK();
 }
 
 Status Engine::SetUpSharedMemory() {
@@ -463,13 +352,7 @@ void Engine::Activate(std::unique_ptr<TensorOp> op) {
   // later pushes are still going out. Consecutive partitions go to different
   // servers (ServerFor), so a credit window of >= servers partitions keeps
   // every server link busy.
-  for (auto& t : raw->parts) active_.push_back(t.get());
-  // Highest priority first, then earlier submission, then earlier partition.
-  std::stable_sort(active_.begin(), active_.end(), [](const PartitionTask* a, const PartitionTask* b) {
-    if (a->op->priority != b->op->priority) return a->op->priority > b->op->priority;
-    if (a->op->seq != b->op->seq) return a->op->seq < b->op->seq;
-    return a->index < b->index;
-  });
+  for (auto& t : raw->parts) active_.Insert(PartitionOrder{raw->priority, raw->seq, t->index}, t.get());
   ops_.push_back(std::move(op));
 }
 
@@ -496,7 +379,8 @@ void Engine::Loop() {
       }
       for (auto& op : ops_) FailOp(op.get(), st);
     }
-    for (PartitionTask* t : active_) {
+    for (auto& entry : active_) {
+      PartitionTask* t = entry.second;
       if (t->stage == Stage::kDone) continue;
       if (t->op->failed) {
         moved |= RetireFailed(*t);
@@ -509,9 +393,7 @@ void Engine::Loop() {
       if (op->failed && op->unretired == 0 && op->done) CompleteFailedOp(op.get());
     }
     // Retire finished partitions and operations.
-    active_.erase(std::remove_if(active_.begin(), active_.end(),
-                                 [](PartitionTask* t) { return t->stage == Stage::kDone; }),
-                  active_.end());
+    active_.EraseIf([](PartitionTask* t) { return t->stage == Stage::kDone; });
     // Every task of a completed op is kDone and was just dropped, so such an
     // op is no longer referenced.
     ops_.erase(std::remove_if(ops_.begin(), ops_.end(),
@@ -878,57 +760,6 @@ void Engine::SetFatal(const Status& st) {
   Ring();
 }
 
-std::string Engine::DescribeWait(const PartitionTask& t) {
-  std::string what = "tensor '" + t.op->name + "' partition " + std::to_string(t.index) + " round " +
-                     std::to_string(t.round) + " ";
-  switch (t.stage) {
-    case Stage::kWaitTurn: return what + "waited for its previous round";
-    case Stage::kStage: return what + "waited for local ranks to finish the previous round";
-    case Stage::kReduce: {
-      uint32_t arrived = t.entry ? t.entry->arrived.load() - t.round * config_.local_size : 0;
-      return what + "waited for local ranks to submit it (" + std::to_string(arrived) + " of " +
-             std::to_string(config_.local_size) + " arrived)";
-    }
-    case Stage::kPush: return what + "waited for a scheduling credit";
-    case Stage::kAwait:
-      return what + "waited for server " + std::to_string(t.server) + " (" + server_addresses_[t.server] +
-             ") to answer: other machines have not pushed it";
-    case Stage::kGather: return what + "waited for other local ranks' slices";
-    default: return what;
-  }
-}
-
-void Engine::CheckTimeoutsAndPeers() {
-  auto now = Clock::now();
-  if (now - last_peer_check_ < std::chrono::milliseconds(200)) return;
-  last_peer_check_ = now;
-  if (shm_ && !has_fatal_) {
-    ShmControl* ctl = shm_->control();
-    if (ctl->job_failed.load()) {
-      SetFatal(Status::PeerFailure(std::string("a local rank failed: ") + ctl->job_error));
-    } else if (!active_.empty()) {
-      for (int q = 0; q < config_.local_size; ++q) {
-        int pid = ctl->pids[q];
-        if (q != config_.local_rank && pid > 0 && !ProcessAlive(pid)) {
-          SetFatal(Status::PeerFailure("local rank " + std::to_string(q) + " (worker rank " +
-                                       std::to_string(config_.worker_id * config_.local_size + q) + ", pid " +
-                                       std::to_string(pid) + ") died"));
-          break;
-        }
-      }
-    }
-  }
-  for (PartitionTask* t : active_) {
-    if (t->stage == Stage::kDone || t->op->failed) continue;
-    double idle = std::chrono::duration<double>(now - t->last_progress).count();
-    if (idle > config_.timeout_seconds) {
-      SetFatal(Status::Timeout("no progress for " + std::to_string(static_cast<int>(idle)) + " s (BYTEPS_TIMEOUT=" +
-                               std::to_string(config_.timeout_seconds) + "): " + DescribeWait(*t)));
-      break;
-    }
-  }
-}
-
 void* Engine::OnHeader(Connection* conn, const MessageHeader& h, Status* reject) {
   if (h.type != static_cast<uint16_t>(MessageType::kResponse)) return nullptr;
   std::lock_guard<std::mutex> lock(net_mu_);
@@ -1087,110 +918,6 @@ void Engine::ReleaseResources(bool failed) {
   colocated_servers_ = false;
   server_addresses_.clear();
   initialized_ = false;
-}
-
-std::string Engine::StatsJson() {
-  std::ostringstream s;
-  s << "{\"rank\": " << (initialized_ ? rank() : -1) << ", \"bytes_pushed\": " << stats_.bytes_pushed.load()
-    << ", \"bytes_pulled\": " << stats_.bytes_pulled.load() << ", \"ops_completed\": " << stats_.ops_completed.load()
-    << ", \"partitions_completed\": " << stats_.partitions_completed.load()
-    << ", \"queue_depth\": " << stats_.queue_depth.load()
-    << ", \"stage_seconds\": {\"stage_in\": " << stats_.stage_ns.load() * 1e-9
-    << ", \"local_reduce\": " << stats_.local_reduce_ns.load() * 1e-9
-    << ", \"gather\": " << stats_.gather_ns.load() * 1e-9 << "}"
-    << ", \"staging_bytes\": " << (shm_ ? shm_->control()->arena_used.load() : 0)
-    << ", \"num_servers\": " << num_servers_ << ", \"bytes_pushed_per_server\": [";
-  for (int i = 0; i < std::min(num_servers_, EngineStats::kMaxTrackedServers); ++i) {
-    s << (i ? ", " : "") << stats_.bytes_per_server[i].load();
-  }
-  s << "]";
-  if (colocated_server_) s << ", \"colocated_server\": " << colocated_server_->StatsJson();
-  s << "}";
-  return s.str();
-}
-
-Status Engine::RunServer() {
-  Config c;
-  BPS_RETURN_IF_ERROR(ConfigFromEnvironment(true, &c));
-  if (c.role != Role::kServer) return Status::Invalid("bps_run_server needs DMLC_ROLE=server");
-  HostPort at{c.root_uri, c.root_port};
-  int id = 0;
-  // Register anonymously for an id, then connect again as "server <id>", so
-  // every failure report (scheduler, workers) names the server by its id.
-  // The anonymous registration leaves only once the named connection is
-  // open: the scheduler never sees this server with no connection at all.
-  std::unique_ptr<TcpStoreClient> registration;
-  BPS_RETURN_IF_ERROR(
-      TcpStoreClient::Connect(at, c.job_token, Role::kServer, -1, c.rendezvous_timeout_seconds,
-                                                c.timeout_seconds, &registration));
-  Status claimed = ClaimServerId(registration.get(), c, &id);
-  if (!claimed.ok()) {
-    registration->Goodbye();
-    return claimed;
-  }
-  std::unique_ptr<TcpStoreClient> client;
-  BPS_RETURN_IF_ERROR(TcpStoreClient::Connect(at, c.job_token, Role::kServer, id,
-                                              c.rendezvous_timeout_seconds, c.timeout_seconds, &client));
-  registration->Goodbye();
-  registration.reset();
-  SetLogIdentity("server " + std::to_string(id));
-  std::shared_ptr<Store> store(client.get(), [](Store*) {});
-  Server server(c, store, id, ChooseListenHost(c, client->local_address()));
-  // Like workers, a server follows the scheduler's verdict on the job.
-  std::unique_ptr<TcpStoreClient> watch;
-  std::atomic<bool> done{false};
-  std::thread watcher;
-  if (TcpStoreClient::Connect(at, c.job_token, Role::kServer, id, 30, c.timeout_seconds, &watch).ok()) {
-    watcher = std::thread([&] {
-      std::string why;
-      while (!done) {
-        Status s = watch->Get("abort", 3600, &why);
-        if (done) return;
-        if (s.ok()) return server.Abort(Status::PeerFailure("job aborted: " + why));
-        if (s.code() != BPS_TIMEOUT) return server.Abort(Status::PeerFailure("lost the scheduler: " + s.message()));
-      }
-    });
-  }
-  Status st = server.Start();
-  if (st.ok()) st = server.Wait(-1);
-  done = true;
-  server.Stop();
-  if (st.ok()) {
-    client->Goodbye();
-  }
-  if (watch) watch->ShutdownSocket();
-  if (watcher.joinable()) watcher.join();
-  return st;
-}
-
-Status Engine::RunServerWithStore(const bps_store& vtable) {
-  Config c;
-  BPS_RETURN_IF_ERROR(ConfigFromEnvironment(false, &c));
-  if (c.role != Role::kServer) return Status::Invalid("bps_run_server_with_store needs DMLC_ROLE=server");
-  std::shared_ptr<Store> store = AdapterStore(vtable);
-  BPS_RETURN_IF_ERROR(ShareJobToken(store.get(), &c));
-  int id = 0;
-  BPS_RETURN_IF_ERROR(ClaimServerId(store.get(), c, &id));
-  SetLogIdentity("server " + std::to_string(id));
-  Server server(c, store, id, ChooseListenHost(c, ""));
-  Status st = server.Start();
-  if (st.ok()) st = server.Wait(-1);
-  server.Stop();
-  return st;
-}
-
-Status Engine::RunScheduler() {
-  Config c;
-  BPS_RETURN_IF_ERROR(ConfigFromEnvironment(true, &c));
-  SetLogIdentity("scheduler");
-  TcpStoreServer server(c.job_token, c.timeout_seconds);
-  Status st = server.Listen(c.root_uri, c.root_port);
-  if (!st.ok() && st.message().find("Cannot assign requested address") == std::string::npos) return st;
-  if (!st.ok()) {
-    BPS_LOG(Warning) << st.message() << "; listening on every address instead";
-    BPS_RETURN_IF_ERROR(server.Listen("0.0.0.0", c.root_port));
-  }
-  return server.ServeUntilDone(1);
 }
 
 }  // namespace bps

@@ -30,6 +30,7 @@
 #include "common/config.h"
 #include "common/dtype.h"
 #include "common/status.h"
+#include "core/partition_queue.h"
 #include "core/partitioner.h"
 #include "core/timeline.h"
 #include "local/shared_memory.h"
@@ -174,7 +175,6 @@ class Engine : public ConnectionHandler {
   // Stops and releases whatever Init started (threads, connections, shared
   // memory, store clients); used by a failed Init and by Shutdown.
   void ReleaseResources(bool failed);
-  Status Rendezvous();
   Status SetUpSharedMemory();
   Status ConnectServers();
   void StartAbortWatcher(const HostPort& scheduler);
@@ -217,7 +217,7 @@ class Engine : public ConnectionHandler {
 
   // Engine-thread state.
   std::vector<std::unique_ptr<TensorOp>> ops_;
-  std::vector<PartitionTask*> active_;  // priority order
+  PartitionQueue<PartitionTask> active_;  // scheduling order
   std::unordered_map<uint64_t, uint32_t> next_round_;
   std::unordered_map<uint64_t, uint32_t> done_round_;
   std::atomic<int> credits_{0};
