@@ -141,6 +141,15 @@ Engine& Engine::Get() {
 
 Status Engine::Init(const bps_init_options* options) {
   if (initialized_) return Status::OK();
+  // Transactional: a failure at any step stops what the earlier steps
+  // started, so a retry starts from nothing (issue 13, bug 4).
+  Status st = InitSteps(options);
+  if (!st.ok()) ReleaseResources(/*failed=*/true);
+  return st;
+}
+
+Status Engine::InitSteps(const bps_init_options* options) {
+  shutting_down_ = false;
   const bool have_store = options && options->store;
   Config c;
   BPS_RETURN_IF_ERROR(ConfigFromEnvironment(false, &c));
@@ -224,7 +233,10 @@ Status Engine::Init(const bps_init_options* options) {
   last_stats_log_ = Clock::now();
   timeline_.Configure("worker " + std::to_string(rank()), "rank" + std::to_string(rank()));
   running_ = true;
-  shutting_down_ = false;
+  {
+    std::lock_guard<std::mutex> lock(submit_mu_);
+    accepting_ = true;
+  }
   thread_ = std::thread([this] { Loop(); });
   initialized_ = true;
   BPS_LOG(Info) << "initialised rank " << rank() << " of " << size() << " (local " << config_.local_rank << "/"
@@ -394,6 +406,7 @@ Status Engine::SubmitOp(const bps_tensor& input, void* output, const std::string
   }
   if (!done) return Status::Invalid("push_pull needs a completion callback");
   auto op = std::make_unique<TensorOp>();
+  op->failure = Status::OK();
   op->name = name;
   op->name_hash = HashName(name);
   op->input = static_cast<const char*>(input.data);
@@ -408,7 +421,10 @@ Status Engine::SubmitOp(const bps_tensor& input, void* output, const std::string
   op->done = done;
   op->user_data = user_data;
   {
+    // Checked under the lock the engine thread drains with: once Shutdown
+    // stopped accepting, nothing is enqueued that the thread would miss.
     std::lock_guard<std::mutex> lock(submit_mu_);
+    if (!accepting_) return Status(BPS_NOT_INITIALIZED, "byteps is not initialised: call init() first");
     op->seq = next_seq_++;
     submitted_.push_back(std::move(op));
   }
@@ -466,32 +482,42 @@ void Engine::Loop() {
       fresh.swap(submitted_);
     }
     for (auto& op : fresh) Activate(std::move(op));
+    // Failed partitions stay active until their I/O stopped and their round
+    // closed, so this also waits for every buffer to be released.
     if (!running_ && active_.empty()) break;
 
     bool moved = !fresh.empty();
-    if (has_fatal_ || !running_) {
+    const bool stopping = has_fatal_ || !running_;
+    if (stopping) {
       Status st;
       {
         std::lock_guard<std::mutex> lock(fatal_mu_);
         st = has_fatal_ ? fatal_ : Status::Shutdown("byteps shut down while the operation was pending");
       }
       for (auto& op : ops_) FailOp(op.get(), st);
-    } else {
-      for (PartitionTask* t : active_) {
-        if (t->stage != Stage::kDone && !t->op->failed && Advance(*t)) {
-          t->last_progress = Clock::now();
-          moved = true;
-        }
+    }
+    for (PartitionTask* t : active_) {
+      if (t->stage == Stage::kDone) continue;
+      if (t->op->failed) {
+        moved |= RetireFailed(*t);
+      } else if (!stopping && Advance(*t)) {
+        t->last_progress = Clock::now();
+        moved = true;
       }
+    }
+    for (auto& op : ops_) {
+      if (op->failed && op->unretired == 0 && op->done) CompleteFailedOp(op.get());
     }
     // Retire finished partitions and operations.
     active_.erase(std::remove_if(active_.begin(), active_.end(),
-                                 [](PartitionTask* t) { return t->stage == Stage::kDone || t->op->failed; }),
+                                 [](PartitionTask* t) { return t->stage == Stage::kDone; }),
                   active_.end());
-    // The erase above dropped every task of a finished or failed op, so such
-    // an op is no longer referenced.
+    // Every task of a completed op is kDone and was just dropped, so such an
+    // op is no longer referenced.
     ops_.erase(std::remove_if(ops_.begin(), ops_.end(),
-                              [](const std::unique_ptr<TensorOp>& op) { return op->remaining == 0 || op->failed; }),
+                              [](const std::unique_ptr<TensorOp>& op) {
+                                return op->failed ? op->done == nullptr : op->remaining == 0;
+                              }),
                ops_.end());
     CheckTimeoutsAndPeers();
     if (CurrentLogLevel() <= LogLevel::kInfo && Clock::now() - last_stats_log_ > std::chrono::seconds(10)) {
@@ -505,6 +531,18 @@ void Engine::Loop() {
         FutexWait(&local_doorbell_, seen, 50);
       }
     }
+  }
+  // Shutdown stopped accepting before it stopped the loop; anything accepted
+  // before that still completes (issue 13, bug 3).
+  std::deque<std::unique_ptr<TensorOp>> late;
+  {
+    std::lock_guard<std::mutex> lock(submit_mu_);
+    late.swap(submitted_);
+  }
+  for (auto& op : late) {
+    stats_.queue_depth--;
+    const std::string msg = "push_pull of '" + op->name + "' failed: byteps shut down while the operation was pending";
+    op->done(op->user_data, BPS_SHUTDOWN, msg.c_str());
   }
 }
 
@@ -526,9 +564,12 @@ bool Engine::Advance(PartitionTask& t) {
     if (L > 1) {
       Status st = shm_->Lookup(t.local_key, t.range.count * esz, static_cast<uint32_t>(op->dtype), &t.entry);
       if (!st.ok()) {
+        const bool mismatch = st.code() == BPS_MISMATCH;
         st = Status(st.code(), "tensor '" + op->name + "' (" + DataTypeName(op->dtype) + " " + op->shape +
                                    " on rank " + std::to_string(rank()) + ") partition " + std::to_string(t.index) +
-                                   ": " + st.message() + ": every rank must push the same shape and dtype under one name");
+                                   ": " + st.message() +
+                                   (mismatch ? ": every rank must push the same shape and dtype under one name" : ""));
+        if (!mismatch) t.entry = nullptr;  // an entry without memory: never to be used or counted
         if (t.entry) {  // make the other local ranks fail too, not time out
           snprintf(t.entry->error, sizeof(t.entry->error), "%s", st.message().c_str());
           t.entry->error_round.store(t.round + 1);
@@ -563,6 +604,7 @@ bool Engine::Advance(PartitionTask& t) {
       stats_.stage_ns += NowNs() - t0;
       if (w0) timeline_.Record(op->name, t.index, t.round, "stage_in", w0, Timeline::NowMicros());
       e->arrived.fetch_add(1, std::memory_order_acq_rel);
+      t.staged = true;
       shm_->Ring();
       t.stage = Stage::kReduce;
     }
@@ -636,6 +678,8 @@ bool Engine::Advance(PartitionTask& t) {
   if (t.stage == Stage::kAwait) {
     int state = t.pull->state.load(std::memory_order_acquire);
     if (state == 0) return moved;
+    // The push's on_sent may still be pending: the input is read until then.
+    if (state == 1 && t.io->in_flight.load(std::memory_order_acquire) != 0) return moved;
     if (state == 2) {
       FailOp(op, Status::Mismatch("tensor '" + op->name + "' (" + DataTypeName(op->dtype) + " " + op->shape +
                                   " on rank " + std::to_string(rank()) + "): " + t.pull->error));
@@ -696,14 +740,16 @@ void Engine::SendPush(PartitionTask& t, const char* data, uint64_t bytes, char* 
   const int slice = (L > 1 || op->machine_reduced) ? config_.local_rank : 0;
   t.net_key = MixKey(op->name_hash, t.index, static_cast<uint32_t>(slice));
   t.server = ServerFor(op->name_hash, t.index, slice, L, num_servers_);
-  t.pull.reset(new PendingPull());
+  t.pull = std::make_shared<PendingPull>();
   t.pull->dst = dst;
   t.pull->bytes = bytes;
   t.pull->round = t.round;
+  t.pull->io = t.io;
+  t.io->in_flight.fetch_add(2, std::memory_order_acq_rel);  // the push below and this pull
   t.net_start_us = timeline_.Tracing(t.round) ? Timeline::NowMicros() : 0;
   {
     std::lock_guard<std::mutex> lock(net_mu_);
-    pending_[t.net_key] = t.pull.get();
+    pending_[t.net_key] = t.pull;
   }
   OutMessage m;
   m.header.type = static_cast<uint16_t>(MessageType::kPush);
@@ -718,8 +764,9 @@ void Engine::SendPush(PartitionTask& t, const char* data, uint64_t bytes, char* 
   m.header.signature = op->signature;
   m.header.tensor_bytes = static_cast<uint64_t>(op->count) * DataTypeSize(op->dtype);
   m.payload = data;
-  m.on_sent = [this](const Status&) {
+  m.on_sent = [this, io = t.io](const Status&) {
     credits_++;
+    io->in_flight.fetch_sub(1, std::memory_order_acq_rel);
     Ring();
   };
   stats_.bytes_pushed += bytes;
@@ -743,16 +790,77 @@ void Engine::FinishPartition(PartitionTask& t) {
 void Engine::FailOp(TensorOp* op, const Status& st) {
   if (op->failed || op->remaining == 0) return;
   op->failed = true;
-  {
-    std::lock_guard<std::mutex> lock(net_mu_);
-    for (auto& t : op->parts) {
-      if (t->pull && pending_.count(t->net_key) && pending_[t->net_key] == t->pull.get()) pending_.erase(t->net_key);
-    }
-  }
-  stats_.queue_depth--;
   std::string msg = st.message();
   if (msg.find("'" + op->name + "'") == std::string::npos) msg = "push_pull of '" + op->name + "' failed: " + msg;
-  op->done(op->user_data, st.code(), msg.c_str());
+  op->failure = Status(st.code(), msg);
+  op->unretired = 0;
+  for (auto& t : op->parts) op->unretired += t->stage != Stage::kDone;
+  // Stop every pull of the op: one whose response has not started is
+  // dropped here; one being received is cancelled on its connection, whose
+  // confirmation releases it. done() waits for both (RetireFailed).
+  std::lock_guard<std::mutex> lock(net_mu_);
+  for (auto& t : op->parts) {
+    if (!t->pull) continue;
+    auto it = pending_.find(t->net_key);
+    if (it == pending_.end() || it->second != t->pull) continue;
+    std::shared_ptr<PendingPull> pull = it->second;
+    pending_.erase(it);
+    if (pull->receiving_on == nullptr) {
+      pull->Release();
+      continue;
+    }
+    std::shared_ptr<Connection> conn;
+    for (auto& conns : server_conns_) {
+      for (auto& c : conns) {
+        if (c.get() == pull->receiving_on) conn = c;
+      }
+    }
+    if (!conn) {
+      pull->Release();
+      continue;
+    }
+    conn->CancelReceive(pull->dst, [this, pull] {
+      pull->Release();
+      Ring();
+    });
+  }
+}
+
+bool Engine::RetireFailed(PartitionTask& t) {
+  if (t.io->in_flight.load(std::memory_order_acquire) != 0) return false;
+  uint32_t& closed = done_round_[t.local_key];
+  if (closed != t.round) return false;  // an earlier round of this name is still open
+  TensorOp* op = t.op;
+  const int L = op->machine_reduced ? 1 : config_.local_size;
+  if (L > 1) {
+    // Close this round for the local ranks too: fail it for them (unless one
+    // already did), and count this rank in as a finished round would.
+    ShmEntry* e = t.entry;
+    if (!e) {
+      const size_t esz = DataTypeSize(op->dtype);
+      shm_->Lookup(t.local_key, t.range.count * esz, static_cast<uint32_t>(op->dtype), &e);
+    }
+    if (e && e->initialized.load(std::memory_order_acquire) && e->error_round.load() != UINT32_MAX) {
+      if (e->error_round.load() < t.round + 1) {
+        snprintf(e->error, sizeof(e->error), "%s", op->failure.message().c_str());
+        e->error_round.store(t.round + 1);
+      }
+      if (!t.staged) e->arrived.fetch_add(1, std::memory_order_acq_rel);
+      e->released.fetch_add(1, std::memory_order_acq_rel);
+      shm_->Ring();
+    }
+  }
+  closed = t.round + 1;
+  t.stage = Stage::kDone;
+  op->unretired--;
+  return true;
+}
+
+void Engine::CompleteFailedOp(TensorOp* op) {
+  stats_.queue_depth--;
+  bps_done_fn done = op->done;
+  op->done = nullptr;  // marks the op complete
+  done(op->user_data, op->failure.code(), op->failure.message().c_str());
 }
 
 void Engine::SetFatal(const Status& st) {
@@ -832,14 +940,14 @@ void* Engine::OnHeader(Connection* conn, const MessageHeader& h, Status* reject)
                                     std::to_string(h.payload_bytes) + " bytes");
       return nullptr;
     }
-    if (discard_.size() < h.payload_bytes) discard_.resize(h.payload_bytes);
-    return discard_.data();
+    return Connection::DiscardPayload();
   }
   if (it->second->bytes != h.payload_bytes) {
     *reject = Status::PeerFailure(conn->peer_name() + " answered " + std::to_string(h.payload_bytes) +
                                   " bytes for a push of " + std::to_string(it->second->bytes));
     return nullptr;
   }
+  it->second->receiving_on = conn;
   return it->second->dst;
 }
 
@@ -849,6 +957,7 @@ void Engine::OnMessage(Connection* conn, const MessageHeader& h, void* payload) 
     auto it = pending_.find(h.key);
     if (it != pending_.end() && it->second->round == h.round) {
       it->second->state.store(1, std::memory_order_release);
+      it->second->Release();
       pending_.erase(it);
     }
   } else if (h.type == static_cast<uint16_t>(MessageType::kError)) {
@@ -862,6 +971,7 @@ void Engine::OnMessage(Connection* conn, const MessageHeader& h, void* payload) 
     if (it != pending_.end()) {
       it->second->error = msg;
       it->second->state.store(2, std::memory_order_release);
+      it->second->Release();
       pending_.erase(it);
     }
   }
@@ -869,12 +979,31 @@ void Engine::OnMessage(Connection* conn, const MessageHeader& h, void* payload) 
 }
 
 void Engine::OnClosed(Connection* conn, const Status& reason) {
+  {
+    // A closed connection writes nothing more: its cut-off responses end here.
+    std::lock_guard<std::mutex> lock(net_mu_);
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (it->second->receiving_on == conn) {
+        it->second->error = "lost " + conn->peer_name() + " while receiving: " + reason.message();
+        it->second->state.store(2, std::memory_order_release);
+        it->second->Release();
+        it = pending_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  Ring();
   if (shutting_down_) return;
   SetFatal(Status::PeerFailure("lost " + conn->peer_name() + ": " + reason.message()));
 }
 
 Status Engine::Shutdown() {
   if (!initialized_) return Status::OK();
+  {
+    std::lock_guard<std::mutex> lock(submit_mu_);
+    accepting_ = false;
+  }
   shutting_down_ = true;
   running_ = false;
   Ring();
@@ -907,6 +1036,23 @@ Status Engine::Shutdown() {
   if (colocated_server_) {
     // Other machines may still be pushing to our server: serve them out.
     result = colocated_server_->Wait(config_.timeout_seconds);
+  }
+  ReleaseResources(failed);
+  return result;
+}
+
+void Engine::ReleaseResources(bool failed) {
+  shutting_down_ = true;  // connection closes below are not failures
+  {
+    std::lock_guard<std::mutex> lock(submit_mu_);
+    accepting_ = false;
+  }
+  running_ = false;
+  if (thread_.joinable()) {  // only when a step after the thread's start failed
+    Ring();
+    thread_.join();
+  }
+  if (colocated_server_) {
     colocated_server_->Stop();
     colocated_server_.reset();
   }
@@ -916,6 +1062,10 @@ Status Engine::Shutdown() {
   if (io_loop_) io_loop_->Stop();
   server_conns_.clear();
   io_loop_.reset();
+  {
+    std::lock_guard<std::mutex> lock(net_mu_);
+    pending_.clear();
+  }
   if (shm_) {
     shm_->control()->pids[config_.local_rank] = 0;
     shm_.reset();
@@ -933,8 +1083,10 @@ Status Engine::Shutdown() {
   }
   next_round_.clear();
   done_round_.clear();
+  num_servers_ = 0;
+  colocated_servers_ = false;
+  server_addresses_.clear();
   initialized_ = false;
-  return result;
 }
 
 std::string Engine::StatsJson() {
