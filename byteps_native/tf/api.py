@@ -170,3 +170,43 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
                              gradient_predivide_factor=gradient_predivide_factor, op=op,
                              backward_passes_per_step=backward_passes_per_step,
                              average_aggregated_gradients=average_aggregated_gradients)
+
+
+class PartialDistributedGradientTape(DistributedGradientTape):
+    """Horovod's: like DistributedGradientTape, but the gradients of
+    `local_layers`' variables stay local (not reduced)."""
+
+    def __init__(self, gradtape, device_dense="", device_sparse="", compression=Compression.none,
+                 sparse_as_dense=False, op=Average, gradient_predivide_factor=1.0, num_groups=0, groups=None,
+                 process_set=None, local_layers=None, scale_local_gradients=True):
+        super().__init__(gradtape, compression=compression, op=op, gradient_predivide_factor=gradient_predivide_factor)
+        layers = local_layers if isinstance(local_layers, (list, tuple)) else ([local_layers] if local_layers else [])
+        self._local = {id(v) for layer in layers for v in layer.trainable_weights}
+
+    def gradient(self, target, sources, output_gradients=None, **kwargs):
+        grads = self._tape.gradient(target, sources, output_gradients=output_gradients, **kwargs)
+        flat_sources = tf.nest.flatten(sources)
+        flat_grads = tf.nest.flatten(grads, expand_composites=False)
+        shared = [i for i, v in enumerate(flat_sources) if id(v) not in self._local]
+        reduced = push_pull_gradients([flat_grads[i] for i in shared], [flat_sources[i] for i in shared],
+                                      op=self._op, compression=self._compression,
+                                      gradient_predivide_factor=self._predivide, label="bps.tf.partial_grad")
+        out = list(flat_grads)
+        for i, g in zip(shared, reduced):
+            out[i] = g
+        return tf.nest.pack_sequence_as(grads, out)
+
+
+def broadcast_global_variables(root_rank):
+    """tf.compat.v1 graphs: an op giving every global variable root's value.
+    Eager TF 2 has no global variable collection (as in Horovod)."""
+    if tf.executing_eagerly():
+        raise RuntimeError("broadcast_global_variables() does not support eager execution; use "
+                           "broadcast_variables(model.variables + optimizer.variables, root_rank) instead")
+    return broadcast_variables(tf.compat.v1.global_variables(), root_rank)
+
+
+def broadcast_(variables, root_rank, name=None, process_set=None):
+    """In-place broadcast of `variables` (Horovod's broadcast_)."""
+    broadcast_variables(variables, root_rank)
+    return variables

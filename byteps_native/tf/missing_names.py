@@ -5,8 +5,10 @@ INSTEAD = {
     "SyncBatchNormalization": "keras.layers.BatchNormalization(synchronized=True) under "
                               "MirroredStrategy(cross_device_ops=BytePSOps())",
     "LocalGradientAggregationHelper": "DistributedOptimizer(backward_passes_per_step=N)",
-    "broadcast_global_variables": "broadcast_variables(variables, root_rank) (TF 2 has no global collection; "
-                                  "tf.compat.v1 sessions: BroadcastGlobalVariablesHook)",
+    "gpu_available": "tf.config.list_physical_devices('GPU') (a Horovod internal helper)",
+    "check_extension": "nothing: the import-time check runs by itself (a Horovod internal helper)",
+    "split_list": "nothing (a Horovod internal helper)",
+    "is_version_greater_equal_than": "packaging.version (a Horovod internal helper)",
     "mpi_ops": "the functions on byteps_native.tf itself",
 }
 

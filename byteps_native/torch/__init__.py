@@ -55,5 +55,6 @@ from byteps_native.torch.collectives import (  # noqa: E402,F401
 from byteps_native.torch.process_sets import (  # noqa: E402,F401
     ProcessSet, add_process_set, global_process_set, remove_process_set)
 from byteps_native.torch.reduce_ops import Adasum, Average, Max, Min, Product, Sum  # noqa: E402,F401
+from byteps_native.torch.ops import push_pull_async_inplace as byteps_push_pull  # noqa: E402,F401
 from byteps_native.torch.missing_names import module_getattr as __getattr__  # noqa: E402,F401
 # ---- end of the compatibility block ----

@@ -23,6 +23,7 @@ from byteps_native.torch import ops
 from byteps_native.torch.collectives import HorovodInternalError
 from byteps_native.torch.extension import _c10d
 from byteps_native.torch.functions import broadcast_object, broadcast_optimizer_state, broadcast_parameters
+from byteps_native.torch.ops import init, shutdown  # noqa: F401  (hvd.elastic.init, as in Horovod)
 
 
 class HostsUpdatedInterrupt(RuntimeError):

@@ -15,7 +15,9 @@ SCRIPTS = os.path.join(HERE, "scripts")
 
 def job_env(result_dir=None, extra=None):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DMLC_", "BYTEPS_"))}
-    env["PYTHONPATH"] = REPO + os.pathsep + HERE + os.pathsep + env.get("PYTHONPATH", "")
+    extra = dict(extra or {})
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [extra.pop("PYTHONPATH", ""), REPO, HERE,
+                                                   env.get("PYTHONPATH", "")] if p)
     if result_dir is not None:
         env["RESULT_DIR"] = str(result_dir)
     env["BYTEPS_TIMEOUT"] = "60"
@@ -23,7 +25,7 @@ def job_env(result_dir=None, extra=None):
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
     env["PYTHONUNBUFFERED"] = "1"
     env["CUDA_VISIBLE_DEVICES"] = ""
-    env.update(extra or {})
+    env.update(extra)
     return env
 
 
@@ -43,13 +45,13 @@ def results(result_dir):
 
 
 def torchrun(script, args=(), nproc=2, result_dir=None, env=None, timeout=300, extra_run_args=(),
-             machines=1):
+             machines=1, cwd=REPO):
     """Run `script` under torchrun with `nproc` processes per machine on
     `machines` simulated machines; returns (returncode, combined log)."""
     if machines == 1:
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc),
                *extra_run_args, script, *map(str, args)]
-        proc = subprocess.run(cmd, env=job_env(result_dir, env), cwd=REPO, capture_output=True, text=True,
+        proc = subprocess.run(cmd, env=job_env(result_dir, env), cwd=cwd, capture_output=True, text=True,
                               timeout=timeout)
         return proc.returncode, proc.stdout + proc.stderr
     port = free_port()
@@ -58,7 +60,7 @@ def torchrun(script, args=(), nproc=2, result_dir=None, env=None, timeout=300, e
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(machines), "--node_rank",
                str(machine), "--nproc_per_node", str(nproc), "--master_addr", "127.0.0.1", "--master_port",
                str(port), *extra_run_args, script, *map(str, args)]
-        agents.append(subprocess.Popen(cmd, env=job_env(result_dir, env), cwd=REPO, stdout=subprocess.PIPE,
+        agents.append(subprocess.Popen(cmd, env=job_env(result_dir, env), cwd=cwd, stdout=subprocess.PIPE,
                                        stderr=subprocess.STDOUT, text=True))
     log, code = "", 0
     for agent in agents:

@@ -14,7 +14,9 @@ from byteps_native.tf.basics import (  # noqa: E402,F401
     ProcessSet, add_process_set, ccl_built, cross_rank, cross_size, cuda_built, ddl_built, global_process_set,
     gloo_built, gloo_enabled, mpi_built, mpi_enabled, mpi_threads_supported, nccl_built, remove_process_set,
     rocm_built, start_timeline, stop_timeline)
+from byteps_native.tf.api import broadcast_global_variables  # noqa: E402,F401
 from byteps_native.tf.compression import Compression  # noqa: E402,F401
+from byteps_native.tf.engine import is_initialized  # noqa: E402,F401
 from byteps_native.tf.keras.functions import allgather, allreduce, load_model, reducescatter  # noqa: E402,F401
 from byteps_native.tf.reduce_ops import Adasum, Average, Sum  # noqa: E402,F401
 from byteps_native.tf.missing_names import make_getattr as _make_getattr  # noqa: E402
