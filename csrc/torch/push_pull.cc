@@ -24,23 +24,6 @@ struct InFlight {
   PushPullDone done;
 };
 
-void OnEngineDone(void* user_data, int status, const char* message) {
-  auto* op = static_cast<InFlight*>(user_data);
-  // Copy the message now: it is valid only for the duration of this call.
-  CompletionQueue::Instance().Push(
-      [op](int status, const std::string& message) {
-        std::unique_ptr<InFlight> owned(op);
-        std::exception_ptr error;
-        if (status != BPS_OK) {
-          error = std::make_exception_ptr(c10::Error(
-              "byteps push_pull of tensor '" + owned->name + "' failed (" + StatusName(status) +
-                  "): " + (message.empty() ? std::string("no detail from the engine") : message)));
-        }
-        owned->done(error);
-      },
-      status, message ? std::string(message) : std::string());
-}
-
 // One side stream per device for stream-ordered push_pulls, from torch's
 // pool (so torch knows it), taken once: the caching allocator and the
 // Future's events then see one stable stream.
@@ -54,6 +37,31 @@ c10::Stream SideStream(c10::Device device) {
     it = streams.emplace(device.index(), cuda->getStreamFromGlobalPool(device, /*isHighPriority=*/false)).first;
   }
   return it->second;
+}
+
+void OnEngineDone(void* user_data, int status, const char* message) {
+  auto* op = static_cast<InFlight*>(user_data);
+  // Copy the message now: it is valid only for the duration of this call.
+  CompletionQueue::Instance().Push(
+      [op](int status, const std::string& message) {
+        std::unique_ptr<InFlight> owned(op);
+        std::exception_ptr error;
+        if (status != BPS_OK) {
+          error = std::make_exception_ptr(c10::Error(
+              "byteps push_pull of tensor '" + owned->name + "' failed (" + StatusName(status) +
+                  "): " + (message.empty() ? std::string("no detail from the engine") : message)));
+        }
+        if (owned->wire.is_cuda()) {
+          // Copy-backs and the Future's events go on the device's side
+          // stream: queued without a host wait, and not on the legacy default
+          // stream, which would order them after the compute stream's work.
+          c10::StreamGuard guard(SideStream(owned->wire.device()));
+          owned->done(error);
+        } else {
+          owned->done(error);
+        }
+      },
+      status, message ? std::string(message) : std::string());
 }
 
 }  // namespace
