@@ -153,5 +153,67 @@ TEST(EngineCancellation, NoResponseByteLandsInTheOutputAfterAFailedOpCompletes) 
   close(listen_fd);
 }
 
+
+// A failed op waits for its pushes to leave the input, but not forever: a
+// server that stopped reading is cut off by the connection's liveness bound
+// (TCP_USER_TIMEOUT, from BYTEPS_TIMEOUT), and done() reports the failure.
+TEST(EngineCancellation, AFailedOpWithAPushStuckOnAPeerThatStoppedReadingStillCompletes) {
+  const std::string token = "stuck-send-test-token";
+  InProcessScheduler scheduler(token);
+  int listen_fd = -1, port = 0;
+  ASSERT_TRUE(ListenOn("127.0.0.1", 0, 16, &listen_fd, &port).ok());
+  ASSERT_TRUE(scheduler.store().Set("server/0", "127.0.0.1:" + std::to_string(port)).ok());
+  std::mutex mu;
+  std::condition_variable cv;
+  bool finish = false;
+  std::thread silent_server([&] {
+    int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    int small = 4096;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    PeerIdentity peer;
+    ASSERT_TRUE(AcceptHandshake(fd, token, 5000, &peer).ok());
+    std::unique_lock<std::mutex> lock(mu);  // never reads a byte of the push
+    cv.wait(lock, [&] { return finish; });
+    close(fd);
+  });
+
+  ScopedEnv env({{"DMLC_NUM_WORKER", "1"}, {"DMLC_NUM_SERVER", "1"}, {"DMLC_WORKER_ID", "0"},
+                 {"BYTEPS_FORCE_DISTRIBUTED", "1"}, {"BYTEPS_LOCAL_SIZE", "1"}, {"BYTEPS_LOCAL_RANK", "0"},
+                 {"DMLC_PS_ROOT_URI", "127.0.0.1"}, {"DMLC_PS_ROOT_PORT", std::to_string(scheduler.port())},
+                 {"BYTEPS_JOB_TOKEN", token}, {"BYTEPS_RENDEZVOUS_TIMEOUT", "10"}, {"BYTEPS_TIMEOUT", "1"},
+                 {"BYTEPS_PARTITION_BYTES", std::to_string(64 << 20)}});
+  Engine& engine = Engine::Get();
+  Status st = engine.Init(nullptr);
+  ASSERT_TRUE(st.ok()) << st.message();
+  constexpr size_t kCount = 16 << 20;  // 64 MB: far beyond what the socket buffers hold
+  std::vector<float> input(kCount, 1.0f), output(kCount, 0.0f);
+  Completion completion;
+  completion.output = output.data();
+  completion.count = 16;
+  bps_tensor t{};
+  t.data = input.data();
+  t.dtype = BPS_FLOAT32;
+  t.num_elements = static_cast<int64_t>(kCount);
+  t.device = -1;
+  auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(engine.Submit(t, output.data(), "stuck", 0, BPS_REDUCE_SUM, OnDone, &completion).ok());
+  {
+    std::unique_lock<std::mutex> lock(completion.mu);
+    ASSERT_TRUE(completion.cv.wait_for(lock, std::chrono::seconds(40), [&] { return completion.done; }))
+        << "a failed op with a stuck push never completed";
+  }
+  EXPECT_NE(completion.code, BPS_OK);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(40));
+  engine.Shutdown();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    finish = true;
+  }
+  cv.notify_all();
+  silent_server.join();
+  close(listen_fd);
+}
+
 }  // namespace
 }  // namespace bps
