@@ -150,14 +150,29 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
         return tf.IndexedSlices(gathered_values, tf.cast(gathered_indices, parts[0].indices.dtype),
                                 parts[0].dense_shape)
 
-    def _all_gather_rows(self, tensors, label, hint):
+    def _all_gather_rows(self, tensors, label, hint, original_shape=None, axis=0):
         """Concatenate along axis 0 every process's `tensors` (which share their
-        leading length), rank 0 first. Two engine calls: the per-process lengths,
-        then each process's rows placed at its offset in zeros, summed."""
+        leading length), rank 0 first. Two engine calls: every process's length,
+        rank, dtype and dimensions, then each process's rows placed at its offset
+        in zeros, summed. Processes whose tensors disagree except along the
+        gather axis all fail after the first call, naming the shapes, instead of
+        waiting for tensors the others never send. `original_shape`/`axis`:
+        the caller's shape and axis, for that message."""
         size, rank = engine.size(), engine.rank()
-        length = tf.cast(tf.shape(tensors[0])[0], tf.int64)
-        slot = tf.one_hot(rank, size, dtype=tf.int64) * length
-        (lengths,) = fusion.push_pull_many([slot], label, [f"{hint}.lengths"], device=self._host())
+        first = tensors[0]
+        if first.shape.rank > _MAX_GATHER_RANK:
+            raise ValueError(f"BytePSOps gather supports tensors of rank <= {_MAX_GATHER_RANK}")
+        shape = tf.shape(first, out_type=tf.int64) if original_shape is None else original_shape
+        meta = tf.concat([
+            tf.constant([first.shape.rank, first.dtype.as_datatype_enum], tf.int64),
+            tf.shape(first, out_type=tf.int64)[:1],
+            tf.pad(shape, [[0, _MAX_GATHER_RANK - first.shape.rank]], constant_values=-1)], 0)
+        slot = tf.one_hot(rank, size, dtype=tf.int64)[:, None] * meta[None, :]
+        (all_meta,) = fusion.push_pull_many([slot], label, [f"{hint}.shapes"], device=self._host())
+        check = _assert_same_shapes(all_meta, axis)
+        with tf.control_dependencies([check]):
+            lengths = tf.identity(all_meta[:, 2])
+        length = lengths[rank]
         offset = tf.reduce_sum(lengths[:rank])
         after = tf.reduce_sum(lengths) - offset - length
         padded, casts = [], []
@@ -207,7 +222,8 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
                 raise ValueError("BytePSOps gather needs tensors of rank >= 1 (gather concatenates)")
             axis = axis % ndim
             moved = local if axis == 0 else tf.experimental.numpy.moveaxis(local, axis, 0)
-            (gathered,) = self._all_gather_rows([moved], "bps.tf.gather", f"axis{axis}")
+            (gathered,) = self._all_gather_rows([moved], "bps.tf.gather", f"axis{axis}",
+                                                original_shape=tf.shape(local, out_type=tf.int64), axis=axis)
             if axis != 0:
                 gathered = tf.experimental.numpy.moveaxis(gathered, 0, axis)
         return self._mirror(gathered, destinations, per_replica_value)
@@ -227,6 +243,28 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
         device = flat[0].device if flat and getattr(flat[0], "device", "") else self._host()
         reduced = self._reduce_pairs(reduce_op, [(v, device) for v in flat], "all_reduce")
         return nest.pack_sequence_as(value, reduced, expand_composites=False)
+
+
+_MAX_GATHER_RANK = 8
+
+
+def _assert_same_shapes(all_meta, axis):
+    """An op failing with InvalidArgumentError on every process unless every
+    process's row of `all_meta` ([rank, dtype, length, dims padded with -1])
+    equals rank 0's outside the length and the gather axis."""
+    compare = tf.concat([all_meta[:, :2], all_meta[:, 3:3 + axis], all_meta[:, 4 + axis:]], 1)
+    differs = tf.reduce_any(tf.not_equal(compare, compare[:1]), axis=0)
+    ranks_differ = differs[0]
+    dtypes_differ = differs[1]
+    dims = tf.concat([tf.range(axis), tf.range(axis + 1, _MAX_GATHER_RANK)], 0)
+    first_dim = tf.gather(dims, tf.argmax(tf.cast(differs[2:], tf.int32)))
+    reason = tf.where(ranks_differ, tf.constant("Ranks of all input tensors should match"),
+                      tf.where(dtypes_differ, tf.constant("dtypes of all input tensors should match"),
+                               tf.strings.format("Dimension {} in both shapes must be equal", first_dim)))
+    message = tf.strings.format(
+        "Shape mismatch across processes in BytePSOps gather along axis {}: {}. Per process "
+        "(rank, dtype enum, rows, dims padded with -1): {}", [axis, reason, all_meta], summarize=-1)
+    return tf.debugging.Assert(tf.logical_not(tf.reduce_any(differs)), [message])
 
 
 def _dense_as_slices(tensor):
