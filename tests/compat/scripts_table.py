@@ -46,3 +46,13 @@ TABLE = {
                                                        "--num-iters", "1"], False),
     "byteps_tests_test_tensorflow_keras.py": ([], False),
 }
+
+# The TF 2 scripts above use Keras 2 / TF 1 APIs that Keras 3 (TF >= 2.16)
+# removed; these copies change only the lines marked 'keras3:' (and
+# 'ci-size:' for length), to show the byteps_native side of them works.
+KERAS3_VARIANTS = ["horovod_tensorflow2_mnist.py", "horovod_tensorflow2_keras_mnist.py",
+                   "horovod_tensorflow2_mnist_elastic.py", "horovod_tensorflow2_keras_mnist_elastic.py",
+                   "byteps_tensorflow_tensorflow2_mnist.py", "byteps_tensorflow_tensorflow2_keras_mnist.py",
+                   "horovod_tensorflow2_synthetic_benchmark.py", "byteps_tensorflow_synthetic_benchmark_tf2.py"]
+for _name in KERAS3_VARIANTS:
+    TABLE[f"keras3/{_name}"] = (TABLE[_name][0], False)
