@@ -12,8 +12,9 @@
 //     guarantees no byte lands afterwards, even mid-message;
 //   - a connection that fails or closes completes every pending callback
 //     with the cause;
-//   - a message that matches no posted receive goes to the connection's
-//     UnexpectedHandler (control frames, errors, requests to a server).
+//   - posted receives are filled by data frames (push, response) only; a
+//     control frame (error, bye) or a data frame that matches no posted
+//     receive goes to the connection's UnexpectedHandler.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -89,8 +90,9 @@ class Transport {
   virtual ~Transport() = default;
   virtual const char* name() const = 0;
   virtual Status Listen(const std::string& host, std::unique_ptr<Listener>* out) = 0;
-  virtual Status Connect(const std::string& address, double timeout_seconds, Handlers handlers,
-                         std::shared_ptr<Connection>* out) = 0;
+  // `peer_name` names the peer in every error of the connection ("server 3 (10.0.0.2:1234)").
+  virtual Status Connect(const std::string& address, const std::string& peer_name, double timeout_seconds,
+                         Handlers handlers, std::shared_ptr<Connection>* out) = 0;
   virtual Status RegisterMemory(void* data, size_t bytes, MemoryRegion* out) = 0;
 };
 

@@ -81,7 +81,7 @@ class TransportConformance : public ::testing::TestWithParam<std::string> {
       cv_.notify_all();
     };
     std::thread accept([&] { ASSERT_TRUE(listener->Accept(10, receiver, &receiver_).ok()); });
-    ASSERT_TRUE(transport_->Connect(listener->address(), 10, Handlers{}, &sender_).ok());
+    ASSERT_TRUE(transport_->Connect(listener->address(), "receiver", 10, Handlers{}, &sender_).ok());
     accept.join();
     ASSERT_TRUE(receiver_ && sender_);
   }
@@ -156,6 +156,28 @@ TEST_P(TransportConformance, UnpostedMessagesReachTheUnexpectedHandler) {
   std::lock_guard<std::mutex> lock(mu_);
   EXPECT_EQ(unexpected_[0].first.key, 42u);
   EXPECT_EQ(unexpected_[0].second, text);
+}
+
+TEST_P(TransportConformance, ControlFramesBypassAPostedReceiveOfTheirKey) {
+  // A server reports a failed key with an error frame carrying that key.
+  std::vector<float> out(64, 0.f);
+  Completion received, sent;
+  receiver_->PostReceive(55, 0, out.data(), 256, received.callback());
+  const std::string text = "ranks disagree on this tensor";
+  MessageHeader h;
+  h.type = static_cast<uint16_t>(MessageType::kError);
+  h.key = 55;
+  h.payload_bytes = text.size();
+  sender_->Send(h, text.data(), sent.callback());
+  ASSERT_TRUE(WaitUnexpected(1));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    EXPECT_EQ(unexpected_[0].second, text);
+  }
+  EXPECT_EQ(received.calls(), 0) << "the error frame was taken for the posted receive's data";
+  receiver_->CancelReceive(55);
+  ASSERT_TRUE(received.Wait());
+  EXPECT_EQ(received.status().code(), BPS_SHUTDOWN);
 }
 
 TEST_P(TransportConformance, CancelledReceiveCompletesAndItsBufferStaysUntouched) {

@@ -6,7 +6,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <map>
+#include <thread>
 #include <mutex>
 #include <vector>
 
@@ -102,13 +104,21 @@ class TcpPeer final : public transport::Connection, public ::bps::ConnectionHand
   }
 
   void Close(const Status& reason) override { conn_->Close(reason); }
+  bool closed() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return !closed_.ok();
+  }
   const std::string& peer_name() const override { return peer_name_; }
 
   void* OnHeader(::bps::Connection*, const MessageHeader& h, Status*) override {
     std::shared_ptr<PostedReceive> mismatched;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      auto it = posted_.find(h.key);
+      // Only data frames fill posted receives; control frames (errors, bye)
+      // always reach the unexpected handler, whatever key they carry.
+      const bool data = h.type == static_cast<uint16_t>(MessageType::kPush) ||
+                        h.type == static_cast<uint16_t>(MessageType::kResponse);
+      auto it = data ? posted_.find(h.key) : posted_.end();
       if (it != posted_.end() && !it->second->cancelled && !it->second->receiving && it->second->round == h.round) {
         if (it->second->bytes == h.payload_bytes) {
           it->second->receiving = true;
@@ -132,7 +142,7 @@ class TcpPeer final : public transport::Connection, public ::bps::ConnectionHand
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = posted_.find(h.key);
-      if (it != posted_.end() && it->second->receiving && it->second->dst == payload) {
+      if (it != posted_.end() && it->second->receiving && it->second->dst == payload && payload != nullptr) {
         if (it->second->cancelled) return;  // the cancel confirmation completes it
         done = it->second;
         posted_.erase(it);
@@ -169,10 +179,44 @@ class TcpPeer final : public transport::Connection, public ::bps::ConnectionHand
   std::map<uint64_t, std::shared_ptr<PostedReceive>> posted_;
 };
 
+// Every peer of one transport, so that destroying the transport closes them
+// (each keeps itself alive until its connection reported closed).
+class PeerRegistry {
+ public:
+  void Add(const std::shared_ptr<TcpPeer>& peer) {
+    std::lock_guard<std::mutex> lock(mu_);
+    peers_.push_back(peer);
+  }
+  // Closes every peer and waits (bounded) until each reported closed; the
+  // event loop must still run.
+  void CloseAll() {
+    std::vector<std::shared_ptr<TcpPeer>> live;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& w : peers_) {
+        if (auto p = w.lock()) live.push_back(p);
+      }
+      peers_.clear();
+    }
+    for (auto& p : live) p->Close(Status::Shutdown("transport shut down"));
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    for (auto& p : live) {
+      while (!p->closed() && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::weak_ptr<TcpPeer>> peers_;
+};
+
 class TcpListener final : public Listener {
  public:
-  TcpListener(int fd, std::string address, const TransportOptions& options, EventLoop* loop)
-      : fd_(fd), address_(std::move(address)), options_(options), loop_(loop) {}
+  TcpListener(int fd, std::string address, const TransportOptions& options, EventLoop* loop,
+              std::shared_ptr<PeerRegistry> registry)
+      : fd_(fd), address_(std::move(address)), options_(options), loop_(loop), registry_(std::move(registry)) {}
   ~TcpListener() override { close(fd_); }
   std::string address() const override { return address_; }
 
@@ -191,6 +235,7 @@ class TcpListener final : public Listener {
     SetLivenessProbes(fd, options_.liveness_seconds);
     auto conn = std::make_shared<TcpPeer>(std::move(handlers), peer.Describe());
     conn->Start(fd, loop_, SocketTuning{options_.receive_low_water, options_.congestion});
+    registry_->Add(conn);
     *out = conn;
     return Status::OK();
   }
@@ -200,35 +245,40 @@ class TcpListener final : public Listener {
   std::string address_;
   TransportOptions options_;
   EventLoop* loop_;
+  std::shared_ptr<PeerRegistry> registry_;
 };
 
 class TcpTransport final : public Transport {
  public:
   explicit TcpTransport(const TransportOptions& options) : options_(options), loop_("transport-tcp") { loop_.Start(); }
-  ~TcpTransport() override { loop_.Stop(); }
+  ~TcpTransport() override {
+    registry_->CloseAll();
+    loop_.Stop();
+  }
   const char* name() const override { return "tcp"; }
 
   Status Listen(const std::string& host, std::unique_ptr<Listener>* out) override {
     int fd = -1, port = 0;
     BPS_RETURN_IF_ERROR(ListenOn(host, 0, 1024, &fd, &port));
-    out->reset(new TcpListener(fd, host + ":" + std::to_string(port), options_, &loop_));
+    out->reset(new TcpListener(fd, host + ":" + std::to_string(port), options_, &loop_, registry_));
     return Status::OK();
   }
 
-  Status Connect(const std::string& address, double timeout_seconds, Handlers handlers,
-                 std::shared_ptr<Connection>* out) override {
+  Status Connect(const std::string& address, const std::string& peer_name, double timeout_seconds,
+                 Handlers handlers, std::shared_ptr<Connection>* out) override {
     HostPort hp;
     BPS_RETURN_IF_ERROR(ParseHostPort(address, &hp));
     int fd = -1;
-    BPS_RETURN_IF_ERROR(ConnectWithRetry(hp, timeout_seconds, &fd).WithContext(address));
+    BPS_RETURN_IF_ERROR(ConnectWithRetry(hp, timeout_seconds, &fd).WithContext(peer_name));
     SetLivenessProbes(fd, options_.liveness_seconds);
     Status st = ConnectHandshake(fd, options_.auth.token, options_.auth.role, options_.auth.rank, 10000);
     if (!st.ok()) {
       close(fd);
-      return st.WithContext(address);
+      return st.WithContext(peer_name);
     }
-    auto conn = std::make_shared<TcpPeer>(std::move(handlers), address);
+    auto conn = std::make_shared<TcpPeer>(std::move(handlers), peer_name);
     conn->Start(fd, &loop_, SocketTuning{options_.receive_low_water, options_.congestion});
+    registry_->Add(conn);
     *out = conn;
     return Status::OK();
   }
@@ -243,6 +293,7 @@ class TcpTransport final : public Transport {
  private:
   TransportOptions options_;
   EventLoop loop_;
+  std::shared_ptr<PeerRegistry> registry_ = std::make_shared<PeerRegistry>();
 };
 
 }  // namespace
