@@ -3,6 +3,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <algorithm>
 #include <thread>
 
@@ -76,7 +78,25 @@ std::string ReadString(const char* name) {
   return text ? std::string(text) : std::string();
 }
 
+Status ReadTokenFile(const std::string& path, std::string* token) {
+  std::ifstream in(path);
+  if (!in) return Status::Invalid("BYTEPS_JOB_TOKEN_FILE='" + path + "' cannot be read: " + strerror(errno));
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string t = text.str();
+  while (!t.empty() && isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
+  while (!t.empty() && isspace(static_cast<unsigned char>(t.front()))) t.erase(t.begin());
+  if (t.empty()) return Status::Invalid("BYTEPS_JOB_TOKEN_FILE='" + path + "' is empty: it must hold the job's secret");
+  *token = t;
+  return Status::OK();
+}
+
 }  // namespace
+
+bool InsecureModeRequested() {
+  bool insecure = false;
+  return ReadBool("BYTEPS_INSECURE", &insecure).ok() && insecure;
+}
 
 Status ConfigFromEnvironment(bool require_rendezvous, Config* out) {
   Config c;
@@ -115,6 +135,8 @@ Status ConfigFromEnvironment(bool require_rendezvous, Config* out) {
   c.rendezvous_timeout_seconds = c.timeout_seconds;
   BPS_RETURN_IF_ERROR(ReadDouble("BYTEPS_RENDEZVOUS_TIMEOUT", 0.1, &c.rendezvous_timeout_seconds));
   c.job_token = ReadString("BYTEPS_JOB_TOKEN");
+  const std::string token_file = ReadString("BYTEPS_JOB_TOKEN_FILE");
+  if (c.job_token.empty() && !token_file.empty()) BPS_RETURN_IF_ERROR(ReadTokenFile(token_file, &c.job_token));
   c.job_id = ReadString("BYTEPS_JOB_ID");
 
   // Align partitions to 64 bytes so slices stay cache-line aligned.

@@ -16,6 +16,7 @@
 #include "common/sha256.h"
 #include "store/c_store.h"
 #include "store/memory_store.h"
+#include "store/job_secret.h"
 #include "transport/handshake.h"
 
 namespace bps {
@@ -101,13 +102,6 @@ Status PublishOnce(Store* store, const std::string& key, const std::string& prop
   return store->Get(key, timeout_seconds, value);
 }
 
-// The adapter's store is the job's trust root: the first member to arrive
-// publishes a fresh secret there (unless BYTEPS_JOB_TOKEN is set).
-Status ShareJobToken(Store* store, Config* config) {
-  if (!config->job_token.empty()) return Status::OK();
-  return PublishOnce(store, "job_token", RandomHex(32), config->rendezvous_timeout_seconds, &config->job_token);
-}
-
 // Servers take ids in registration order; more than DMLC_NUM_SERVER is an error.
 Status ClaimServerId(Store* store, const Config& config, int* id) {
   int64_t count = 0;
@@ -180,7 +174,7 @@ Status Engine::Init(const bps_init_options* options) {
   std::string route_to_scheduler;
   if (have_store) {
     store_ = AdapterStore(*options->store);
-    BPS_RETURN_IF_ERROR(ShareJobToken(store_.get(), &config_));
+    BPS_RETURN_IF_ERROR(ShareJobSecret(store_.get(), &config_));
   } else if (config_.size() == 1 && !config_.force_distributed) {
     store_ = std::make_shared<MemoryStore>();
   } else {
@@ -1016,7 +1010,7 @@ Status Engine::RunServerWithStore(const bps_store& vtable) {
   BPS_RETURN_IF_ERROR(ConfigFromEnvironment(false, &c));
   if (c.role != Role::kServer) return Status::Invalid("bps_run_server_with_store needs DMLC_ROLE=server");
   std::shared_ptr<Store> store = AdapterStore(vtable);
-  BPS_RETURN_IF_ERROR(ShareJobToken(store.get(), &c));
+  BPS_RETURN_IF_ERROR(ShareJobSecret(store.get(), &c));
   int id = 0;
   BPS_RETURN_IF_ERROR(ClaimServerId(store.get(), c, &id));
   SetLogIdentity("server " + std::to_string(id));

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "common/logging.h"
+#include "store/job_secret.h"
 
 namespace bps {
 namespace {
@@ -56,6 +57,7 @@ TcpStoreServer::~TcpStoreServer() {
 }
 
 Status TcpStoreServer::Listen(const std::string& host, int port) {
+  BPS_RETURN_IF_ERROR(RequireRoleModeSecret(token_, "scheduler"));
   BPS_RETURN_IF_ERROR(ListenOn(host, port, 1024, &listen_fd_, &port_));
   loop_.reset(new EventLoop("scheduler"));
   loop_->Start();
@@ -215,6 +217,7 @@ void TcpStoreServer::ServeRequests(int fd, const PeerIdentity& peer) {
 Status TcpStoreClient::Connect(const HostPort& at, const std::string& token, Role role, int rank,
                                double connect_timeout_seconds, double liveness_seconds,
                                std::unique_ptr<TcpStoreClient>* out) {
+  BPS_RETURN_IF_ERROR(RequireRoleModeSecret(token, RoleName(role)));
   int fd = -1;
   BPS_RETURN_IF_ERROR(ConnectWithRetry(at, connect_timeout_seconds, &fd).WithContext("scheduler"));
   // The scheduler connection stays open for the job: its death must show.
