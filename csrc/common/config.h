@@ -49,6 +49,12 @@ struct Config {
 // (the scheduler's roles; false when an adapter supplies the store).
 Status ConfigFromEnvironment(bool require_rendezvous, Config* out);
 
+// "15", "0.5", "1e+06": seconds as people write them (not "15.000000").
+std::string FormatSeconds(double seconds);
+// Once per process: a warning for each BYTEPS_*/DMLC_* variable that nothing
+// reads, naming the closest known one (ConfigFromEnvironment calls it).
+void WarnAboutUnknownVariables();
+
 // BYTEPS_INSECURE=1: the user accepts a job without a secret (role mode).
 bool InsecureModeRequested();
 

@@ -20,12 +20,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr int kTickMs = 100;  // deadline resolution; also how long a listen pause lasts
 
-std::string FormatSeconds(double s) {
-  char text[32];
-  snprintf(text, sizeof(text), "%g", s);
-  return text;
-}
-
 }  // namespace
 
 struct HandshakeSession;
