@@ -176,7 +176,7 @@ def test_unknown_variables_draw_a_warning_naming_the_closest_known_one():
     assert "DMLC_NUM_WORKERS is not a byteps-native setting and is ignored; did you mean DMLC_NUM_WORKER?" in r.stderr
     assert "BYTEPS_ENABLE_IPC is not a byteps-native setting" in r.stderr, r.stderr
     assert r.stderr.count("BYTEPS_TIMOUT") == 1, r.stderr  # once per process
-    assert "DMLC_ROLE is not" not in r.stderr and "BYTEPS_JOB_TOKEN is not" not in r.stderr, r.stderr
+    assert "DMLC_ROLE is not a" not in r.stderr and "BYTEPS_JOB_TOKEN is not a" not in r.stderr, r.stderr
 
 
 STALLED = """
