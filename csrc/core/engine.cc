@@ -14,6 +14,7 @@
 #include "common/reduce_kernels.h"
 #include "core/rendezvous.h"
 #include "core/watchdog.h"
+#include "store/job_secret.h"
 #include "store/memory_store.h"
 #include "transport/handshake.h"
 
@@ -113,7 +114,7 @@ Status Engine::InitSteps(const bps_init_options* options) {
   std::string route_to_scheduler;
   if (have_store) {
     store_ = AdapterStore(*options->store);
-    BPS_RETURN_IF_ERROR(ShareJobToken(store_.get(), &config_));
+    BPS_RETURN_IF_ERROR(ShareJobSecret(store_.get(), &config_));
   } else if (config_.size() == 1 && !config_.force_distributed) {
     store_ = std::make_shared<MemoryStore>();
   } else {
