@@ -22,7 +22,7 @@ import xml.etree.ElementTree as ElementTree
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
-TESTS = ["strategy_gather_test"]
+TESTS = ["strategy_gather_test", "strategy_common_test"]
 CASE = re.compile(r"^(?P<test>\w+?)_test_(?P<params>.*)_strategy_(?P<strategy>\w+)$")
 
 
