@@ -16,6 +16,7 @@ from byteps_native.torch.ddp_hooks import (  # noqa: E402
     bf16_compress_push_pull_hook,
     fp16_compress_push_pull_hook,
     push_pull_hook,
+    register_push_pull_hook,
 )
 from byteps_native.torch.functions import (  # noqa: E402
     broadcast_object,
