@@ -14,6 +14,7 @@
 #include "common/reduce_kernels.h"
 #include "core/rendezvous.h"
 #include "core/watchdog.h"
+#include "store/job_secret.h"
 #include "store/memory_store.h"
 #include "transport/handshake.h"
 
@@ -113,7 +114,7 @@ Status Engine::InitSteps(const bps_init_options* options) {
   std::string route_to_scheduler;
   if (have_store) {
     store_ = AdapterStore(*options->store);
-    BPS_RETURN_IF_ERROR(ShareJobToken(store_.get(), &config_));
+    BPS_RETURN_IF_ERROR(ShareJobSecret(store_.get(), &config_));
   } else if (config_.size() == 1 && !config_.force_distributed) {
     store_ = std::make_shared<MemoryStore>();
   } else {
@@ -149,8 +150,12 @@ Status Engine::InitSteps(const bps_init_options* options) {
   }
   BPS_RETURN_IF_ERROR(RendezvousWorkers(store_.get(), &config_));
   BPS_RETURN_IF_ERROR(SetUpSharedMemory());
-  io_loop_.reset(new EventLoop("worker-io"));
-  io_loop_->Start();
+  transport::TransportOptions transport_options;
+  transport_options.auth = transport::PeerAuth{config_.job_token, Role::kWorker, config_.rank()};
+  transport_options.liveness_seconds = config_.timeout_seconds;
+  transport_options.receive_low_water = static_cast<size_t>(config_.tcp_receive_low_water);
+  transport_options.congestion = config_.tcp_congestion;
+  BPS_RETURN_IF_ERROR(transport::CreateTransport("tcp", transport_options, &transport_));
   BPS_RETURN_IF_ERROR(ConnectServers());
   credits_ = config_.scheduling_credit > 0 ? config_.scheduling_credit : (1 << 30);
   last_peer_check_ = Clock::now();
@@ -235,23 +240,16 @@ Status Engine::ConnectServers() {
                              " s (check DMLC_NUM_SERVER and that the servers started)");
     }
     BPS_RETURN_IF_ERROR(st);
-    HostPort hp;
-    BPS_RETURN_IF_ERROR(ParseHostPort(addr, &hp));
     server_addresses_[i] = addr;
+    transport::Handlers handlers;
+    handlers.unexpected = [this](transport::Connection* c, const MessageHeader& h, const std::string& payload) {
+      OnUnexpected(c, h, payload);
+    };
+    handlers.closed = [this](transport::Connection* c, const Status& reason) { OnServerClosed(c, reason); };
     for (int k = 0; k < config_.connections_per_server; ++k) {
-      int fd = -1;
-      BPS_RETURN_IF_ERROR(ConnectWithRetry(hp, config_.rendezvous_timeout_seconds, &fd)
-                              .WithContext("server " + std::to_string(i)));
-      SetLivenessProbes(fd, config_.timeout_seconds);
-      Status hs = ConnectHandshake(fd, config_.job_token, Role::kWorker, config_.rank(), 10000);
-      if (!hs.ok()) {
-        close(fd);
-        return hs.WithContext("server " + std::to_string(i) + " (" + addr + ")");
-      }
-      auto conn = std::make_shared<Connection>(fd, io_loop_.get(), this, "server " + std::to_string(i) + " (" + addr + ")",
-                                               SocketTuningOf(config_));
-      conn->tag = i;
-      conn->Start();
+      std::shared_ptr<transport::Connection> conn;
+      BPS_RETURN_IF_ERROR(transport_->Connect(addr, "server " + std::to_string(i) + " (" + addr + ")",
+                                              config_.rendezvous_timeout_seconds, handlers, &conn));
       server_conns_[i].push_back(conn);
     }
   }
@@ -622,39 +620,54 @@ void Engine::SendPush(PartitionTask& t, const char* data, uint64_t bytes, char* 
   const int slice = (L > 1 || op->machine_reduced) ? config_.local_rank : 0;
   t.net_key = MixKey(op->name_hash, t.index, static_cast<uint32_t>(slice));
   t.server = ServerFor(op->name_hash, t.index, slice, L, num_servers_);
-  t.pull = std::make_shared<PendingPull>();
-  t.pull->dst = dst;
-  t.pull->bytes = bytes;
-  t.pull->round = t.round;
-  t.pull->io = t.io;
-  t.io->in_flight.fetch_add(2, std::memory_order_acq_rel);  // the push below and this pull
+  auto& conns = server_conns_[t.server];
+  transport::Connection* conn = conns[t.net_key % conns.size()].get();
+  auto pull = std::make_shared<PendingPull>();
+  pull->dst = dst;
+  pull->bytes = bytes;
+  pull->round = t.round;
+  pull->io = t.io;
+  pull->conn = conn;
+  t.pull = pull;
+  t.io->in_flight.fetch_add(2, std::memory_order_acq_rel);  // the receive and the push below
   t.net_start_us = timeline_.Tracing(t.round) ? Timeline::NowMicros() : 0;
   {
     std::lock_guard<std::mutex> lock(net_mu_);
-    pending_[t.net_key] = t.pull;
+    pending_[t.net_key] = pull;
   }
-  OutMessage m;
-  m.header.type = static_cast<uint16_t>(MessageType::kPush);
-  m.header.key = t.net_key;
-  m.header.name_hash = op->name_hash;
-  m.header.round = t.round;
-  m.header.partition = t.index;
-  m.header.payload_bytes = bytes;
-  m.header.sender_rank = static_cast<uint32_t>(rank());
-  m.header.dtype = static_cast<uint8_t>(op->dtype);
-  m.header.num_contributors = static_cast<uint16_t>(config_.num_worker);
-  m.header.signature = op->signature;
-  m.header.tensor_bytes = static_cast<uint64_t>(op->count) * DataTypeSize(op->dtype);
-  m.payload = data;
-  m.on_sent = [this, io = t.io](const Status&) {
+  // Posted before the push leaves: the answer may come at once.
+  const uint64_t key = t.net_key;
+  conn->PostReceive(key, t.round, dst, bytes, [this, pull, key](const Status& st) {
+    // Not OK: cancelled (the op failed), an error frame (state already 2),
+    // or the connection was lost (the engine fails as a whole).
+    if (st.ok()) pull->state.store(1, std::memory_order_release);
+    {
+      std::lock_guard<std::mutex> lock(net_mu_);
+      auto it = pending_.find(key);
+      if (it != pending_.end() && it->second == pull) pending_.erase(it);
+    }
+    pull->Release();
+    Ring();
+  });
+  MessageHeader h;
+  h.type = static_cast<uint16_t>(MessageType::kPush);
+  h.key = t.net_key;
+  h.name_hash = op->name_hash;
+  h.round = t.round;
+  h.partition = t.index;
+  h.payload_bytes = bytes;
+  h.sender_rank = static_cast<uint32_t>(rank());
+  h.dtype = static_cast<uint8_t>(op->dtype);
+  h.num_contributors = static_cast<uint16_t>(config_.num_worker);
+  h.signature = op->signature;
+  h.tensor_bytes = static_cast<uint64_t>(op->count) * DataTypeSize(op->dtype);
+  stats_.bytes_pushed += bytes;
+  if (t.server < EngineStats::kMaxTrackedServers) stats_.bytes_per_server[t.server] += bytes;
+  conn->Send(h, data, [this, io = t.io](const Status&) {
     credits_++;
     io->in_flight.fetch_sub(1, std::memory_order_acq_rel);
     Ring();
-  };
-  stats_.bytes_pushed += bytes;
-  if (t.server < EngineStats::kMaxTrackedServers) stats_.bytes_per_server[t.server] += bytes;
-  auto& conns = server_conns_[t.server];
-  conns[t.net_key % conns.size()]->Send(std::move(m));
+  });
 }
 
 void Engine::FinishPartition(PartitionTask& t) {
@@ -677,34 +690,10 @@ void Engine::FailOp(TensorOp* op, const Status& st) {
   op->failure = Status(st.code(), msg);
   op->unretired = 0;
   for (auto& t : op->parts) op->unretired += t->stage != Stage::kDone;
-  // Stop every pull of the op: one whose response has not started is
-  // dropped here; one being received is cancelled on its connection, whose
-  // confirmation releases it. done() waits for both (RetireFailed).
-  std::lock_guard<std::mutex> lock(net_mu_);
+  // Cancel every pull of the op: its receive's callback (which releases it)
+  // runs only once nothing more can land in its buffer. done() waits for it.
   for (auto& t : op->parts) {
-    if (!t->pull) continue;
-    auto it = pending_.find(t->net_key);
-    if (it == pending_.end() || it->second != t->pull) continue;
-    std::shared_ptr<PendingPull> pull = it->second;
-    pending_.erase(it);
-    if (pull->receiving_on == nullptr) {
-      pull->Release();
-      continue;
-    }
-    std::shared_ptr<Connection> conn;
-    for (auto& conns : server_conns_) {
-      for (auto& c : conns) {
-        if (c.get() == pull->receiving_on) conn = c;
-      }
-    }
-    if (!conn) {
-      pull->Release();
-      continue;
-    }
-    conn->CancelReceive(pull->dst, [this, pull] {
-      pull->Release();
-      Ring();
-    });
+    if (t->pull && !t->pull->released.load()) t->pull->conn->CancelReceive(t->net_key);
   }
 }
 
@@ -760,70 +749,26 @@ void Engine::SetFatal(const Status& st) {
   Ring();
 }
 
-void* Engine::OnHeader(Connection* conn, const MessageHeader& h, Status* reject) {
-  if (h.type != static_cast<uint16_t>(MessageType::kResponse)) return nullptr;
-  std::lock_guard<std::mutex> lock(net_mu_);
-  auto it = pending_.find(h.key);
-  if (it == pending_.end() || it->second->round != h.round) {
-    // A response for an abandoned (failed) op: read and drop it.
-    if (h.payload_bytes > static_cast<uint64_t>(config_.partition_bytes) + 4096) {
-      *reject = Status::PeerFailure(conn->peer_name() + " sent an unsolicited response of " +
-                                    std::to_string(h.payload_bytes) + " bytes");
-      return nullptr;
-    }
-    return Connection::DiscardPayload();
+void Engine::OnUnexpected(transport::Connection* conn, const MessageHeader& h, const std::string& payload) {
+  if (h.type != static_cast<uint16_t>(MessageType::kError)) return;  // e.g. the answer of a cancelled pull
+  if (h.key == 0) {
+    SetFatal(Status::PeerFailure(payload + " (reported by " + conn->peer_name() + ")"));
+    return;
   }
-  if (it->second->bytes != h.payload_bytes) {
-    *reject = Status::PeerFailure(conn->peer_name() + " answered " + std::to_string(h.payload_bytes) +
-                                  " bytes for a push of " + std::to_string(it->second->bytes));
-    return nullptr;
-  }
-  it->second->receiving_on = conn;
-  return it->second->dst;
-}
-
-void Engine::OnMessage(Connection* conn, const MessageHeader& h, void* payload) {
-  if (h.type == static_cast<uint16_t>(MessageType::kResponse)) {
+  std::shared_ptr<PendingPull> pull;
+  {
     std::lock_guard<std::mutex> lock(net_mu_);
     auto it = pending_.find(h.key);
-    if (it != pending_.end() && it->second->round == h.round) {
-      it->second->state.store(1, std::memory_order_release);
-      it->second->Release();
-      pending_.erase(it);
-    }
-  } else if (h.type == static_cast<uint16_t>(MessageType::kError)) {
-    std::string msg(static_cast<const char*>(payload), h.payload_bytes);
-    if (h.key == 0) {
-      SetFatal(Status::PeerFailure(msg + " (reported by " + conn->peer_name() + ")"));
-      return;
-    }
-    std::lock_guard<std::mutex> lock(net_mu_);
-    auto it = pending_.find(h.key);
-    if (it != pending_.end()) {
-      it->second->error = msg;
-      it->second->state.store(2, std::memory_order_release);
-      it->second->Release();
-      pending_.erase(it);
-    }
+    if (it != pending_.end()) pull = it->second;
   }
+  if (!pull) return;
+  pull->error = payload;
+  pull->state.store(2, std::memory_order_release);
+  pull->conn->CancelReceive(h.key);  // its callback releases the pull
   Ring();
 }
 
-void Engine::OnClosed(Connection* conn, const Status& reason) {
-  {
-    // A closed connection writes nothing more: its cut-off responses end here.
-    std::lock_guard<std::mutex> lock(net_mu_);
-    for (auto it = pending_.begin(); it != pending_.end();) {
-      if (it->second->receiving_on == conn) {
-        it->second->error = "lost " + conn->peer_name() + " while receiving: " + reason.message();
-        it->second->state.store(2, std::memory_order_release);
-        it->second->Release();
-        it = pending_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
+void Engine::OnServerClosed(transport::Connection* conn, const Status& reason) {
   Ring();
   if (shutting_down_) return;
   SetFatal(Status::PeerFailure("lost " + conn->peer_name() + ": " + reason.message()));
@@ -848,19 +793,17 @@ Status Engine::Shutdown() {
     std::lock_guard<std::mutex> lock(fatal_mu_);
     why = fatal_.message();
   }
+  auto text = std::make_shared<std::string>(why.substr(0, kMaxErrorPayloadBytes));
   for (auto& conns : server_conns_) {
     for (auto& c : conns) {
-      OutMessage m;
+      MessageHeader h;
       if (failed) {
-        auto text = std::make_shared<std::string>(why.substr(0, kMaxErrorPayloadBytes));
-        m.header.type = static_cast<uint16_t>(MessageType::kError);
-        m.header.payload_bytes = text->size();
-        m.payload = text->data();
-        m.keepalive = text;
+        h.type = static_cast<uint16_t>(MessageType::kError);
+        h.payload_bytes = text->size();
       } else {
-        m.header.type = static_cast<uint16_t>(MessageType::kBye);
+        h.type = static_cast<uint16_t>(MessageType::kBye);
       }
-      c->Send(std::move(m));
+      c->Send(h, text->data(), [text](const Status&) {});
     }
   }
   Status result;
@@ -890,9 +833,8 @@ void Engine::ReleaseResources(bool failed) {
   for (auto& conns : server_conns_) {
     for (auto& c : conns) c->Close(Status::Shutdown("shutdown"));
   }
-  if (io_loop_) io_loop_->Stop();
   server_conns_.clear();
-  io_loop_.reset();
+  transport_.reset();  // stops its I/O thread
   {
     std::lock_guard<std::mutex> lock(net_mu_);
     pending_.clear();

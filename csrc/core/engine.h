@@ -37,7 +37,7 @@
 #include "server/server.h"
 #include "store/store.h"
 #include "store/tcp_store.h"
-#include "transport/tcp/connection.h"
+#include "transport/transport.h"
 
 namespace bps {
 
@@ -61,10 +61,10 @@ struct PendingPull {
   uint32_t round = 0;
   std::atomic<int> state{0};  // 0 waiting, 1 arrived, 2 failed
   std::string error;
-  Connection* receiving_on = nullptr;  // set (under net_mu_) once a response header chose dst
+  transport::Connection* conn = nullptr;  // where the receive is posted
   std::shared_ptr<PartitionIo> io;
   std::atomic<bool> released{false};
-  // Counts this pull out of io->in_flight exactly once.
+  // Counts this pull out of io->in_flight exactly once (its receive's callback).
   void Release() {
     if (!released.exchange(true)) io->in_flight.fetch_sub(1, std::memory_order_acq_rel);
   }
@@ -132,7 +132,7 @@ using DeviceStreamOrderedFn = bool (*)();
 void SetDeviceStreamOrderedQuery(DeviceStreamOrderedFn fn);
 bool DeviceStreamOrdered();
 
-class Engine : public ConnectionHandler {
+class Engine {
  public:
   static Engine& Get();
 
@@ -162,10 +162,6 @@ class Engine : public ConnectionHandler {
   static Status RunServerWithStore(const bps_store& store);
   static Status RunScheduler();
 
-  // ConnectionHandler (server connections, on the I/O thread).
-  void* OnHeader(Connection* conn, const MessageHeader& header, Status* reject) override;
-  void OnMessage(Connection* conn, const MessageHeader& header, void* payload) override;
-  void OnClosed(Connection* conn, const Status& reason) override;
 
  private:
   Engine() = default;
@@ -184,6 +180,9 @@ class Engine : public ConnectionHandler {
   void SendPush(PartitionTask& t, const char* data, uint64_t bytes, char* dst);
   void FinishPartition(PartitionTask& t);
   void FailOp(TensorOp* op, const Status& st);
+  // Server connections (I/O thread): frames without a posted receive, and loss.
+  void OnUnexpected(transport::Connection* conn, const MessageHeader& header, const std::string& payload);
+  void OnServerClosed(transport::Connection* conn, const Status& reason);
   // A partition of a failed op closes its round once its I/O stopped and its
   // turn came: the next op of that name then runs (issue 13, bug 2).
   bool RetireFailed(PartitionTask& t);
@@ -203,8 +202,8 @@ class Engine : public ConnectionHandler {
   std::thread abort_watcher_;
   std::unique_ptr<Server> colocated_server_;
   std::unique_ptr<LocalSharedMemory> shm_;
-  std::unique_ptr<EventLoop> io_loop_;
-  std::vector<std::vector<std::shared_ptr<Connection>>> server_conns_;
+  std::unique_ptr<transport::Transport> transport_;
+  std::vector<std::vector<std::shared_ptr<transport::Connection>>> server_conns_;
   std::vector<std::string> server_addresses_;
 
   std::thread thread_;
@@ -224,7 +223,7 @@ class Engine : public ConnectionHandler {
   std::chrono::steady_clock::time_point last_peer_check_;
 
   std::mutex net_mu_;
-  std::unordered_map<uint64_t, std::shared_ptr<PendingPull>> pending_;  // by net key
+  std::unordered_map<uint64_t, std::shared_ptr<PendingPull>> pending_;  // by net key: routes error frames
 
   std::mutex fatal_mu_;
   Status fatal_;

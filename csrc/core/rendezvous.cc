@@ -54,13 +54,6 @@ Status PublishOnce(Store* store, const std::string& key, const std::string& prop
   return store->Get(key, timeout_seconds, value);
 }
 
-// The adapter's store is the job's trust root: the first member to arrive
-// publishes a fresh secret there (unless BYTEPS_JOB_TOKEN is set).
-Status ShareJobToken(Store* store, Config* config) {
-  if (!config->job_token.empty()) return Status::OK();
-  return PublishOnce(store, "job_token", RandomHex(32), config->rendezvous_timeout_seconds, &config->job_token);
-}
-
 // Servers take ids in registration order; more than DMLC_NUM_SERVER is an error.
 Status ClaimServerId(Store* store, const Config& config, int* id) {
   int64_t count = 0;

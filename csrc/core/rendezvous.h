@@ -25,9 +25,6 @@ std::shared_ptr<Store> AdapterStore(const bps_store& vtable);
 Status PublishOnce(Store* store, const std::string& key, const std::string& proposal, double timeout_seconds,
                    std::string* value);
 
-// The first member publishes a fresh job secret (unless BYTEPS_JOB_TOKEN is set).
-Status ShareJobToken(Store* store, Config* config);
-
 // Servers take ids in registration order; more than DMLC_NUM_SERVER is an error.
 Status ClaimServerId(Store* store, const Config& config, int* id);
 

@@ -7,6 +7,7 @@
 #include "core/engine.h"
 #include "core/rendezvous.h"
 #include "server/server.h"
+#include "store/job_secret.h"
 #include "store/tcp_store.h"
 
 namespace bps {
@@ -70,7 +71,7 @@ Status Engine::RunServerWithStore(const bps_store& vtable) {
   BPS_RETURN_IF_ERROR(ConfigFromEnvironment(false, &c));
   if (c.role != Role::kServer) return Status::Invalid("bps_run_server_with_store needs DMLC_ROLE=server");
   std::shared_ptr<Store> store = AdapterStore(vtable);
-  BPS_RETURN_IF_ERROR(ShareJobToken(store.get(), &c));
+  BPS_RETURN_IF_ERROR(ShareJobSecret(store.get(), &c));
   int id = 0;
   BPS_RETURN_IF_ERROR(ClaimServerId(store.get(), c, &id));
   SetLogIdentity("server " + std::to_string(id));

@@ -78,7 +78,7 @@ void Engine::CheckTimeoutsAndPeers() {
     double idle = std::chrono::duration<double>(now - t->last_progress).count();
     if (idle > config_.timeout_seconds) {
       SetFatal(Status::Timeout("no progress for " + std::to_string(static_cast<int>(idle)) + " s (BYTEPS_TIMEOUT=" +
-                               std::to_string(config_.timeout_seconds) + "): " + DescribeWait(*t)));
+                               FormatSeconds(config_.timeout_seconds) + "): " + DescribeWait(*t)));
       break;
     }
   }
