@@ -162,6 +162,26 @@ def test_adapter_built_without_its_framework_says_how_to_rebuild(engine_wheel, t
     assert "circular import" not in out.stderr
 
 
+FIND_TORCH = ("import sys; sys.path.insert(0, {repo!r}); from build_tools import frameworks; "
+              "t = frameworks.find_torch(); import torch; print('FOUND', t, t and t.isolated, torch.__version__)")
+
+
+def test_build_finds_torch_hidden_by_pip_isolation():
+    """pip's isolation hides the interpreter's site-packages (here: -S); the build still finds torch."""
+    pytest.importorskip("torch")
+    out = _run([sys.executable, "-S", "-c", FIND_TORCH.format(repo=REPO)], env=_env())
+    assert "outside the isolated build environment" in out.stdout and "True" in out.stdout, out.stdout
+
+
+def test_build_finds_torch_from_a_separate_build_virtualenv(tmp_path):
+    """`python -m build` builds in a virtualenv of its own: torch is found through the calling interpreter."""
+    pytest.importorskip("torch")
+    isolated = _venv(tmp_path / "isolated")  # no system site packages: no torch in here
+    assert _run([isolated, "-c", "import torch"], check=False).returncode != 0
+    out = _run([isolated, "-c", FIND_TORCH.format(repo=REPO)], env=_env())
+    assert "FOUND torch" in out.stdout and "True" in out.stdout, out.stdout + out.stderr
+
+
 @pytest.mark.skipif(not FULL, reason="full build with both adapters: BYTEPS_PACKAGING_FULL=1 (~6-10 min)")
 def test_isolated_build_compiles_both_adapters_and_trains(tmp_path):
     pytest.importorskip("torch")
