@@ -30,6 +30,7 @@
 #include "common/config.h"
 #include "common/dtype.h"
 #include "common/status.h"
+#include "core/partition_queue.h"
 #include "core/partitioner.h"
 #include "core/timeline.h"
 #include "local/shared_memory.h"
@@ -44,13 +45,29 @@ struct TensorOp;
 
 enum class Stage { kWaitTurn, kStage, kReduce, kPush, kAwait, kGather, kDone };
 
-// A response destination registered before the push is sent.
+// I/O that may still touch a partition's buffers: a push not yet written
+// (the input is read until on_sent) and a registered pull (the response may
+// be written into dst). A partition completes, and a failed op calls done(),
+// only once this is zero, so no byte moves after done() (issue 13, bug 1).
+struct PartitionIo {
+  std::atomic<int> in_flight{0};
+};
+
+// A response destination registered before the push is sent. Shared with the
+// I/O thread's callbacks, which may run after the partition gave up on it.
 struct PendingPull {
   char* dst = nullptr;
   uint64_t bytes = 0;
   uint32_t round = 0;
   std::atomic<int> state{0};  // 0 waiting, 1 arrived, 2 failed
   std::string error;
+  Connection* receiving_on = nullptr;  // set (under net_mu_) once a response header chose dst
+  std::shared_ptr<PartitionIo> io;
+  std::atomic<bool> released{false};
+  // Counts this pull out of io->in_flight exactly once.
+  void Release() {
+    if (!released.exchange(true)) io->in_flight.fetch_sub(1, std::memory_order_acq_rel);
+  }
 };
 
 struct PartitionTask {
@@ -64,7 +81,9 @@ struct PartitionTask {
   uint32_t gathered_mask = 0;  // slices already copied to the output
   uint64_t net_key = 0;
   int server = -1;
-  std::unique_ptr<PendingPull> pull;
+  std::shared_ptr<PendingPull> pull;
+  std::shared_ptr<PartitionIo> io = std::make_shared<PartitionIo>();
+  bool staged = false;         // counted in entry->arrived for this round
   uint64_t net_start_us = 0;   // timeline only
   std::chrono::steady_clock::time_point last_progress;
 };
@@ -88,6 +107,8 @@ struct TensorOp {
   void* user_data = nullptr;
   int remaining = 0;
   bool failed = false;
+  Status failure;              // why, reported by done() once every partition retired
+  int unretired = 0;           // failed op: partitions whose I/O or round is still open
   std::vector<std::unique_ptr<PartitionTask>> parts;
 };
 
@@ -117,7 +138,7 @@ class Engine : public ConnectionHandler {
 
   Status Init(const bps_init_options* options);
   Status Shutdown();
-  bool initialized() const { return initialized_; }
+  bool initialized() const { return initialized_.load(); }
   const Config& config() const { return config_; }
   // The rendezvous store of this initialisation (null before Init / after
   // Shutdown); csrc/gpu exchanges its NCCL unique ids through it.
@@ -150,7 +171,10 @@ class Engine : public ConnectionHandler {
   Engine() = default;
   Status SubmitOp(const bps_tensor& input, void* output, const std::string& name, int32_t priority, int32_t reduce_op,
                   bps_done_fn done, void* user_data, bool machine_reduced);
-  Status Rendezvous();
+  Status InitSteps(const bps_init_options* options);
+  // Stops and releases whatever Init started (threads, connections, shared
+  // memory, store clients); used by a failed Init and by Shutdown.
+  void ReleaseResources(bool failed);
   Status SetUpSharedMemory();
   Status ConnectServers();
   void StartAbortWatcher(const HostPort& scheduler);
@@ -160,13 +184,17 @@ class Engine : public ConnectionHandler {
   void SendPush(PartitionTask& t, const char* data, uint64_t bytes, char* dst);
   void FinishPartition(PartitionTask& t);
   void FailOp(TensorOp* op, const Status& st);
+  // A partition of a failed op closes its round once its I/O stopped and its
+  // turn came: the next op of that name then runs (issue 13, bug 2).
+  bool RetireFailed(PartitionTask& t);
+  void CompleteFailedOp(TensorOp* op);
   void SetFatal(const Status& st);
   void Ring();
   void CheckTimeoutsAndPeers();
   std::string DescribeWait(const PartitionTask& t);
 
   Config config_;
-  bool initialized_ = false;
+  std::atomic<bool> initialized_{false};
   int num_servers_ = 0;
   bool colocated_servers_ = false;
   std::shared_ptr<Store> store_;
@@ -183,20 +211,20 @@ class Engine : public ConnectionHandler {
   std::atomic<bool> running_{false};
   std::atomic<uint32_t> local_doorbell_{0};  // used without shared memory
   std::mutex submit_mu_;
+  bool accepting_ = false;  // under submit_mu_: Submit enqueues only while set
   std::deque<std::unique_ptr<TensorOp>> submitted_;
   uint64_t next_seq_ = 0;
 
   // Engine-thread state.
   std::vector<std::unique_ptr<TensorOp>> ops_;
-  std::vector<PartitionTask*> active_;  // priority order
+  PartitionQueue<PartitionTask> active_;  // scheduling order
   std::unordered_map<uint64_t, uint32_t> next_round_;
   std::unordered_map<uint64_t, uint32_t> done_round_;
   std::atomic<int> credits_{0};
   std::chrono::steady_clock::time_point last_peer_check_;
 
   std::mutex net_mu_;
-  std::unordered_map<uint64_t, PendingPull*> pending_;  // by net key
-  std::vector<char> discard_;  // sink for responses of abandoned ops (I/O thread)
+  std::unordered_map<uint64_t, std::shared_ptr<PendingPull>> pending_;  // by net key
 
   std::mutex fatal_mu_;
   Status fatal_;
