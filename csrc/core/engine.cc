@@ -157,7 +157,10 @@ Status Engine::InitSteps(const bps_init_options* options) {
   transport_options.congestion = config_.tcp_congestion;
   BPS_RETURN_IF_ERROR(transport::CreateTransport("tcp", transport_options, &transport_));
   BPS_RETURN_IF_ERROR(ConnectServers());
-  credits_ = config_.scheduling_credit > 0 ? config_.scheduling_credit : (1 << 30);
+  // BYTEPS_SCHEDULING_CREDIT counts partitions of BYTEPS_PARTITION_BYTES.
+  credits_.SetBudget(config_.scheduling_credit > 0
+                         ? static_cast<uint64_t>(config_.scheduling_credit) * static_cast<uint64_t>(config_.partition_bytes)
+                         : 0);
   last_peer_check_ = Clock::now();
   last_stats_log_ = Clock::now();
   timeline_.Configure("worker " + std::to_string(rank()), "rank" + std::to_string(rank()));
@@ -377,6 +380,7 @@ void Engine::Loop() {
       }
       for (auto& op : ops_) FailOp(op.get(), st);
     }
+    credits_.BeginPass();
     for (auto& entry : active_) {
       PartitionTask* t = entry.second;
       if (t->stage == Stage::kDone) continue;
@@ -546,11 +550,11 @@ bool Engine::Advance(PartitionTask& t) {
       t.stage = Stage::kGather;
       return true;
     }
-    if (credits_.load() <= 0) return moved;  // wait for a queued partition to leave
-    credits_--;
+    const uint64_t bytes = static_cast<uint64_t>(s.count) * esz;
+    if (!credits_.TryAdmit(bytes)) return moved;  // wait for queued bytes to leave
     const char* src = e ? slot(me) + s.offset * esz : in;
     char* dst = e ? slot(me) + s.offset * esz : out;
-    SendPush(t, src, static_cast<uint64_t>(s.count) * esz, dst);
+    SendPush(t, src, bytes, dst);
     t.stage = Stage::kAwait;
     moved = true;
   }
@@ -663,8 +667,8 @@ void Engine::SendPush(PartitionTask& t, const char* data, uint64_t bytes, char* 
   h.tensor_bytes = static_cast<uint64_t>(op->count) * DataTypeSize(op->dtype);
   stats_.bytes_pushed += bytes;
   if (t.server < EngineStats::kMaxTrackedServers) stats_.bytes_per_server[t.server] += bytes;
-  conn->Send(h, data, [this, io = t.io](const Status&) {
-    credits_++;
+  conn->Send(h, data, [this, io = t.io, bytes](const Status&) {
+    credits_.Release(bytes);
     io->in_flight.fetch_sub(1, std::memory_order_acq_rel);
     Ring();
   });

@@ -30,6 +30,7 @@
 #include "common/config.h"
 #include "common/dtype.h"
 #include "common/status.h"
+#include "core/credit_window.h"
 #include "core/partition_queue.h"
 #include "core/partitioner.h"
 #include "core/timeline.h"
@@ -219,7 +220,7 @@ class Engine {
   PartitionQueue<PartitionTask> active_;  // scheduling order
   std::unordered_map<uint64_t, uint32_t> next_round_;
   std::unordered_map<uint64_t, uint32_t> done_round_;
-  std::atomic<int> credits_{0};
+  CreditWindow credits_;  // bytes of pushes queued to the network
   std::chrono::steady_clock::time_point last_peer_check_;
 
   std::mutex net_mu_;

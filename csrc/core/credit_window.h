@@ -1,0 +1,56 @@
+// Scheduling credits counted in bytes (issue 14): at most `budget` bytes of
+// pushes are queued to the network at once, so many small partitions can be
+// in flight beside a large one, and the budget means the same whatever the
+// partition sizes are.
+//
+// The engine thread admits partitions in scheduling order, one pass at a
+// time (BeginPass, then TryAdmit for each ready partition); transport
+// threads Release the bytes when a push has left. Two rules keep it fair:
+//  - An empty window admits any partition, so one larger than the whole
+//    budget still goes (alone) instead of waiting forever.
+//  - Once a partition is refused in a pass, every later one in that pass is
+//    refused too: smaller, lower-order partitions cannot keep the window
+//    from draining, so the refused one is admitted when the window empties.
+#pragma once
+#include <atomic>
+#include <cstdint>
+
+namespace bps {
+
+class CreditWindow {
+ public:
+  // 0 = unlimited.
+  explicit CreditWindow(uint64_t budget_bytes = 0) : budget_(budget_bytes) {}
+
+  void SetBudget(uint64_t budget_bytes) { budget_ = budget_bytes; }
+  uint64_t budget() const { return budget_; }
+  uint64_t in_flight() const { return in_flight_.load(std::memory_order_acquire); }
+
+  // Engine thread: starts a scan of the ready partitions in scheduling order.
+  void BeginPass() { blocked_ = false; }
+
+  // Engine thread: true (and the bytes are counted in flight) when the
+  // partition may be sent now.
+  bool TryAdmit(uint64_t bytes) {
+    if (blocked_) return false;
+    // Only Release runs concurrently, and it only lowers in_flight_, so a
+    // decision taken on this load stays within the budget.
+    const uint64_t now = in_flight_.load(std::memory_order_acquire);
+    if (budget_ != 0 && now != 0 && now + bytes > budget_) {
+      blocked_ = true;
+      return false;
+    }
+    in_flight_.fetch_add(bytes, std::memory_order_acq_rel);
+    return true;
+  }
+
+  // Any thread: the bytes of an admitted partition have left.
+  void Release(uint64_t bytes) { in_flight_.fetch_sub(bytes, std::memory_order_acq_rel); }
+
+ private:
+  uint64_t budget_;
+  std::atomic<uint64_t> in_flight_{0};
+  bool blocked_ = false;  // engine thread only
+};
+
+}  // namespace bps
