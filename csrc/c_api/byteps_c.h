@@ -140,6 +140,16 @@ BPS_EXPORT int bps_push_pull_async_on_stream(const bps_tensor* input, void* outp
  * several machines: results cross the host). */
 BPS_EXPORT int bps_device_stream_ordered(void);
 
+/* As bps_push_pull_async_on_stream, for a caller that, while
+ * bps_device_stream_ordered() is 1, completes its own future at once,
+ * stream-ordered, and takes `done` only as a confirmation: the engine then
+ * waits for the result lazily (millisecond polls) instead of at host
+ * latency. Callers that wait on `done` use bps_push_pull_async_on_stream. */
+BPS_EXPORT int bps_push_pull_async_stream_ordered(const bps_tensor* input, void* output,
+                                                  const char* name, int32_t priority,
+                                                  int32_t reduce_op, void* cuda_stream,
+                                                  bps_done_fn done, void* user_data);
+
 /* Blocking role entry points for DMLC_ROLE=server / scheduler processes.
  * Return when the job ends (0) or on failure (code + bps_last_error). */
 BPS_EXPORT int bps_run_server(void);

@@ -67,18 +67,31 @@ int bps_push_pull_async(const bps_tensor* input, void* output, const char* name,
   });
 }
 
-int bps_push_pull_async_on_stream(const bps_tensor* input, void* output, const char* name, int32_t priority,
-                                  int32_t reduce_op, void* cuda_stream, bps_done_fn done, void* user_data) {
+namespace {
+int SubmitOnStream(const bps_tensor* input, void* output, const char* name, int32_t priority, int32_t reduce_op,
+                   void* cuda_stream, bool caller_waits_on_stream, bps_done_fn done, void* user_data) {
   return Guarded([&] {
     if (!input || !name) return bps::Status::Invalid("push_pull: null tensor or name");
 #ifdef BPS_WITH_CUDA
     if (input->device >= 0) {
-      return bps::gpu::SubmitOnStream(*input, output, name, priority, reduce_op, done, user_data, cuda_stream);
+      return bps::gpu::SubmitOnStream(*input, output, name, priority, reduce_op, done, user_data, cuda_stream,
+                                      caller_waits_on_stream);
     }
 #endif
     // Host tensors (and, without CUDA, the engine's own refusal of device ones).
     return bps::Engine::Get().Submit(*input, output, name, priority, reduce_op, done, user_data);
   });
+}
+}  // namespace
+
+int bps_push_pull_async_on_stream(const bps_tensor* input, void* output, const char* name, int32_t priority,
+                                  int32_t reduce_op, void* cuda_stream, bps_done_fn done, void* user_data) {
+  return SubmitOnStream(input, output, name, priority, reduce_op, cuda_stream, false, done, user_data);
+}
+
+int bps_push_pull_async_stream_ordered(const bps_tensor* input, void* output, const char* name, int32_t priority,
+                                       int32_t reduce_op, void* cuda_stream, bps_done_fn done, void* user_data) {
+  return SubmitOnStream(input, output, name, priority, reduce_op, cuda_stream, true, done, user_data);
 }
 
 int bps_device_stream_ordered(void) { return bps::DeviceStreamOrdered() ? 1 : 0; }

@@ -34,7 +34,8 @@ ncclDataType_t NcclType(DataType t) {
 // bps_push_pull_async here: they are ordered after the legacy default stream.
 Status HandleDeviceSubmit(const bps_tensor& input, void* output, const std::string& name, int32_t priority,
                           int32_t reduce_op, bps_done_fn done, void* user_data) {
-  return GpuEngine::Get().Submit(input, output, name, priority, reduce_op, done, user_data, nullptr);
+  return GpuEngine::Get().Submit(input, output, name, priority, reduce_op, done, user_data, nullptr,
+                                 /*caller_waits_on_stream=*/false);
 }
 
 struct RegisterWithEngine {
@@ -138,7 +139,8 @@ Status GpuEngine::EnsureReady(int device) {
 }
 
 Status GpuEngine::Submit(const bps_tensor& input, void* output, const std::string& name, int32_t priority,
-                         int32_t reduce_op, bps_done_fn done, void* user_data, cudaStream_t stream) {
+                         int32_t reduce_op, bps_done_fn done, void* user_data, cudaStream_t stream,
+                         bool caller_waits_on_stream) {
   if (!Engine::Get().initialized()) {
     return Status(BPS_NOT_INITIALIZED, "byteps is not initialised: call init() first");
   }
@@ -173,6 +175,7 @@ Status GpuEngine::Submit(const bps_tensor& input, void* output, const std::strin
   op->reduce_op = reduce_op;
   op->done = done;
   op->user_data = user_data;
+  op->caller_waits_on_stream = caller_waits_on_stream;
   op->submitted = Clock::now();
   op->ready = TakeEvent();
   op->finished = TakeEvent();
@@ -405,8 +408,10 @@ void GpuEngine::CompletionLoop() {
   cudaSetDevice(device_);
   for (;;) {
     std::unique_ptr<GpuOp> op(PopWhen(done_mu_, done_cv_, done_queue_));
-    // One machine: the caller's stream already waits for op->finished.
-    Status st = WaitForEvent(op->finished, *op, distributed_ ? Poll::kLatency : Poll::kLazy);
+    // One machine: the caller's stream already waits for op->finished; lazy
+    // polling suffices only when the caller waits there rather than on done.
+    const bool lazy = !distributed_ && op->caller_waits_on_stream;
+    Status st = WaitForEvent(op->finished, *op, lazy ? Poll::kLazy : Poll::kLatency);
     if (st.ok() && !op->error.ok()) st = op->error;
     Finish(std::move(op), st);
   }
@@ -541,9 +546,10 @@ std::string GpuEngine::StatsJson() {
 }
 
 Status SubmitOnStream(const bps_tensor& input, void* output, const std::string& name, int32_t priority,
-                      int32_t reduce_op, bps_done_fn done, void* user_data, void* stream) {
+                      int32_t reduce_op, bps_done_fn done, void* user_data, void* stream,
+                      bool caller_waits_on_stream) {
   return GpuEngine::Get().Submit(input, output, name, priority, reduce_op, done, user_data,
-                                 static_cast<cudaStream_t>(stream));
+                                 static_cast<cudaStream_t>(stream), caller_waits_on_stream);
 }
 
 std::string StatsJson() { return GpuEngine::Get().StatsJson(); }

@@ -42,8 +42,11 @@ namespace gpu {
 
 // Entry points for the C ABI (csrc/c_api/c_api.cc, CUDA build).
 // `stream`: the caller's cudaStream_t; nullptr is the legacy default stream.
+// `caller_waits_on_stream`: the caller completes its future stream-ordered
+// when it can (bps_push_pull_async_stream_ordered), so done need not be fast.
 Status SubmitOnStream(const bps_tensor& input, void* output, const std::string& name, int32_t priority,
-                      int32_t reduce_op, bps_done_fn done, void* user_data, void* stream);
+                      int32_t reduce_op, bps_done_fn done, void* user_data, void* stream,
+                      bool caller_waits_on_stream);
 // JSON object of the GPU path's counters (pinned staging bytes, ...).
 std::string StatsJson();
 // "cuda: yes (runtime 13.0, driver 13.0); nccl: 2.28.9".
@@ -84,6 +87,10 @@ struct GpuOp {
   cudaEvent_t ready = nullptr;     // the caller's stream at submission
   cudaEvent_t finished = nullptr;  // the last GPU work of this op
   Status error;                    // first failure (network), else OK
+  // The caller waits on its stream, not on done (one machine only): the
+  // completion thread may then poll lazily. Otherwise a host thread is
+  // blocked on done, and a 1 ms poll would dominate small ops.
+  bool caller_waits_on_stream = false;
   std::chrono::steady_clock::time_point submitted;
 };
 
@@ -92,7 +99,7 @@ class GpuEngine {
   static GpuEngine& Get();
 
   Status Submit(const bps_tensor& input, void* output, const std::string& name, int32_t priority, int32_t reduce_op,
-                bps_done_fn done, void* user_data, cudaStream_t stream);
+                bps_done_fn done, void* user_data, cudaStream_t stream, bool caller_waits_on_stream);
   std::string StatsJson();
 
  private:

@@ -155,9 +155,10 @@ void SubmitPushPull(const at::Tensor& wire, const std::string& name, int32_t pri
       side = SideStreamAfter(caller);
       engine_side = *side;
     }
-    rc = bps_push_pull_async_on_stream(&tensor, tensor.data, raw->name.c_str(), priority,
-                                       reduce_op, engine_side.native_handle(),
-                                       &OnEngineDone, raw);
+    // complete_now: the Future is already stream-ordered, done only confirms.
+    auto submit = complete_now ? &bps_push_pull_async_stream_ordered : &bps_push_pull_async_on_stream;
+    rc = submit(&tensor, tensor.data, raw->name.c_str(), priority, reduce_op,
+                engine_side.native_handle(), &OnEngineDone, raw);
   } else {
     rc = bps_push_pull_async(&tensor, tensor.data, raw->name.c_str(), priority, reduce_op,
                              &OnEngineDone, raw);
