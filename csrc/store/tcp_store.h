@@ -31,6 +31,10 @@ class TcpStoreServer {
   // and at least `expected_clients` connected. Returns the first failure seen.
   Status ServeUntilDone(int expected_clients);
   int port() const { return port_; }
+  // Fail the job (every member learns it through "abort") when the workers
+  // have not all arrived this long after the scheduler started listening:
+  // without it a scheduler whose workers died before rendezvous ran forever.
+  void SetRendezvousTimeout(double seconds) { rendezvous_timeout_seconds_ = seconds; }
   MemoryStore& store() { return store_; }
   // Serves the requests of one connection that already passed the handshake,
   // until it says goodbye or breaks, on the calling thread; owns fd. Public
@@ -46,6 +50,10 @@ class TcpStoreServer {
   // The request loop of an authenticated, counted connection; owns fd.
   void ServeRequests(int fd, const PeerIdentity& peer);
   void ReapFinishedThreads();
+  // The scheduler's own checks of what clients publish (all ranks must agree).
+  void CheckPublished(const std::string& key, const std::string& value, const PeerIdentity& peer);
+  void FailJob(const std::string& why);
+  bool RendezvousComplete();
   std::string token_;
   double timeout_seconds_;
   MemoryStore store_;
@@ -65,6 +73,8 @@ class TcpStoreServer {
   int connected_ = 0;     // passed the handshake
   int finished_ = 0;
   Status first_failure_;
+  double rendezvous_timeout_seconds_ = -1;  // < 0: none
+  std::string job_size_, job_size_from_;   // the first "size" published, and by whom
 };
 
 class TcpStoreClient : public Store {
