@@ -181,7 +181,7 @@ void Engine::StartAbortWatcher(const HostPort& scheduler) {
   abort_watcher_ = std::thread([this] {
     std::string why;
     while (true) {
-      Status s = abort_watch_client_->Get("abort", 3600, &why);
+      Status s = abort_watch_client_->Get(kAbortKey, AbortWatchIntervalSeconds(config_.timeout_seconds), &why);
       if (shutting_down_) return;
       if (s.ok()) {
         SetFatal(Status::PeerFailure("job aborted: " + why));
