@@ -93,7 +93,7 @@ Status Engine::RunScheduler() {
     BPS_LOG(Warning) << st.message() << "; listening on every address instead";
     BPS_RETURN_IF_ERROR(server.Listen("0.0.0.0", c.root_port));
   }
-  return server.ServeUntilDone(1);
+  return server.ServeUntilDone(1, c.rendezvous_timeout_seconds);
 }
 
 }  // namespace bps

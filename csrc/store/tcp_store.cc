@@ -69,7 +69,8 @@ Status TcpStoreServer::Listen(const std::string& host, int port) {
   return Status::OK();
 }
 
-Status TcpStoreServer::ServeUntilDone(int expected_clients) {
+Status TcpStoreServer::ServeUntilDone(int expected_clients, double first_client_timeout_seconds) {
+  const auto started = std::chrono::steady_clock::now();
   // A handshake under way delays the end: a server registers on one
   // connection, opens its named one, then says goodbye on the first, and for
   // a moment the named one is accepted but not yet counted. Strangers that
@@ -83,6 +84,15 @@ Status TcpStoreServer::ServeUntilDone(int expected_clients) {
       // never leaves (a stopped process) must not keep the scheduler up.
       if (!first_failure_.ok() && std::chrono::steady_clock::now() - failed_at_ > std::chrono::seconds(5)) {
         return first_failure_;
+      }
+      // Nobody of the job ever came (every worker failed before rendezvous,
+      // or they point elsewhere): end instead of serving an empty job forever.
+      if (connected_ == 0 && first_client_timeout_seconds >= 0 &&
+          std::chrono::steady_clock::now() - started > std::chrono::duration<double>(first_client_timeout_seconds)) {
+        return Status::Timeout("no job member reached the scheduler (port " + std::to_string(port_) + ") within " +
+                               FormatSeconds(first_client_timeout_seconds) +
+                               " s (BYTEPS_RENDEZVOUS_TIMEOUT): start the workers and servers with DMLC_PS_ROOT_URI "
+                               "and DMLC_PS_ROOT_PORT naming this scheduler and the same BYTEPS_JOB_TOKEN");
       }
       if (connected_ >= expected_clients && finished_ == connected_) {
         auto now = std::chrono::steady_clock::now();

@@ -39,7 +39,9 @@ class TcpStoreServer {
   Status Listen(const std::string& host, int port);
   // Serves until every client that ever connected has said goodbye (or died)
   // and at least `expected_clients` connected. Returns the first failure seen.
-  Status ServeUntilDone(int expected_clients);
+  // Also ends (Timeout) if no authenticated client came within
+  // `first_client_timeout_seconds` (< 0: wait for one forever).
+  Status ServeUntilDone(int expected_clients, double first_client_timeout_seconds = -1);
   int port() const { return port_; }
   MemoryStore& store() { return store_; }
   // Serves the requests of one connection that already passed the handshake,
