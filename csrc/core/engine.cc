@@ -171,6 +171,7 @@ Status Engine::InitSteps(const bps_init_options* options) {
   BPS_LOG(Info) << "initialised rank " << rank() << " of " << size() << " (local " << config_.local_rank << "/"
                 << config_.local_size << ", machine " << config_.worker_id << "/" << config_.num_worker << ", "
                 << num_servers_ << (colocated_servers_ ? " colocated" : "") << " servers)";
+  if (rank() == 0) BPS_LOG(Info) << "configuration: " << ConfigSummary(config_);
   return Status::OK();
 }
 
