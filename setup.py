@@ -83,10 +83,18 @@ def _missing_framework(name, variable, install):
                      f"({sys.executable}). Fix: {install} and rebuild.")
 
 
+# pip runs this file several times per install; only the runs that compile
+# need torch imported (seconds each), the metadata runs need its version only.
+COMPILING = bool({"build", "build_ext", "bdist_wheel", "editable_wheel", "develop", "install"} & set(sys.argv[1:]))
 TORCH = None
+TORCH_VERSION = None
 if _wanted("BYTEPS_WITH_PYTORCH") != "0" and _sources("torch"):
-    TORCH = frameworks.find_torch()
-    if TORCH is None and _wanted("BYTEPS_WITH_PYTORCH") == "1":
+    if COMPILING:
+        TORCH = frameworks.find_torch()
+        TORCH_VERSION = TORCH and TORCH.version
+    else:
+        TORCH_VERSION = frameworks.torch_version()
+    if TORCH_VERSION is None and _wanted("BYTEPS_WITH_PYTORCH") == "1":
         _missing_framework("torch", "BYTEPS_WITH_PYTORCH", f"pip install torch=={frameworks.TESTED_TORCH}")
 
 
@@ -137,7 +145,7 @@ class BuildAll(build_ext):
         wanted = _wanted("BYTEPS_WITH_TENSORFLOW")
         if wanted == "0" or not _sources("tf"):
             return
-        found = frameworks.find_tensorflow()
+        found = frameworks.find_tensorflow(os.path.join(CACHE, "frameworks"))
         if found is None:
             if wanted == "1":
                 _missing_framework("TensorFlow", "BYTEPS_WITH_TENSORFLOW",
@@ -198,7 +206,7 @@ def _extensions():
         class BuildAllWithTorch(BuildAll, cpp_extension.BuildExtension):
             pass
         cmdclass["build_ext"] = BuildAllWithTorch
-    elif _wanted("BYTEPS_WITH_PYTORCH") != "0":
+    elif _wanted("BYTEPS_WITH_PYTORCH") != "0" and TORCH_VERSION is None:
         print("byteps-native: torch is not installed: building without the torch adapter", flush=True)
     return exts, cmdclass
 
@@ -220,7 +228,7 @@ with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
 # The adapters check at import that the running framework is the release they
 # were compiled against; the extras pin that release (the tested one when the
 # build did not see the framework).
-TORCH_PIN = f"torch=={TORCH.release if TORCH else frameworks.TESTED_TORCH}"
+TORCH_PIN = f"torch=={TORCH_VERSION.split('+')[0] if TORCH_VERSION else frameworks.TESTED_TORCH}"
 
 setup(
     name="byteps-native",

@@ -10,6 +10,7 @@ environment is looked up in the interpreter's own environment (`python -I`
 skips the PYTHONPATH/sitecustomize pip uses to hide it) and used from there.
 """
 import glob
+import hashlib
 import json
 import os
 import shutil
@@ -139,20 +140,68 @@ def find_torch():
     return Framework("torch", facts["version"], facts["site_dir"], True)
 
 
-def find_tensorflow():
+def torch_version():
+    """The installed torch's version from its metadata (no import), also
+    from outside an isolated build environment, or None."""
+    import importlib.metadata
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    code = "import importlib.metadata as m, sys; print(m.version('torch'), *sys.version_info[:2])"
+    for python in _interpreters():
+        out = subprocess.run([python, "-I", "-c", code], capture_output=True, text=True)
+        fields = out.stdout.split()
+        if out.returncode == 0 and len(fields) == 3 and fields[1:] == [str(v) for v in sys.version_info[:2]]:
+            return fields[0]
+    return None
+
+
+def _tensorflow_install():
+    """(version, site dir) of the installed TensorFlow from package metadata
+    (milliseconds; importing TensorFlow takes seconds), or None."""
+    code = ("import importlib.metadata as m, sys\n"
+            "for name in ('tensorflow', 'tensorflow-cpu', 'tf-nightly'):\n"
+            "    try:\n"
+            "        d = m.distribution(name)\n"
+            "    except m.PackageNotFoundError:\n"
+            "        continue\n"
+            "    print(d.version, d.locate_file(''), *sys.version_info[:2]); break\n")
+    for python, flags in [(sys.executable, [])] + [(p, ["-I"]) for p in _interpreters()]:
+        out = subprocess.run([python] + flags + ["-c", code], capture_output=True, text=True)
+        fields = out.stdout.split()
+        if out.returncode == 0 and len(fields) == 4 and fields[2:] == [str(v) for v in sys.version_info[:2]]:
+            return fields[0], fields[1]
+    return None
+
+
+def find_tensorflow(cache_dir):
     """(Framework, compile flags, link flags) of the TensorFlow to compile against, or None.
 
-    Queried in a child interpreter: importing TensorFlow here costs seconds and
-    gigabytes, and it may need another numpy than the build environment has.
+    The flags come from tf.sysconfig in a child interpreter (importing
+    TensorFlow here costs seconds and gigabytes, and it may need another numpy
+    than the build environment has), cached in `cache_dir` by version and
+    location: a rebuild does not import TensorFlow again.
     """
-    extra = ("'compile_flags': m.sysconfig.get_compile_flags(), 'link_flags': m.sysconfig.get_link_flags(),"
-             " 'graph_def_version': m.version.GRAPH_DEF_VERSION")
-    for isolated in (False, True):
-        facts = _probe("tensorflow", extra=extra, isolated=isolated)
-        if facts is not None:
-            framework = Framework("tensorflow", facts["version"], facts["site_dir"], isolated)
-            return framework, facts["compile_flags"], facts["link_flags"]
-    return None
+    installed = _tensorflow_install()
+    if installed is None:
+        return None
+    version, site_dir = installed
+    cache_file = os.path.join(cache_dir, "tensorflow-%s-%s.json" % (
+        version, hashlib.sha256(site_dir.encode()).hexdigest()[:12]))
+    if os.path.exists(cache_file):
+        with open(cache_file) as f:
+            facts = json.load(f)
+    else:
+        extra = "'compile_flags': m.sysconfig.get_compile_flags(), 'link_flags': m.sysconfig.get_link_flags()"
+        facts = _probe("tensorflow", extra=extra) or _probe("tensorflow", extra=extra, isolated=True)
+        if facts is None:
+            return None
+        os.makedirs(cache_dir, exist_ok=True)
+        with open(cache_file, "w") as f:
+            json.dump(facts, f)
+    framework = Framework("tensorflow", facts["version"], facts["site_dir"], False)
+    return framework, facts["compile_flags"], facts["link_flags"]
 
 
 def find_cuda_home():

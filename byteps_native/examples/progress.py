@@ -7,6 +7,7 @@ plus one per epoch.
 """
 import datetime
 import os
+import sys
 import time
 
 
@@ -36,7 +37,8 @@ class Progress:
         last_of_epoch = step_in_epoch + 1 == self.steps_per_epoch
         if self.enabled and (last_of_epoch or now - self.last_print >= self.interval):
             self.last_print = now
-            print(self.line(epoch, step_in_epoch, loss, now), flush=True)
+            # stderr, like tqdm before: stdout keeps the results scripts parse.
+            print(self.line(epoch, step_in_epoch, loss, now), file=sys.stderr, flush=True)
 
     def line(self, epoch, step_in_epoch, loss, now):
         elapsed = now - self.start

@@ -19,7 +19,7 @@ __all__ = ["BytePSOps", "stats", "init", "shutdown", "is_initialized", "size", "
            "DistributedGradientTape"]
 
 # ---- Horovod / BytePS API compatibility (owned by the "compat" helper; issue 18) ----
-from byteps_native.tf import elastic, util  # noqa: E402,F401
+from byteps_native.tf import util  # noqa: E402,F401  (elastic: imported on first use, it loads Keras)
 from byteps_native.tf.api import (  # noqa: E402,F401
     DistributedOptimizer, PartialDistributedGradientTape, broadcast_, broadcast_global_variables)
 from byteps_native.tf.util import refs_to_vars, vars_to_refs  # noqa: E402,F401

@@ -11,14 +11,15 @@ Semantics are those of MultiWorkerMirroredStrategy: SUM is the sum over every
 replica of every process, MEAN divides it by (local replicas x processes),
 ``strategy.num_replicas_in_sync`` is the global replica count (so Keras and
 ``tf.nn.compute_average_loss`` scale losses correctly), broadcast takes rank 0's
-value, gather concatenates the replicas of rank 0, then rank 1, ...
-Each process feeds its own shard of the data. See mirrored_routing.py for why
+value, gather concatenates the replicas of rank 0, then rank 1, ...; replica
+ids are global and every process is one input pipeline (datasets are sharded
+and rebatched from the global batch). See mirrored_routing.py for how
 constructing BytePSOps adjusts MirroredStrategy, and docs/tf.md for limits:
 
 * With ``jit_compile=True`` on all-GPU devices MirroredStrategy bypasses
   custom cross-device ops entirely (it uses its own collectives under XLA), so
-  nothing crosses processes: do not combine XLA-compiled steps on GPUs with
-  BytePSOps.
+  reductions stay local (and the engine op has no XLA kernel): do not combine
+  XLA-compiled steps on GPUs with BytePSOps.
 * IndexedSlices stay sparse, as in MWMS: the indices and values of every
   replica are gathered (concatenated), so a sum may repeat indices.
 * Every process must have the same number of local replicas.

@@ -116,6 +116,18 @@ def install():
             return nest.map_structure(reduce_one, value)
         return _reduce_to
 
+    def batch_reduce_to(original):
+        def _batch_reduce_to(self, reduce_op, value_destination_pairs, options):
+            if _byteps_ops(self) is not None and _local_count(self) == 1:
+                # A value read inside a tf.function (e.g. a sync-on-read variable
+                # in ReplicaContext.all_reduce) carries no device, and TF rejects
+                # empty destinations; with one device there is one answer.
+                value_destination_pairs = [
+                    (v, d if cross_device_ops_lib.check_destinations(d) else self._devices[0])
+                    for v, d in value_destination_pairs]
+            return original(self, reduce_op, value_destination_pairs, options)
+        return _batch_reduce_to
+
     def gather_to(original):
         def _gather_to_implementation(self, value, destinations, axis, options):
             ops = _byteps_ops(self)
@@ -204,6 +216,7 @@ def install():
     _wrap(extended_cls, "_initialize_strategy", initialize_strategy)
     _wrap(extended_cls, "_get_cross_device_ops", get_cross_device_ops)
     _wrap(extended_cls, "_reduce_to", reduce_to)
+    _wrap(extended_cls, "_batch_reduce_to", batch_reduce_to)
     _wrap(extended_cls, "_gather_to_implementation", gather_to)
     _wrap(extended_cls, "_replica_ctx_all_reduce", replica_ctx_all_reduce)
     _wrap(extended_cls, "_num_replicas_in_sync", num_replicas_in_sync, kind="property")

@@ -15,6 +15,9 @@ INSTEAD = {
 
 def make_getattr(module_name):
     def module_getattr(name):
+        if name == "elastic" and module_name == "byteps_native.tf":  # lazy: it imports Keras
+            import importlib
+            return importlib.import_module("byteps_native.tf.elastic")
         if name in INSTEAD:
             raise AttributeError(f"{module_name} has no {name!r} on purpose; use {INSTEAD[name]}")
         raise AttributeError(f"module {module_name!r} has no attribute {name!r} (Horovod/BytePS names and "

@@ -2,6 +2,7 @@
 import datetime
 import os
 
+import torch
 import torch.distributed as dist
 
 from byteps_native.torch.extension import _c10d
@@ -12,16 +13,42 @@ NAME = "byteps"
 def _create(dist_options, backend_options):
     """torch's extended-API creator: (DistributedBackendOptions, backend options) -> Backend.
 
-    The first call starts the engine, rendezvousing through the c10d store that
-    torch hands us (torchrun's TCPStore, behind a per-group prefix).
+    A group of all ranks starts the engine on its first call, rendezvousing
+    through the c10d store that torch hands us (torchrun's TCPStore, behind a
+    per-group prefix). Every group also owns delegates over the same store,
+    which serve what the engine does not (see docs/torch.md).
     """
+    store = dist_options.store
+    rank, size = dist_options.group_rank, dist_options.group_size
+    global_ranks = [int(r) for r in (dist_options.global_ranks_in_group or [])]
+    cpu_delegate, cuda_delegate = _delegates(store, rank, size, dist_options.timeout,
+                                             str(dist_options.group_id), global_ranks)
     return _c10d.create_backend(
-        _rendezvous_store(dist_options.store),
-        dist_options.group_rank,
-        dist_options.group_size,
+        _rendezvous_store(store),
+        rank,
+        size,
         str(dist_options.group_id),
-        [int(r) for r in (dist_options.global_ranks_in_group or [])],
+        global_ranks,
+        dist.get_world_size() if dist.is_initialized() else size,
+        cpu_delegate,
+        cuda_delegate,
     )
+
+
+def _delegates(store, rank, size, timeout, group_name, global_ranks):
+    """gloo for CPU tensors; NCCL for CUDA tensors when both are there. Each
+    under its own prefix of the group's store, so their keys never meet the
+    engine's. NCCL connects lazily, on its first collective."""
+    cpu = dist.ProcessGroupGloo(dist.PrefixStore("byteps_delegate_gloo", store), rank, size, timeout)
+    cpu._set_sequence_number_for_group()
+    cuda = None
+    if torch.cuda.is_available() and dist.is_nccl_available():
+        options = dist.ProcessGroupNCCL.Options()
+        options._timeout = timeout
+        options.group_name = group_name + ":byteps_delegate_nccl"
+        options.global_ranks_in_group = global_ranks
+        cuda = dist.ProcessGroupNCCL(dist.PrefixStore("byteps_delegate_nccl", store), rank, size, options)
+    return cpu, cuda
 
 
 _dedicated_store = None

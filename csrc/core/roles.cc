@@ -87,13 +87,14 @@ Status Engine::RunScheduler() {
   BPS_RETURN_IF_ERROR(ConfigFromEnvironment(true, &c));
   SetLogIdentity("scheduler");
   TcpStoreServer server(c.job_token, c.timeout_seconds);
+  server.SetRendezvousTimeout(c.rendezvous_timeout_seconds);
   Status st = server.Listen(c.root_uri, c.root_port);
   if (!st.ok() && st.message().find("Cannot assign requested address") == std::string::npos) return st;
   if (!st.ok()) {
     BPS_LOG(Warning) << st.message() << "; listening on every address instead";
     BPS_RETURN_IF_ERROR(server.Listen("0.0.0.0", c.root_port));
   }
-  return server.ServeUntilDone(1, c.rendezvous_timeout_seconds);
+  return server.ServeUntilDone(1);
 }
 
 }  // namespace bps

@@ -69,30 +69,39 @@ Status TcpStoreServer::Listen(const std::string& host, int port) {
   return Status::OK();
 }
 
-Status TcpStoreServer::ServeUntilDone(int expected_clients, double first_client_timeout_seconds) {
-  const auto started = std::chrono::steady_clock::now();
+Status TcpStoreServer::ServeUntilDone(int expected_clients) {
   // A handshake under way delays the end: a server registers on one
   // connection, opens its named one, then says goodbye on the first, and for
   // a moment the named one is accepted but not yet counted. Strangers that
   // keep handshakes open delay it by one handshake deadline at most.
   const auto kHandshakeGrace = std::chrono::seconds(11);
   std::chrono::steady_clock::time_point all_finished_since{};
+  const auto started = std::chrono::steady_clock::now();
+  bool rendezvous_checked = rendezvous_timeout_seconds_ < 0;
   while (true) {
+    if (!rendezvous_checked && std::chrono::steady_clock::now() - started >
+                                   std::chrono::duration<double>(rendezvous_timeout_seconds_)) {
+      rendezvous_checked = true;
+      if (!RendezvousComplete()) {
+        std::string size, joined;
+        store_.Get("size", 0, &size);
+        store_.Get("workers_joined", 0, &joined);
+        FailJob("rendezvous timed out after " + FormatSeconds(rendezvous_timeout_seconds_) +
+                " s (BYTEPS_RENDEZVOUS_TIMEOUT): " + (joined.empty() ? std::string("0") : joined) + " of " +
+                (size.empty() ? std::string("the expected") : size) +
+                " workers arrived at the scheduler; check that every worker started and has the same "
+                "DMLC_NUM_WORKER and BYTEPS_LOCAL_SIZE");
+        std::lock_guard<std::mutex> lock(mu_);
+        if (connected_ == 0) return first_failure_;  // nobody to tell
+        // Otherwise the members leave on the abort, and we with them.
+      }
+    }
     {
       std::unique_lock<std::mutex> lock(mu_);
       // After a failure every member was told (the "abort" key); one that
       // never leaves (a stopped process) must not keep the scheduler up.
       if (!first_failure_.ok() && std::chrono::steady_clock::now() - failed_at_ > std::chrono::seconds(5)) {
         return first_failure_;
-      }
-      // Nobody of the job ever came (every worker failed before rendezvous,
-      // or they point elsewhere): end instead of serving an empty job forever.
-      if (connected_ == 0 && first_client_timeout_seconds >= 0 &&
-          std::chrono::steady_clock::now() - started > std::chrono::duration<double>(first_client_timeout_seconds)) {
-        return Status::Timeout("no job member reached the scheduler (port " + std::to_string(port_) + ") within " +
-                               FormatSeconds(first_client_timeout_seconds) +
-                               " s (BYTEPS_RENDEZVOUS_TIMEOUT): start the workers and servers with DMLC_PS_ROOT_URI "
-                               "and DMLC_PS_ROOT_PORT naming this scheduler and the same BYTEPS_JOB_TOKEN");
       }
       if (connected_ >= expected_clients && finished_ == connected_) {
         auto now = std::chrono::steady_clock::now();
@@ -105,6 +114,41 @@ Status TcpStoreServer::ServeUntilDone(int expected_clients, double first_client_
     }
     ReapFinishedThreads();
   }
+}
+
+bool TcpStoreServer::RendezvousComplete() {
+  std::string size, joined;
+  if (!store_.Get("size", 0, &size).ok() || !store_.Get("workers_joined", 0, &joined).ok()) return false;
+  return atoll(joined.c_str()) >= atoll(size.c_str());
+}
+
+void TcpStoreServer::FailJob(const std::string& why) {
+  BPS_LOG(Error) << why;
+  std::string existing;
+  if (!store_.Get("abort", 0, &existing).ok()) store_.Set("abort", why);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (first_failure_.ok()) {
+    first_failure_ = Status::PeerFailure(why);
+    failed_at_ = std::chrono::steady_clock::now();
+  }
+}
+
+void TcpStoreServer::CheckPublished(const std::string& key, const std::string& value, const PeerIdentity& peer) {
+  if (key != "size") return;  // workers publish DMLC_NUM_WORKER x BYTEPS_LOCAL_SIZE there (rendezvous)
+  std::string why;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (job_size_.empty()) {
+      job_size_ = value;
+      job_size_from_ = peer.Describe();
+      return;
+    }
+    if (value == job_size_) return;
+    why = "processes disagree on the job's size: " + job_size_from_ + " has " + job_size_ + " ranks but " +
+          peer.Describe() + " has " + value +
+          " (ranks = DMLC_NUM_WORKER x BYTEPS_LOCAL_SIZE): set the same values on every process";
+  }
+  FailJob(why);
 }
 
 void TcpStoreServer::AdmitClient(int fd, const PeerIdentity& peer) {
@@ -182,6 +226,7 @@ void TcpStoreServer::ServeRequests(int fd, const PeerIdentity& peer) {
     StoreReply rep{0, 0, 0};
     if (req.op == kOpSet) {
       st = store_.Set(k, v);
+      CheckPublished(k, v, peer);
     } else if (req.op == kOpGet) {
       if (k == kAbortKey) watching = true;
       // Wait in slices so a client that vanishes mid-wait is noticed.
@@ -191,6 +236,13 @@ void TcpStoreServer::ServeRequests(int fd, const PeerIdentity& peer) {
         st = store_.Get(k, slice, &out);
         remaining -= slice;
         if (st.code() != BPS_TIMEOUT || remaining <= 0) break;
+        // A job that failed fails its members' waits too (a rendezvous wait
+        // would otherwise last until its own timeout).
+        std::string why;
+        if (k != "abort" && store_.Get("abort", 0, &why).ok()) {
+          st = Status::PeerFailure("job aborted: " + why);
+          break;
+        }
         pollfd p{fd, POLLIN | POLLRDHUP, 0};
         char probe;
         if (poll(&p, 1, 0) > 0 && recv(fd, &probe, 1, MSG_PEEK | MSG_DONTWAIT) <= 0) break;

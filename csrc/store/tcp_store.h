@@ -39,10 +39,12 @@ class TcpStoreServer {
   Status Listen(const std::string& host, int port);
   // Serves until every client that ever connected has said goodbye (or died)
   // and at least `expected_clients` connected. Returns the first failure seen.
-  // Also ends (Timeout) if no authenticated client came within
-  // `first_client_timeout_seconds` (< 0: wait for one forever).
-  Status ServeUntilDone(int expected_clients, double first_client_timeout_seconds = -1);
+  Status ServeUntilDone(int expected_clients);
   int port() const { return port_; }
+  // Fail the job (every member learns it through "abort") when the workers
+  // have not all arrived this long after the scheduler started listening:
+  // without it a scheduler whose workers died before rendezvous ran forever.
+  void SetRendezvousTimeout(double seconds) { rendezvous_timeout_seconds_ = seconds; }
   MemoryStore& store() { return store_; }
   // Serves the requests of one connection that already passed the handshake,
   // until it says goodbye or breaks, on the calling thread; owns fd. Public
@@ -58,6 +60,10 @@ class TcpStoreServer {
   // The request loop of an authenticated, counted connection; owns fd.
   void ServeRequests(int fd, const PeerIdentity& peer);
   void ReapFinishedThreads();
+  // The scheduler's own checks of what clients publish (all ranks must agree).
+  void CheckPublished(const std::string& key, const std::string& value, const PeerIdentity& peer);
+  void FailJob(const std::string& why);
+  bool RendezvousComplete();
   std::string token_;
   double timeout_seconds_;
   MemoryStore store_;
@@ -77,7 +83,9 @@ class TcpStoreServer {
   int connected_ = 0;     // passed the handshake
   int finished_ = 0;
   Status first_failure_;
-  std::chrono::steady_clock::time_point failed_at_;
+  std::chrono::steady_clock::time_point failed_at_;  // when first_failure_ was set
+  double rendezvous_timeout_seconds_ = -1;  // < 0: none
+  std::string job_size_, job_size_from_;   // the first "size" published, and by whom
 };
 
 class TcpStoreClient : public Store {

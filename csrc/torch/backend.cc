@@ -1,10 +1,13 @@
 #include "torch/backend.h"
 
 #include <c10/core/DeviceGuard.h>
-#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
 
 #include <functional>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
 
 #include "c_api/byteps_c.h"
 #include "torch/push_pull.h"
@@ -12,139 +15,249 @@
 #include "torch/work.h"
 
 namespace byteps_torch {
+
+// Engine collectives of one group that have not completed yet: what a
+// barrier fences. Shared with the completion callbacks, which may outlive
+// the backend.
+class InFlightWorks {
+ public:
+  void Add(const c10::intrusive_ptr<PushPullWork>& work) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    works_.emplace(work.get(), work);
+  }
+  void Remove(PushPullWork* work) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    works_.erase(work);
+  }
+  std::vector<c10::intrusive_ptr<PushPullWork>> Snapshot() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<c10::intrusive_ptr<PushPullWork>> out;
+    for (auto& entry : works_) out.push_back(entry.second);
+    return out;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<PushPullWork*, c10::intrusive_ptr<PushPullWork>> works_;
+};
+
 namespace {
 
-const char* ReduceOpName(const c10d::ReduceOp& op) {
-  switch (op.op_) {
-    case c10d::ReduceOp::SUM: return "SUM";
-    case c10d::ReduceOp::AVG: return "AVG";
-    case c10d::ReduceOp::PRODUCT: return "PRODUCT";
-    case c10d::ReduceOp::MIN: return "MIN";
-    case c10d::ReduceOp::MAX: return "MAX";
-    case c10d::ReduceOp::BAND: return "BAND";
-    case c10d::ReduceOp::BOR: return "BOR";
-    case c10d::ReduceOp::BXOR: return "BXOR";
-    case c10d::ReduceOp::PREMUL_SUM: return "PREMUL_SUM";
-    default: return "UNUSED";
+// Broadcasts below this go to the delegate: the engine's broadcast moves
+// the tensor through a sum of zeros, which only pays off for large tensors.
+constexpr int64_t kEngineBroadcastMinBytes = 64 * 1024;
+
+bool EngineDtypeOk(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat: case at::kDouble: case at::kHalf: case at::kBFloat16:
+    case at::kInt: case at::kLong: case at::kByte:
+      return true;
+    default:
+      return false;
   }
 }
 
-bps_reduce_op EngineReduceOp(const c10d::ReduceOp& op, const char* operation) {
-  if (op.op_ == c10d::ReduceOp::SUM) return BPS_REDUCE_SUM;
-  if (op.op_ == c10d::ReduceOp::AVG) return BPS_REDUCE_AVERAGE;
-  TORCH_CHECK(false, "byteps ", operation, " supports ReduceOp.SUM and ReduceOp.AVG only, got ",
-              "ReduceOp.", ReduceOpName(op), ": the parameter-server engine can only add. "
-              "Run this collective on a gloo group: dist.new_group(backend='gloo').");
+// What gloo moves and reduces (torch hands it complex tensors as real views).
+bool GlooDtypeOk(at::ScalarType type) {
+  return EngineDtypeOk(type) || type == at::kChar || type == at::kBool;
 }
 
-at::Tensor& OnlyTensor(std::vector<at::Tensor>& tensors, const char* operation) {
-  TORCH_CHECK(tensors.size() == 1, "byteps ", operation, " takes exactly one tensor per call, got ",
-              tensors.size(), "; issue one call per tensor or use allreduce_coalesced");
-  return tensors[0];
+// gloo has no int16 and no wide unsigned types. Data movement needs no
+// arithmetic, so contiguous tensors of those dtypes travel as bytes; views
+// share memory, so the delegate writes the caller's tensors in place.
+std::vector<at::Tensor> AsGlooBytes(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> out;
+  for (const auto& t : tensors) {
+    bool as_bytes = t.defined() && t.layout() == at::kStrided && t.is_cpu() && t.is_contiguous() &&
+                    !t.is_complex() && !GlooDtypeOk(t.scalar_type());
+    out.push_back(as_bytes ? t.view({-1}).view(at::kByte) : t);
+  }
+  return out;
+}
+
+bps_reduce_op EngineReduceOp(const c10d::ReduceOp& op) {
+  return op.op_ == c10d::ReduceOp::AVG ? BPS_REDUCE_AVERAGE : BPS_REDUCE_SUM;
 }
 
 at::Tensor Bytes(const at::Tensor& contiguous) {
   return contiguous.reshape({-1}).view(at::kByte);
 }
 
-// Submits `wire` and, after the engine is done, runs `on_success` (copies
-// into the caller's tensors) and completes `work`.
-void Run(const c10::intrusive_ptr<PushPullWork>& work, const at::Tensor& wire,
-         const std::string& name, bps_reduce_op reduce_op, std::function<void()> on_success) {
-  SubmitPushPull(wire, name, /*priority=*/0, reduce_op, /*shape_for_errors=*/{},
-                 [work, device = wire.device(),
-                  on_success = std::move(on_success)](std::exception_ptr error) {
-                   if (!error) {
-                     try {
-                       // Copies queued here go on this thread's current stream; the
-                       // Work's CUDA-aware Future records its events after them.
-                       c10::DeviceGuard guard(device);
-                       on_success();
-                     } catch (...) {
-                       error = std::current_exception();
-                     }
-                   }
-                   work->Complete(error);
-                 });
-}
+int64_t Bytes(const at::Tensor& t, int) { return t.numel() * t.element_size(); }
 
 }  // namespace
 
-BytepsBackend::BytepsBackend(int rank, int size, std::string group_name, bool owns_engine)
-    : c10d::Backend(rank, size), group_name_(std::move(group_name)), owns_engine_(owns_engine) {
+BytepsBackend::BytepsBackend(int rank, int size, std::string group_name, bool owns_engine,
+                             bool use_engine, c10::intrusive_ptr<c10d::Backend> cpu_delegate,
+                             c10::intrusive_ptr<c10d::Backend> cuda_delegate)
+    : c10d::Backend(rank, size),
+      group_name_(std::move(group_name)),
+      owns_engine_(owns_engine),
+      use_engine_(use_engine),
+      engine_takes_cuda_(std::string(bps_build_info()).find("cuda: no") == std::string::npos),
+      cpu_delegate_(std::move(cpu_delegate)),
+      cuda_delegate_(std::move(cuda_delegate)),
+      in_flight_(std::make_shared<InFlightWorks>()),
+      names_(group_name_) {
+  TORCH_CHECK(cpu_delegate_, "byteps backend for group '", group_name_, "' needs a CPU delegate");
   init();
 }
 
-std::string BytepsBackend::Name(const char* op, const at::Tensor& wire) const {
-  return "c10d." + group_name_ + "." + op + "." + DtypeTag(wire.scalar_type()) + "." +
-         std::to_string(wire.numel());
+bool BytepsBackend::EngineTakes(const at::Tensor& tensor, const c10d::ReduceOp* reduce_op,
+                                std::optional<at::ScalarType> wire_type) const {
+  if (!use_engine_ || coalescing_ || !tensor.defined() || tensor.layout() != at::kStrided ||
+      tensor.numel() == 0) {
+    return false;
+  }
+  if (!tensor.is_cpu() && !(tensor.is_cuda() && engine_takes_cuda_)) return false;
+  if (reduce_op == nullptr) return true;  // data movement: any dtype travels as bytes
+  return (reduce_op->op_ == c10d::ReduceOp::SUM || reduce_op->op_ == c10d::ReduceOp::AVG) &&
+         EngineDtypeOk(wire_type.value_or(tensor.scalar_type()));
+}
+
+c10d::Backend& BytepsBackend::DelegateFor(c10::DeviceType device) {
+  if (device == c10::DeviceType::CUDA) {
+    TORCH_CHECK(cuda_delegate_, "byteps group '", group_name_, "' has no CUDA delegate (NCCL is ",
+                "not available in this torch build, or CUDA was not available when the group "
+                "was created) for an operation the engine does not serve on CUDA tensors; "
+                "move the tensors to the CPU");
+    if (coalescing_) coalesced_cuda_ = true;
+    return *cuda_delegate_;
+  }
+  return *cpu_delegate_;
+}
+
+c10d::Backend& BytepsBackend::DelegateFor(const at::Tensor& tensor) {
+  return DelegateFor(tensor.defined() ? tensor.device().type() : c10::DeviceType::CPU);
+}
+
+void BytepsBackend::Run(const c10::intrusive_ptr<PushPullWork>& work, const at::Tensor& wire,
+                        const char* op, bool later_first, bps_reduce_op reduce_op,
+                        std::function<void()> on_success) {
+  EngineCall call = names_.Next(op, wire, later_first);
+  in_flight_->Add(work);
+  try {
+    SubmitPushPull(wire, call.name, call.priority, reduce_op, /*shape_for_errors=*/{},
+                   [work, in_flight = in_flight_, device = wire.device(),
+                    on_success = std::move(on_success)](std::exception_ptr error) {
+                     if (!error) {
+                       try {
+                         // Copies queued here go on this thread's current stream; the
+                         // Work's CUDA-aware Future records its events after them.
+                         c10::DeviceGuard guard(device);
+                         // The caller's tensors may be inference tensors (made under
+                         // torch.inference_mode()); the copy back is data movement.
+                         c10::InferenceMode inference;
+                         on_success();
+                       } catch (...) {
+                         error = std::current_exception();
+                       }
+                     }
+                     in_flight->Remove(work.get());
+                     work->Complete(error);
+                   });
+  } catch (...) {
+    in_flight_->Remove(work.get());
+    throw;
+  }
 }
 
 c10::intrusive_ptr<c10d::Work> BytepsBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                         const c10d::AllreduceOptions& opts) {
-  at::Tensor& tensor = OnlyTensor(tensors, "allreduce");
-  bps_reduce_op reduce_op = EngineReduceOp(opts.reduceOp, "allreduce");
-  WireTensor wire = WireTensor::ForReduction(tensor, "allreduce");
+  Count();
+  // int16: neither the engine nor gloo reduces it, so it is reduced as
+  // int32 and narrowed back. Wrapping arithmetic agrees: 2^16 divides 2^32.
+  bool int16 = tensors.size() == 1 && tensors[0].scalar_type() == at::kShort &&
+               tensors[0].layout() == at::kStrided;
+  std::optional<at::ScalarType> wire_type;
+  if (int16) wire_type = at::kInt;
+  if (tensors.size() != 1 || !EngineTakes(tensors[0], &opts.reduceOp, wire_type)) {
+    if (int16 && tensors[0].is_cpu()) {
+      std::vector<at::Tensor> wide{tensors[0].to(at::kInt)};
+      c10::intrusive_ptr<c10d::Work> work = cpu_delegate_->allreduce(wide, opts);
+      work->wait();  // narrowing needs the result; gloo's own ops block the same way
+      tensors[0].copy_(wide[0]);
+      return work;
+    }
+    return DelegateFor(tensors.empty() ? at::Tensor() : tensors[0]).allreduce(tensors, opts);
+  }
+  WireTensor wire = WireTensor::ForReduction(tensors[0], "allreduce", wire_type);
   auto work = c10::make_intrusive<PushPullWork>(rank_, c10d::OpType::ALLREDUCE, tensors);
-  Run(work, wire.wire, Name("allreduce", wire.wire), reduce_op,
+  Run(work, wire.wire, "allreduce", /*later_first=*/true, EngineReduceOp(opts.reduceOp),
       [wire]() mutable { wire.CopyBack(); });
   return work;
 }
 
+c10::intrusive_ptr<c10d::Work> BytepsBackend::allreduce_sparse(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
+  Count();
+  return DelegateFor(tensors.empty() ? at::Tensor() : tensors[0]).allreduce_sparse(tensors, opts);
+}
+
 c10::intrusive_ptr<c10d::Work> BytepsBackend::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
-  TORCH_CHECK(!tensors.empty(), "byteps allreduce_coalesced got no tensors");
-  bps_reduce_op reduce_op = EngineReduceOp(opts.reduceOp, "allreduce_coalesced");
-  std::vector<at::Tensor> flat_parts;
+  Count();
+  bool engine = !tensors.empty();
   for (const auto& t : tensors) {
-    CheckDense(t, "allreduce_coalesced");
-    TORCH_CHECK(t.scalar_type() == tensors[0].scalar_type(),
-                "byteps allreduce_coalesced needs one dtype for all tensors, got ",
-                tensors[0].scalar_type(), " and ", t.scalar_type(), "; group tensors by dtype");
-    flat_parts.push_back(t.reshape({-1}));
+    engine = engine && EngineTakes(t, &opts.reduceOp) &&
+             t.scalar_type() == tensors[0].scalar_type() && t.device() == tensors[0].device();
   }
-  EngineDtype(tensors[0].scalar_type(), "allreduce_coalesced");
+  if (!engine) {
+    return DelegateFor(tensors.empty() ? at::Tensor() : tensors[0])
+        .allreduce_coalesced(tensors, opts);
+  }
+  std::vector<at::Tensor> flat_parts;
+  for (const auto& t : tensors) flat_parts.push_back(t.reshape({-1}));
   at::Tensor flat = at::cat(flat_parts);  // one buffer, one push_pull
   auto work =
       c10::make_intrusive<PushPullWork>(rank_, c10d::OpType::ALLREDUCE_COALESCED, tensors);
-  Run(work, flat, Name("allreduce_coalesced", flat), reduce_op, [tensors, flat]() mutable {
-    int64_t offset = 0;
-    for (auto& t : tensors) {
-      t.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
-      offset += t.numel();
-    }
-  });
+  Run(work, flat, "allreduce_coalesced", /*later_first=*/true, EngineReduceOp(opts.reduceOp),
+      [tensors, flat]() mutable {
+        int64_t offset = 0;
+        for (auto& t : tensors) {
+          t.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
+          offset += t.numel();
+        }
+      });
   return work;
 }
 
 c10::intrusive_ptr<c10d::Work> BytepsBackend::reduce(std::vector<at::Tensor>& tensors,
                                                      const c10d::ReduceOptions& opts) {
-  at::Tensor& tensor = OnlyTensor(tensors, "reduce");
-  bps_reduce_op reduce_op = EngineReduceOp(opts.reduceOp, "reduce");
-  WireTensor wire = WireTensor::ForReduction(tensor, "reduce");
+  Count();
+  if (tensors.size() != 1 || !EngineTakes(tensors[0], &opts.reduceOp) || opts.rootRank < 0 ||
+      opts.rootRank >= size_) {
+    return DelegateFor(tensors.empty() ? at::Tensor() : tensors[0]).reduce(tensors, opts);
+  }
+  WireTensor wire = WireTensor::ForReduction(tensors[0], "reduce");
   bool is_root = opts.rootRank == rank_;
   // Non-roots reduce a copy: their tensors must come back unchanged.
   at::Tensor buffer = is_root ? wire.wire : wire.wire.clone();
   auto work = c10::make_intrusive<PushPullWork>(rank_, c10d::OpType::REDUCE, tensors);
-  Run(work, buffer, Name("reduce", buffer), reduce_op, [wire, is_root]() mutable {
-    if (is_root) wire.CopyBack();
-  });
+  Run(work, buffer, "reduce", /*later_first=*/false, EngineReduceOp(opts.reduceOp),
+      [wire, is_root]() mutable {
+        if (is_root) wire.CopyBack();
+      });
   return work;
 }
 
 c10::intrusive_ptr<c10d::Work> BytepsBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                         const c10d::BroadcastOptions& opts) {
-  at::Tensor& tensor = OnlyTensor(tensors, "broadcast");
-  TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "byteps broadcast: root rank ",
-              opts.rootRank, " is outside the group of ", size_);
-  WireTensor wire = WireTensor::ForDataMovement(tensor, "broadcast");
+  Count();
+  if (tensors.size() != 1 || !EngineTakes(tensors[0], nullptr) ||
+      Bytes(tensors[0], 0) < kEngineBroadcastMinBytes || opts.rootRank < 0 ||
+      opts.rootRank >= size_) {
+    std::vector<at::Tensor> moved = AsGlooBytes(tensors);
+    return DelegateFor(tensors.empty() ? at::Tensor() : tensors[0]).broadcast(moved, opts);
+  }
+  WireTensor wire = WireTensor::ForDataMovement(tensors[0], "broadcast");
   if (opts.rootRank != rank_) {
     // A separate zero buffer: the caller's tensor is untouched if this fails.
     wire.wire = at::zeros_like(wire.wire);
     wire.needs_copy_back = true;
   }
   auto work = c10::make_intrusive<PushPullWork>(rank_, c10d::OpType::BROADCAST, tensors);
-  Run(work, wire.wire, Name("broadcast", wire.wire), BPS_REDUCE_SUM,
+  Run(work, wire.wire, "broadcast", /*later_first=*/false, BPS_REDUCE_SUM,
       [wire]() mutable { wire.CopyBack(); });
   return work;
 }
@@ -152,26 +265,34 @@ c10::intrusive_ptr<c10d::Work> BytepsBackend::broadcast(std::vector<at::Tensor>&
 c10::intrusive_ptr<c10d::Work> BytepsBackend::allgather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
-  at::Tensor& input = OnlyTensor(inputs, "allgather");
-  TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_,
-              "byteps allgather needs one output list of ", size_, " tensors");
+  Count();
+  bool engine = inputs.size() == 1 && outputs.size() == 1 &&
+                static_cast<int>(outputs[0].size()) == size_ && EngineTakes(inputs[0], nullptr);
+  for (int i = 0; engine && i < size_; ++i) {
+    const at::Tensor& part = outputs[0][i];
+    engine = EngineTakes(part, nullptr) && part.scalar_type() == inputs[0].scalar_type() &&
+             part.device() == inputs[0].device();
+  }
+  engine = engine && outputs[0][rank_].numel() == inputs[0].numel();
+  if (!engine) {
+    std::vector<at::Tensor> moved_inputs = AsGlooBytes(inputs);
+    std::vector<std::vector<at::Tensor>> moved_outputs;
+    for (const auto& list : outputs) moved_outputs.push_back(AsGlooBytes(list));
+    return DelegateFor(inputs.empty() ? at::Tensor() : inputs[0])
+        .allgather(moved_outputs, moved_inputs, opts);
+  }
+  const at::Tensor& input = inputs[0];
   std::vector<at::Tensor> parts = outputs[0];
   int64_t total_bytes = 0, my_offset = 0;
   for (int i = 0; i < size_; ++i) {
-    CheckDense(parts[i], "allgather");
-    TORCH_CHECK(parts[i].scalar_type() == input.scalar_type(), "byteps allgather: output ", i,
-                " has dtype ", parts[i].scalar_type(), " but the input has ", input.scalar_type());
     if (i == rank_) my_offset = total_bytes;
-    total_bytes += parts[i].numel() * parts[i].element_size();
+    total_bytes += Bytes(parts[i], 0);
   }
-  TORCH_CHECK(parts[rank_].numel() == input.numel(), "byteps allgather: output ", rank_,
-              " has ", parts[rank_].numel(), " elements but this rank's input has ",
-              input.numel());
   WireTensor in = WireTensor::ForDataMovement(input, "allgather");
   at::Tensor flat = at::zeros({total_bytes}, input.options().dtype(at::kByte));
   flat.narrow(0, my_offset, in.wire.numel()).copy_(in.wire);
   auto work = c10::make_intrusive<PushPullWork>(rank_, c10d::OpType::ALLGATHER, parts);
-  Run(work, flat, Name("allgather", flat), BPS_REDUCE_SUM, [parts, flat]() mutable {
+  Run(work, flat, "allgather", /*later_first=*/false, BPS_REDUCE_SUM, [parts, flat]() mutable {
     int64_t offset = 0;
     for (auto& part : parts) {
       int64_t bytes = part.numel() * part.element_size();
@@ -185,13 +306,12 @@ c10::intrusive_ptr<c10d::Work> BytepsBackend::allgather(
 c10::intrusive_ptr<c10d::Work> BytepsBackend::_allgather_base(at::Tensor& output,
                                                               at::Tensor& input,
                                                               const c10d::AllgatherOptions& opts) {
-  CheckDense(output, "_allgather_base");
-  CheckDense(input, "_allgather_base");
-  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "byteps allgather_into_tensor: output ",
-              "dtype ", output.scalar_type(), " differs from input dtype ", input.scalar_type());
-  TORCH_CHECK(output.numel() == input.numel() * size_, "byteps allgather_into_tensor: output has ",
-              output.numel(), " elements, expected input numel ", input.numel(), " x group size ",
-              size_);
+  Count();
+  if (!EngineTakes(output, nullptr) || !EngineTakes(input, nullptr) ||
+      output.scalar_type() != input.scalar_type() || output.device() != input.device() ||
+      output.numel() != input.numel() * size_) {
+    return DelegateFor(input)._allgather_base(output, input, opts);
+  }
   WireTensor out = WireTensor::ForDataMovement(output, "_allgather_base");
   at::Tensor in_bytes = Bytes(input.contiguous());
   int64_t part = in_bytes.numel();
@@ -203,72 +323,225 @@ c10::intrusive_ptr<c10d::Work> BytepsBackend::_allgather_base(at::Tensor& output
   out.wire.narrow(0, offset, part).copy_(in_bytes);
   auto work = c10::make_intrusive<PushPullWork>(rank_, c10d::OpType::_ALLGATHER_BASE,
                                                 std::vector<at::Tensor>{output});
-  Run(work, out.wire, Name("allgather_base", out.wire), BPS_REDUCE_SUM,
+  Run(work, out.wire, "allgather_base", /*later_first=*/false, BPS_REDUCE_SUM,
       [out]() mutable { out.CopyBack(); });
   return work;
+}
+
+c10::intrusive_ptr<c10d::Work> BytepsBackend::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  Count();
+  return DelegateFor(inputs.empty() ? at::Tensor() : inputs[0])
+      .allgather_coalesced(outputs, inputs, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> BytepsBackend::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  Count();
+  return DelegateFor(inputs.empty() ? at::Tensor() : inputs[0])
+      .allgather_into_tensor_coalesced(outputs, inputs, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> BytepsBackend::gather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::GatherOptions& opts) {
+  Count();
+  return DelegateFor(inputs.empty() ? at::Tensor() : inputs[0]).gather(outputs, inputs, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> BytepsBackend::scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ScatterOptions& opts) {
+  Count();
+  return DelegateFor(outputs.empty() ? at::Tensor() : outputs[0]).scatter(outputs, inputs, opts);
 }
 
 c10::intrusive_ptr<c10d::Work> BytepsBackend::reduce_scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ReduceScatterOptions& opts) {
-  at::Tensor& output = OnlyTensor(outputs, "reduce_scatter");
-  TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_,
-              "byteps reduce_scatter needs one input list of ", size_, " tensors");
-  bps_reduce_op reduce_op = EngineReduceOp(opts.reduceOp, "reduce_scatter");
-  CheckDense(output, "reduce_scatter");
-  EngineDtype(output.scalar_type(), "reduce_scatter");
+  Count();
+  bool engine = outputs.size() == 1 && inputs.size() == 1 &&
+                static_cast<int>(inputs[0].size()) == size_ &&
+                EngineTakes(outputs[0], &opts.reduceOp);
+  for (int i = 0; engine && i < size_; ++i) {
+    const at::Tensor& part = inputs[0][i];
+    engine = EngineTakes(part, &opts.reduceOp) && part.scalar_type() == outputs[0].scalar_type() &&
+             part.device() == outputs[0].device();
+  }
+  engine = engine && inputs[0][rank_].numel() == outputs[0].numel();
+  if (!engine) {
+    return DelegateFor(outputs.empty() ? at::Tensor() : outputs[0])
+        .reduce_scatter(outputs, inputs, opts);
+  }
+  at::Tensor output = outputs[0];
   std::vector<at::Tensor> flat_parts;
   int64_t my_offset = 0, total = 0;
   for (int i = 0; i < size_; ++i) {
-    const at::Tensor& part = inputs[0][i];
-    CheckDense(part, "reduce_scatter");
-    TORCH_CHECK(part.scalar_type() == output.scalar_type(), "byteps reduce_scatter: input ", i,
-                " has dtype ", part.scalar_type(), " but the output has ", output.scalar_type());
     if (i == rank_) my_offset = total;
-    total += part.numel();
-    flat_parts.push_back(part.reshape({-1}));
+    total += inputs[0][i].numel();
+    flat_parts.push_back(inputs[0][i].reshape({-1}));
   }
-  TORCH_CHECK(inputs[0][rank_].numel() == output.numel(), "byteps reduce_scatter: input ", rank_,
-              " has ", inputs[0][rank_].numel(), " elements but the output has ", output.numel());
   at::Tensor flat = at::cat(flat_parts);
   auto work = c10::make_intrusive<PushPullWork>(rank_, c10d::OpType::REDUCE_SCATTER, outputs);
-  Run(work, flat, Name("reduce_scatter", flat), reduce_op, [output, flat, my_offset]() mutable {
-    output.copy_(flat.narrow(0, my_offset, output.numel()).view(output.sizes()));
-  });
+  Run(work, flat, "reduce_scatter", /*later_first=*/false, EngineReduceOp(opts.reduceOp),
+      [output, flat, my_offset]() mutable {
+        output.copy_(flat.narrow(0, my_offset, output.numel()).view(output.sizes()));
+      });
   return work;
 }
 
 c10::intrusive_ptr<c10d::Work> BytepsBackend::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
-  bps_reduce_op reduce_op = EngineReduceOp(opts.reduceOp, "reduce_scatter_tensor");
-  CheckDense(output, "reduce_scatter_tensor");
-  CheckDense(input, "reduce_scatter_tensor");
-  EngineDtype(input.scalar_type(), "reduce_scatter_tensor");
-  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "byteps reduce_scatter_tensor: output ",
-              "dtype ", output.scalar_type(), " differs from input dtype ", input.scalar_type());
-  TORCH_CHECK(input.numel() == output.numel() * size_, "byteps reduce_scatter_tensor: input has ",
-              input.numel(), " elements, expected output numel ", output.numel(),
-              " x group size ", size_);
+  Count();
+  if (!EngineTakes(output, &opts.reduceOp) || !EngineTakes(input, &opts.reduceOp) ||
+      output.scalar_type() != input.scalar_type() || output.device() != input.device() ||
+      input.numel() != output.numel() * size_) {
+    return DelegateFor(input)._reduce_scatter_base(output, input, opts);
+  }
   // The input must come back unchanged, so the engine sums a copy.
   at::Tensor flat = input.reshape({-1}).clone(at::MemoryFormat::Contiguous);
   int64_t offset = output.numel() * rank_;
   auto work = c10::make_intrusive<PushPullWork>(rank_, c10d::OpType::_REDUCE_SCATTER_BASE,
                                                 std::vector<at::Tensor>{output});
-  Run(work, flat, Name("reduce_scatter_base", flat), reduce_op, [output, flat, offset]() mutable {
-    output.copy_(flat.narrow(0, offset, output.numel()).view(output.sizes()));
-  });
+  Run(work, flat, "reduce_scatter_base", /*later_first=*/false, EngineReduceOp(opts.reduceOp),
+      [output, flat, offset]() mutable {
+        output.copy_(flat.narrow(0, offset, output.numel()).view(output.sizes()));
+      });
   return work;
+}
+
+c10::intrusive_ptr<c10d::Work> BytepsBackend::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  Count();
+  return DelegateFor(inputs.empty() ? at::Tensor() : inputs[0])
+      .reduce_scatter_tensor_coalesced(outputs, inputs, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> BytepsBackend::alltoall_base(
+    at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_split_sizes,
+    std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions& opts) {
+  Count();
+  return DelegateFor(input).alltoall_base(output, input, output_split_sizes, input_split_sizes,
+                                          opts);
+}
+
+c10::intrusive_ptr<c10d::Work> BytepsBackend::alltoall(std::vector<at::Tensor>& outputs,
+                                                       std::vector<at::Tensor>& inputs,
+                                                       const c10d::AllToAllOptions& opts) {
+  Count();
+  return DelegateFor(inputs.empty() ? at::Tensor() : inputs[0]).alltoall(outputs, inputs, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> BytepsBackend::send(std::vector<at::Tensor>& tensors,
+                                                   int dst_rank, int tag) {
+  // Point-to-point traffic is not a group collective: no sequence number.
+  return DelegateFor(tensors.empty() ? at::Tensor() : tensors[0]).send(tensors, dst_rank, tag);
+}
+
+c10::intrusive_ptr<c10d::Work> BytepsBackend::recv(std::vector<at::Tensor>& tensors,
+                                                    int src_rank, int tag) {
+  return DelegateFor(tensors.empty() ? at::Tensor() : tensors[0]).recv(tensors, src_rank, tag);
+}
+
+c10::intrusive_ptr<c10d::Work> BytepsBackend::recvAnysource(std::vector<at::Tensor>& tensors,
+                                                            int tag) {
+  return DelegateFor(tensors.empty() ? at::Tensor() : tensors[0]).recvAnysource(tensors, tag);
 }
 
 c10::intrusive_ptr<c10d::Work> BytepsBackend::barrier(const c10d::BarrierOptions& opts) {
-  at::Tensor token = at::zeros({1}, at::kFloat);  // host memory: no device order to respect
-  auto work = c10::make_intrusive<PushPullWork>(rank_, c10d::OpType::BARRIER,
-                                                std::vector<at::Tensor>{});
-  Run(work, token, "c10d." + group_name_ + ".barrier", BPS_REDUCE_SUM, [] {});
-  return work;
+  Count();
+  // What to wait for is taken before the delegate's barrier is issued:
+  // exactly the engine collectives issued before this call.
+  std::vector<c10::intrusive_ptr<PushPullWork>> earlier = in_flight_->Snapshot();
+  c10d::BarrierOptions cpu_opts = opts;
+  cpu_opts.device_ids.clear();  // the CPU delegate's barrier; NCCL orders itself on streams
+  c10::intrusive_ptr<c10d::Work> arrived = cpu_delegate_->barrier(cpu_opts);
+  auto fence = c10::make_intrusive<PushPullWork>(rank_, c10d::OpType::BARRIER,
+                                                 std::vector<at::Tensor>{});
+  // One count per earlier collective and one for the delegate's barrier; the
+  // last to finish completes the fence. Earlier collectives report their own
+  // failures; the fence fails only if the barrier itself does.
+  struct Countdown {
+    std::atomic<int64_t> left;
+    std::exception_ptr error;
+  };
+  auto countdown = std::make_shared<Countdown>();
+  countdown->left = static_cast<int64_t>(earlier.size()) + 1;
+  auto arrive = [fence, countdown]() {
+    if (countdown->left.fetch_sub(1) == 1) fence->Complete(countdown->error);
+  };
+  for (const auto& work : earlier) {
+    work->OnComplete([arrive](std::exception_ptr) { arrive(); });
+  }
+  arrived->getFuture()->addCallback([arrive, countdown](c10::ivalue::Future& future) {
+    if (future.hasError()) countdown->error = future.exception_ptr();
+    arrive();
+  });
+  return fence;
+}
+
+void BytepsBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
+  // gloo's monitored barrier over the delegate, after this group's engine
+  // work, as barrier(). torch.distributed.monitored_barrier() itself only
+  // admits groups named 'gloo'; ProcessGroup.monitored_barrier reaches here.
+  // Only local waits first: a missing rank must be named by gloo's
+  // monitored barrier, not time out in an ordinary one.
+  for (const auto& work : in_flight_->Snapshot()) {
+    try {
+      work->wait();
+    } catch (const std::exception&) {
+      // That collective reports its own failure to whoever waits on it.
+    }
+  }
+  cpu_delegate_->monitoredBarrier(opts, wait_all_ranks);
+}
+
+void BytepsBackend::setSequenceNumberForGroup() {
+  // Every rank starts the group at 0 and counts the same collectives in the
+  // same order, so the numbers agree without a store round trip (as gloo).
+  sequence_number_ = 0;
+}
+
+uint64_t BytepsBackend::getSequenceNumberForGroup() { return sequence_number_; }
+
+bool BytepsBackend::supportsCoalescing() const {
+  return cpu_delegate_->supportsCoalescing() &&
+         (!cuda_delegate_ || cuda_delegate_->supportsCoalescing());
+}
+
+void BytepsBackend::startCoalescing() {
+  // A coalescing block is one unit of the delegate: every op inside it goes
+  // there, so the delegate can issue them together at endCoalescing().
+  coalescing_ = true;
+  coalesced_cuda_ = false;
+  cpu_delegate_->startCoalescing();
+  if (cuda_delegate_) cuda_delegate_->startCoalescing();
+}
+
+c10::intrusive_ptr<c10d::Work> BytepsBackend::endCoalescing() {
+  coalescing_ = false;
+  c10::intrusive_ptr<c10d::Work> cpu_work = cpu_delegate_->endCoalescing();
+  c10::intrusive_ptr<c10d::Work> cuda_work;
+  if (cuda_delegate_) cuda_work = cuda_delegate_->endCoalescing();
+  return coalesced_cuda_ ? cuda_work : cpu_work;
+}
+
+void BytepsBackend::setTimeout(std::chrono::milliseconds timeout) {
+  cpu_delegate_->setTimeout(timeout);
+  if (cuda_delegate_) cuda_delegate_->setTimeout(timeout);
+}
+
+void BytepsBackend::abort() {
+  cpu_delegate_->abort();
+  if (cuda_delegate_) cuda_delegate_->abort();
 }
 
 void BytepsBackend::shutdown() {
+  cpu_delegate_->shutdown();
+  if (cuda_delegate_) cuda_delegate_->shutdown();
   // Only the backend that started the engine stops it: other groups and the
   // Horovod-style API share the same engine.
   if (owns_engine_ && bps_initialized()) {

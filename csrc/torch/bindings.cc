@@ -5,11 +5,13 @@
 #include <torch/csrc/utils/pybind.h>
 #include <torch/version.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "c_api/byteps_c.h"
 #include "torch/backend.h"
+#include "torch/callback_pool.h"
 #include "torch/ddp_comm_hook.h"
 #include "torch/engine_init.h"
 #include "torch/push_pull.h"
@@ -21,20 +23,36 @@ namespace py = pybind11;
 namespace byteps_torch {
 namespace {
 
-c10::intrusive_ptr<c10d::Backend> CreateBackend(const c10::intrusive_ptr<c10d::Store>& store,
-                                                int rank, int size, const std::string& group_name,
-                                                const std::vector<int64_t>& global_ranks) {
-  bool is_world = true;
+c10::intrusive_ptr<c10d::Backend> CreateBackend(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, const std::string& group_name,
+    const std::vector<int64_t>& global_ranks, int world_size,
+    const c10::intrusive_ptr<c10d::Backend>& cpu_delegate,
+    const std::optional<c10::intrusive_ptr<c10d::Backend>>& cuda_delegate) {
+  // The engine is one per process, over every rank: a group of all ranks
+  // uses it; a group of some ranks sends all its traffic to its delegate.
+  bool is_world = size == world_size;
   for (size_t i = 0; i < global_ranks.size(); ++i) {
     is_world = is_world && global_ranks[i] == static_cast<int64_t>(i);
   }
-  TORCH_CHECK(is_world && (!bps_initialized() || size == bps_size()),
-              "the byteps backend serves only groups of all ranks (one engine per process); "
-              "group '", group_name, "' has ", size, " ranks. Create sub-groups with "
-              "backend='gloo': dist.new_group(ranks, backend='gloo').");
-  bool started_here = !bps_initialized();
-  InitEngineWithStore(store, TopologyFromTorchrunEnv(rank, size));
-  return c10::make_intrusive<BytepsBackend>(rank, size, group_name, started_here);
+  bool started_here = false;
+  if (is_world) {
+    started_here = !bps_initialized();
+    InitEngineWithStore(store, TopologyFromTorchrunEnv(rank, size));
+  }
+  return c10::make_intrusive<BytepsBackend>(rank, size, group_name, started_here, is_world,
+                                            cpu_delegate,
+                                            cuda_delegate.value_or(nullptr));
+}
+
+// (name, priority) of the latest engine calls of a 'byteps' backend.
+std::vector<std::pair<std::string, int32_t>> RecentEngineCalls(
+    const c10::intrusive_ptr<c10d::Backend>& backend) {
+  auto* byteps = dynamic_cast<BytepsBackend*>(backend.get());
+  TORCH_CHECK(byteps != nullptr, "recent_engine_calls needs a 'byteps' backend, got '",
+              backend->getBackendName(), "'");
+  std::vector<std::pair<std::string, int32_t>> out;
+  for (const auto& call : byteps->RecentEngineCalls()) out.emplace_back(call.name, call.priority);
+  return out;
 }
 
 // A direct (non-c10d) push_pull whose Future's value is the caller's tensor.
@@ -97,9 +115,15 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.attr("c_api_version") = BPS_C_API_VERSION;
 
   m.def("create_backend", &CreateBackend, py::arg("store"), py::arg("rank"), py::arg("size"),
-        py::arg("group_name"), py::arg("global_ranks"),
+        py::arg("group_name"), py::arg("global_ranks"), py::arg("world_size"),
+        py::arg("cpu_delegate"), py::arg("cuda_delegate") = py::none(),
         py::call_guard<py::gil_scoped_release>(),
-        "Start the engine through the c10d store (first call) and return the backend.");
+        "Return the backend of one group; a group of all ranks starts the engine through the "
+        "c10d store (first call). The delegates serve what the engine does not.");
+  m.def("recent_engine_calls", &RecentEngineCalls, py::arg("backend"),
+        "(engine name, priority) of the latest engine calls of a 'byteps' backend, oldest first.");
+  m.def("callback_threads", [] { return CallbackPool::Instance().threads(); },
+        "Threads of the pool that completes byteps Futures (diagnostics).");
   m.def("init_with_store",
         [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size) {
           InitEngineWithStore(store, TopologyFromTorchrunEnv(rank, size));

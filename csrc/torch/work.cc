@@ -1,6 +1,11 @@
 #include "torch/work.h"
 
+#include <c10/core/StreamGuard.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
 #include <algorithm>
+
+#include "torch/callback_pool.h"
 
 namespace byteps_torch {
 
@@ -37,11 +42,42 @@ void PushPullWork::Complete(std::exception_ptr error) {
   // Work state first: a thread woken by the Future may immediately ask
   // isCompleted()/isSuccess().
   finish(error);
-  if (error) {
-    future_->setError(error);
-  } else {
-    future_->markCompleted(c10::IValue(outputs_));
+  std::vector<std::function<void(std::exception_ptr)>> listeners;
+  {
+    std::lock_guard<std::mutex> lock(listeners_mutex_);
+    done_ = true;
+    error_ = error;
+    listeners.swap(listeners_);
   }
+  for (auto& listener : listeners) listener(error);
+  // A CUDA Future records its events on the completing thread's current
+  // streams, which hold the copies back: the pool thread takes them over.
+  std::vector<c10::Stream> streams;
+  for (const auto& device : future_->devices()) {
+    streams.push_back(c10::impl::getDeviceGuardImpl(device.type())->getStream(device));
+  }
+  CallbackPool::Instance().Run(
+      [future = future_, outputs = outputs_, error, streams = std::move(streams)]() {
+        c10::MultiStreamGuard guard(streams);
+        if (error) {
+          future->setError(error);
+        } else {
+          future->markCompleted(c10::IValue(outputs));
+        }
+      });
+}
+
+void PushPullWork::OnComplete(std::function<void(std::exception_ptr)> then) {
+  std::exception_ptr error;
+  {
+    std::lock_guard<std::mutex> lock(listeners_mutex_);
+    if (!done_) {
+      listeners_.push_back(std::move(then));
+      return;
+    }
+    error = error_;
+  }
+  then(error);
 }
 
 }  // namespace byteps_torch

@@ -7,7 +7,7 @@ import pytest
 from harness import WORKERS, results, torchrun
 
 CASES = ["allreduce_ops", "adasum", "allgather", "broadcast", "alltoall", "reducescatter", "join_and_barrier",
-         "built_flags", "optimizer_options", "distributed_data_parallel", "missing_name_says_what_instead"]
+         "built_flags", "optimizer_options", "staleness_needs_async", "distributed_data_parallel", "missing_name_says_what_instead"]
 
 
 @pytest.fixture(scope="module")

@@ -131,7 +131,7 @@ def test_without_overlap_the_worker_step_never_starts(slurm_cluster, tmp_path):
                                env=_job_env(env), capture_output=True, text=True, timeout=60, check=True)
     job_id = submitted.stdout.strip().split(";")[0]
     try:
-        time.sleep(20)
+        time.sleep(12)
         state = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], env=env, capture_output=True,
                                text=True).stdout.strip()
         log = out_file.read_text() if out_file.exists() else ""

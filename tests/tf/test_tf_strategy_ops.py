@@ -189,3 +189,13 @@ def test_uneven_shards_take_the_same_steps(job):
     expected = -(-(2 * PROCESSES + 1) // (2 * PROCESSES * job.local))
     for o in job:
         assert o.result["uneven_steps"] == expected, f"rank {o.rank}"
+
+
+def test_merge_call_free_all_reduce_one_device(job):
+    if job.local != 1:
+        pytest.skip("BytePSOps._all_reduce serves one local replica per process")
+    for o in job:
+        dense, sparse, stayed_sparse = o.result["direct_all_reduce"]
+        assert dense == [3.0, 3.0], f"rank {o.rank}"
+        assert sparse == [[1.0], [2.0]], f"rank {o.rank}"
+        assert stayed_sparse, "IndexedSlices must stay sparse (gathered indices and values)"

@@ -57,9 +57,14 @@ def _track_torch_params(params):
     _tracked.append(lambda: [r().detach().cpu().double().numpy() for r in refs if r() is not None])
 
 
+_tracked_ids = set()
+
+
 def _track_tf_variables(variables):
-    refs = list(variables)
-    _tracked.append(lambda: [v.numpy() for v in refs])
+    refs = [v for v in variables if id(v) not in _tracked_ids]
+    _tracked_ids.update(id(v) for v in refs)
+    if refs:
+        _tracked.append(lambda: [v.numpy() for v in refs])
 
 
 def _patch_torch(module):

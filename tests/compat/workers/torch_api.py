@@ -167,6 +167,17 @@ def optimizer_options():
 
 
 @case
+def staleness_needs_async():
+    model = nn.Linear(2, 2)
+    try:
+        hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), staleness=1)
+    except ValueError as e:
+        assert "BYTEPS_ENABLE_ASYNC=1" in str(e), e
+    else:
+        raise AssertionError("staleness without async must fail")
+
+
+@case
 def distributed_data_parallel():
     from byteps_native.torch.parallel import DistributedDataParallel as DDP
     torch.manual_seed(r)  # differs per rank: DDP must broadcast rank 0's weights

@@ -15,15 +15,18 @@ import argparse
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 import xml.etree.ElementTree as ElementTree
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
-TESTS = ["strategy_gather_test"]
-CASE = re.compile(r"^(?P<test>\w+?)_test_(?P<params>.*)_strategy_(?P<strategy>\w+)$")
+TESTS = ["strategy_gather_test", "strategy_common_test"]
+# testName_test_<params>_strategy_<Name>[_<more params>]; strategy names have no "_"
+CASE = re.compile(r"^(?P<test>test\w+?)_test_(?P<pre>.*?)_strategy_(?P<strategy>[A-Za-z0-9]+)(?P<post>_.*)?$")
 
 
 def run_file(test, layout, out_dir, timeout, extra_args=()):
@@ -34,11 +37,20 @@ def run_file(test, layout, out_dir, timeout, extra_args=()):
                TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.setdefault("BYTEPS_TIMEOUT", "30")
     with open(log_path, "w") as log:
-        try:
-            subprocess.run([os.path.join(HERE, "upstream_test"), f"--xml_output_file={xml_path}", *extra_args],
-                           env=env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout, cwd=HERE)
-        except subprocess.TimeoutExpired:
-            print(f"{test} {layout}: timed out after {timeout} s (log {log_path})", file=sys.stderr)
+        proc = subprocess.Popen([os.path.join(HERE, "upstream_test"), f"--xml_output_file={xml_path}",
+                                 *extra_args], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=HERE,
+                                start_new_session=True)
+        deadline, exit_grace = time.monotonic() + timeout, None
+        while proc.poll() is None:
+            if exit_grace is None and os.path.exists(xml_path):
+                exit_grace = time.monotonic() + 60  # results are in: bound the exit
+            if time.monotonic() > min(deadline, exit_grace or deadline):
+                what = "did not exit 60 s after writing its results" if exit_grace else f"timed out after {timeout} s"
+                print(f"{test} {layout}: {what} (log {log_path}); stopped", file=sys.stderr)
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                break
+            time.sleep(1)
     return parse_xml(xml_path)
 
 
@@ -57,7 +69,8 @@ def parse_xml(path):
         else:
             status = "pass"
         strategy = "bytepsops" if match["strategy"].startswith("BytePSOps") else "reference"
-        results[(f"{match['test']}[{match['params']}]", strategy)] = status
+        params = match["pre"] + (match["post"] or "")
+        results[(f"{match['test']}[{params}]", strategy)] = status
     return results
 
 

@@ -164,4 +164,20 @@ result["distributed_batches"] = [[t.numpy().tolist() for t in strategy.experimen
 # every process must take the same number of steps (partial batches) and stop.
 uneven = tf.data.Dataset.range(2 * size + 1).batch(2 * size * LOCAL)
 result["uneven_steps"] = sum(1 for _ in strategy.experimental_distribute_dataset(uneven))
+
+if LOCAL == 1:
+    # The merge_call-free path (XLA on GPUs) reaches CrossDeviceOps._all_reduce.
+    ops = strategy.extended._cross_device_ops  # pylint: disable=protected-access
+
+    @tf.function
+    def direct_all_reduce():
+        def replica_fn():
+            value = (tf.fill([2], 1.0 + rank),
+                     tf.IndexedSlices(tf.fill([1, 1], 1.0 + rank), tf.constant([rank]), tf.constant([2, 1])))
+            dense, sparse = ops._all_reduce(SUM, value, 0, None)  # pylint: disable=protected-access
+            return dense, tf.convert_to_tensor(sparse), isinstance(sparse, tf.IndexedSlices)
+        dense, sparse, stayed_sparse = strategy.run(replica_fn)
+        return dense, sparse, tf.constant(stayed_sparse)
+
+    result["direct_all_reduce"] = [t.numpy().tolist() for t in direct_all_reduce()]
 common.write_result(rank, result)

@@ -1,0 +1,103 @@
+"""PyTorch's own distributed tests on gloo (the reference) and on 'byteps',
+in one run; reports each case's outcome on both and the cases gloo passes
+but byteps does not.
+
+    PYTHONPATH=$PWD python3 tests/torch/upstream/run_conformance.py            # full run
+    PYTHONPATH=$PWD python3 tests/torch/upstream/run_conformance.py --subset ci
+
+Suites: the DistributedTest suite shipped in the torch wheel (through
+test_distributed_suite.py) and the upstream files stored under pytorch/
+(each names its source commit). The full run takes hours on 2 cores; CI runs
+the `ci` subset (tests/torch/test_upstream_conformance.py). Needs the
+`expecttest` package (torch's test utilities import it).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+SUITES = [os.path.join(HERE, "test_distributed_suite.py"),
+          os.path.join(HERE, "pytorch", "test_c10d_object_collectives.py")]
+
+# Representative and quick (each suite file costs a heavy import per rank):
+# an engine collective, a delegate reduce op, p2p, object collectives over
+# gather/scatter, a subgroup.
+CI_CASES = [
+    "test_distributed_suite.py::TestDistBackendWithSpawn::test_all_reduce_max",
+    "test_distributed_suite.py::TestDistBackendWithSpawn::test_send_recv",
+    "pytorch/test_c10d_object_collectives.py::TestObjectCollectivesCPU::test_scatter_object_list_cpu",
+    "pytorch/test_c10d_object_collectives.py::TestObjectCollectivesCPU::test_subpg_scatter_object_cpu",
+]
+
+
+def run(backend, targets, junit, timeout):
+    env = dict(os.environ)
+    env["CONFORMANCE_BACKEND"] = backend
+    env["PYTHONPATH"] = os.pathsep.join([os.path.join(HERE, "swap_site"), REPO, env.get("PYTHONPATH", "")])
+    env.setdefault("OMP_NUM_THREADS", "1")
+    env.setdefault("BYTEPS_TIMEOUT", "60")
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--timeout", str(timeout),
+           f"--junitxml={junit}", *targets]
+    if not _has_pytest_timeout():
+        cmd.remove("--timeout")
+        cmd.remove(str(timeout))
+    subprocess.run(cmd, cwd=HERE, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return parse(junit)
+
+
+def _has_pytest_timeout():
+    try:
+        import pytest_timeout  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+def parse(junit):
+    outcomes = {}
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        name = f"{case.get('classname')}::{case.get('name')}"
+        if case.find("failure") is not None or case.find("error") is not None:
+            outcomes[name] = "fail"
+        elif case.find("skipped") is not None:
+            outcomes[name] = "skip"
+        else:
+            outcomes[name] = "pass"
+    return outcomes
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--subset", choices=["full", "ci"], default="full")
+    parser.add_argument("-k", default=None, help="pytest -k expression to narrow the full run")
+    parser.add_argument("--json", default=None, help="write {case: {gloo:, byteps:}} here")
+    parser.add_argument("--timeout", type=int, default=300, help="per case, seconds (pytest-timeout)")
+    args = parser.parse_args(argv)
+    targets = CI_CASES if args.subset == "ci" else SUITES + (["-k", args.k] if args.k else [])
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for backend in ("gloo", "byteps"):
+            results[backend] = run(backend, targets, os.path.join(tmp, f"{backend}.xml"), args.timeout)
+    cases = sorted(set(results["gloo"]) | set(results["byteps"]))
+    table = {c: {b: results[b].get(c, "missing") for b in ("gloo", "byteps")} for c in cases}
+    for case, row in table.items():
+        print(f"{row['gloo']:>7} {row['byteps']:>7}  {case}")
+    gaps = [c for c, row in table.items() if row["gloo"] == "pass" and row["byteps"] != "pass"]
+    summary = {"cases": len(cases),
+               "gloo_pass": sum(r["gloo"] == "pass" for r in table.values()),
+               "byteps_pass": sum(r["byteps"] == "pass" for r in table.values()),
+               "gloo_pass_byteps_not": gaps}
+    print(json.dumps(summary, indent=1))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"summary": summary, "cases": table}, f, indent=1)
+    return 1 if gaps else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
