@@ -246,4 +246,13 @@ Status ConfigFromEnvironment(bool require_rendezvous, Config* out) {
   return Status::OK();
 }
 
+std::string ConfigSummary(const Config& c) {
+  std::string s = "partition " + std::to_string(c.partition_bytes) + " B, timeout " + FormatSeconds(c.timeout_seconds) +
+                  " s, rendezvous timeout " + FormatSeconds(c.rendezvous_timeout_seconds) + " s, interface " +
+                  (c.interface.empty() ? std::string("(route to the scheduler)") : c.interface) + ", " +
+                  std::to_string(c.num_worker) + " machines x " + std::to_string(c.local_size) + " local, " +
+                  std::to_string(c.num_server) + " servers, " + (c.enable_async ? "async" : "sync") + ", token ";
+  return s + (c.job_token.empty() ? (InsecureModeRequested() ? "off (BYTEPS_INSECURE=1)" : "from the rendezvous store") : "on");
+}
+
 }  // namespace bps

@@ -47,7 +47,7 @@ Status Engine::RunServer() {
     watcher = std::thread([&] {
       std::string why;
       while (!done) {
-        Status s = watch->Get("abort", 3600, &why);
+        Status s = watch->Get(kAbortKey, AbortWatchIntervalSeconds(c.timeout_seconds), &why);
         if (done) return;
         if (s.ok()) return server.Abort(Status::PeerFailure("job aborted: " + why));
         if (s.code() != BPS_TIMEOUT) return server.Abort(Status::PeerFailure("lost the scheduler: " + s.message()));

@@ -98,6 +98,11 @@ Status TcpStoreServer::ServeUntilDone(int expected_clients) {
     }
     {
       std::unique_lock<std::mutex> lock(mu_);
+      // After a failure every member was told (the "abort" key); one that
+      // never leaves (a stopped process) must not keep the scheduler up.
+      if (!first_failure_.ok() && std::chrono::steady_clock::now() - failed_at_ > std::chrono::seconds(5)) {
+        return first_failure_;
+      }
       if (connected_ >= expected_clients && finished_ == connected_) {
         auto now = std::chrono::steady_clock::now();
         if (all_finished_since == std::chrono::steady_clock::time_point{}) all_finished_since = now;
@@ -122,7 +127,10 @@ void TcpStoreServer::FailJob(const std::string& why) {
   std::string existing;
   if (!store_.Get("abort", 0, &existing).ok()) store_.Set("abort", why);
   std::lock_guard<std::mutex> lock(mu_);
-  if (first_failure_.ok()) first_failure_ = Status::PeerFailure(why);
+  if (first_failure_.ok()) {
+    first_failure_ = Status::PeerFailure(why);
+    failed_at_ = std::chrono::steady_clock::now();
+  }
 }
 
 void TcpStoreServer::CheckPublished(const std::string& key, const std::string& value, const PeerIdentity& peer) {
@@ -185,12 +193,22 @@ void TcpStoreServer::ServeAuthenticated(int fd, const PeerIdentity& peer) {
 
 void TcpStoreServer::ServeRequests(int fd, const PeerIdentity& peer) {
   bool said_goodbye = false;
+  // A connection that watches "abort" asks again at least every
+  // AbortWatchIntervalSeconds: silence for BYTEPS_TIMEOUT means its process
+  // is stopped (SIGSTOP), hung or cut off -- which TCP keepalive never shows,
+  // since the kernel of a stopped process still answers the probes.
+  bool watching = false;
+  bool went_silent = false;
+  // Half the timeout: the verdict must name the stopped peer before the
+  // other members' own BYTEPS_TIMEOUT watchdogs fire with a vaguer "no progress".
+  const int silence_ms = static_cast<int>(std::max(1.0, timeout_seconds_ / 2) * 1000);
   Status failure;
   std::vector<char> key, value;
   while (true) {
     StoreRequest req;
-    Status st = ReadFully(fd, &req, sizeof(req), -1);
+    Status st = ReadFully(fd, &req, sizeof(req), watching ? silence_ms : -1);
     if (!st.ok()) {
+      went_silent = watching && st.code() == BPS_TIMEOUT;
       failure = st;
       break;
     }
@@ -210,6 +228,7 @@ void TcpStoreServer::ServeRequests(int fd, const PeerIdentity& peer) {
       st = store_.Set(k, v);
       CheckPublished(k, v, peer);
     } else if (req.op == kOpGet) {
+      if (k == kAbortKey) watching = true;
       // Wait in slices so a client that vanishes mid-wait is noticed.
       double remaining = req.arg / 1000.0;
       while (true) {
@@ -258,14 +277,20 @@ void TcpStoreServer::ServeRequests(int fd, const PeerIdentity& peer) {
     said_goodbye = goodbyes_.count({static_cast<int>(peer.role), peer.rank}) > 0;
   }
   if (!said_goodbye) {
-    std::string why = peer.Describe() + " disconnected from the scheduler without shutting down (" +
-                      failure.message() + ")";
+    std::string why = went_silent ? peer.Describe() + " stopped responding: nothing from it for " +
+                                        FormatSeconds(silence_ms / 1000.0) +
+                                        " s (half of BYTEPS_TIMEOUT); it is stopped (SIGSTOP), hung or cut off"
+                                  : peer.Describe() + " disconnected from the scheduler without shutting down (" +
+                                        failure.message() + ")";
     BPS_LOG(Error) << why;
     // Every other member watches "abort": the whole job fails loudly and fast.
     std::string existing;
     if (!store_.Get("abort", 0, &existing).ok()) store_.Set("abort", why);
     std::lock_guard<std::mutex> lock(mu_);
-    if (first_failure_.ok()) first_failure_ = Status::PeerFailure(why);
+    if (first_failure_.ok()) {
+      first_failure_ = Status::PeerFailure(why);
+      failed_at_ = std::chrono::steady_clock::now();
+    }
   }
   std::lock_guard<std::mutex> lock(mu_);
   open_fds_.erase(fd);

@@ -3,7 +3,9 @@
 // clients: one that disconnects without saying goodbye aborts the job, which
 // every other client learns through the key "abort" (see Engine).
 #pragma once
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <list>
 #include <memory>
@@ -21,6 +23,14 @@
 #include "transport/tcp/event_loop.h"
 
 namespace bps {
+
+// The key every job member watches for the scheduler's verdict. Watchers ask
+// for it with Gets of at most AbortWatchIntervalSeconds, so the scheduler
+// hears from each live member well within half of BYTEPS_TIMEOUT.
+constexpr const char* kAbortKey = "abort";
+inline double AbortWatchIntervalSeconds(double timeout_seconds) {
+  return std::max(0.2, std::min(timeout_seconds / 8, 30.0));
+}
 
 class TcpStoreServer {
  public:
@@ -73,6 +83,7 @@ class TcpStoreServer {
   int connected_ = 0;     // passed the handshake
   int finished_ = 0;
   Status first_failure_;
+  std::chrono::steady_clock::time_point failed_at_;  // when first_failure_ was set
   double rendezvous_timeout_seconds_ = -1;  // < 0: none
   std::string job_size_, job_size_from_;   // the first "size" published, and by whom
 };
