@@ -115,7 +115,7 @@ const char* const kKnownVariables[] = {
     "BYTEPS_TCP_CONGESTION", "BYTEPS_TCP_CONNECTIONS", "BYTEPS_TCP_RCVLOWAT", "BYTEPS_TIMEOUT", "BYTEPS_TRACE_DIR",
     "BYTEPS_TRACE_END_STEP", "BYTEPS_TRACE_ON", "BYTEPS_TRACE_START_STEP", "BYTEPS_VISIBLE_CPU_CORES",
     "BYTEPS_GPU_HIGH_PRIORITY_STREAMS", "BYTEPS_TF_FUSION_BYTES", "BYTEPS_WITH_CUDA", "BYTEPS_WITH_TENSORFLOW",
-    "BYTEPS_WITH_PYTORCH", "BYTEPS_FUZZ_SMOKE_RUNS", "BYTEPS_SOAK_STEPS", "BYTEPS_CAMPAIGN_PROFILE",
+    "BYTEPS_WITH_PYTORCH", "BYTEPS_FUZZ_SMOKE_RUNS", "BYTEPS_SOAK_STEPS",
     "DMLC_INTERFACE", "DMLC_NODE_HOST", "DMLC_NUM_SERVER", "DMLC_NUM_WORKER", "DMLC_PS_ROOT_PORT",
     "DMLC_PS_ROOT_URI", "DMLC_ROLE", "DMLC_WORKER_ID",
 };
@@ -244,6 +244,15 @@ Status ConfigFromEnvironment(bool require_rendezvous, Config* out) {
   }
   *out = c;
   return Status::OK();
+}
+
+std::string ConfigSummary(const Config& c) {
+  std::string s = "partition " + std::to_string(c.partition_bytes) + " B, timeout " + FormatSeconds(c.timeout_seconds) +
+                  " s, rendezvous timeout " + FormatSeconds(c.rendezvous_timeout_seconds) + " s, interface " +
+                  (c.interface.empty() ? std::string("(route to the scheduler)") : c.interface) + ", " +
+                  std::to_string(c.num_worker) + " machines x " + std::to_string(c.local_size) + " local, " +
+                  std::to_string(c.num_server) + " servers, " + (c.enable_async ? "async" : "sync") + ", token ";
+  return s + (c.job_token.empty() ? (InsecureModeRequested() ? "off (BYTEPS_INSECURE=1)" : "from the rendezvous store") : "on");
 }
 
 }  // namespace bps

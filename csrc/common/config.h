@@ -51,6 +51,8 @@ Status ConfigFromEnvironment(bool require_rendezvous, Config* out);
 
 // "15", "0.5", "1e+06": seconds as people write them (not "15.000000").
 std::string FormatSeconds(double seconds);
+// One line for the log at start: partition size, timeouts, interface, layout, token on/off.
+std::string ConfigSummary(const Config& c);
 // Once per process: a warning for each BYTEPS_*/DMLC_* variable that nothing
 // reads, naming the closest known one (ConfigFromEnvironment calls it).
 void WarnAboutUnknownVariables();

@@ -174,6 +174,7 @@ Status Engine::InitSteps(const bps_init_options* options) {
   BPS_LOG(Info) << "initialised rank " << rank() << " of " << size() << " (local " << config_.local_rank << "/"
                 << config_.local_size << ", machine " << config_.worker_id << "/" << config_.num_worker << ", "
                 << num_servers_ << (colocated_servers_ ? " colocated" : "") << " servers)";
+  if (rank() == 0) BPS_LOG(Info) << "configuration: " << ConfigSummary(config_);
   return Status::OK();
 }
 
@@ -184,7 +185,7 @@ void Engine::StartAbortWatcher(const HostPort& scheduler) {
   abort_watcher_ = std::thread([this] {
     std::string why;
     while (true) {
-      Status s = abort_watch_client_->Get("abort", 3600, &why);
+      Status s = abort_watch_client_->Get(kAbortKey, AbortWatchIntervalSeconds(config_.timeout_seconds), &why);
       if (shutting_down_) return;
       if (s.ok()) {
         SetFatal(Status::PeerFailure("job aborted: " + why));

@@ -72,6 +72,21 @@ Status RendezvousWorkers(Store* store, Config* config) {
   }
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
+  // A rank claimed twice (two machines with one DMLC_WORKER_ID) would run
+  // with a rank missing and silently wrong sums: refuse it, and tell everyone.
+  int64_t claims = 0;
+  BPS_RETURN_IF_ERROR(store->Add("worker_claim/" + std::to_string(c.rank()), 1, &claims));
+  if (claims > 1) {
+    std::string first;
+    store->Get("worker/" + std::to_string(c.rank()), 5, &first);  // "local_size host pid"
+    std::string why = "rank " + std::to_string(c.rank()) + " (DMLC_WORKER_ID=" + std::to_string(c.worker_id) +
+                      ", BYTEPS_LOCAL_RANK=" + std::to_string(c.local_rank) + ") joined twice: by " + host +
+                      " pid " + std::to_string(getpid()) + " and earlier by " +
+                      (first.find(' ') == std::string::npos ? std::string("another process") : first.substr(first.find(' ') + 1)) +
+                      "; give each machine its own DMLC_WORKER_ID (0 to DMLC_NUM_WORKER-1)";
+    store->Set("abort", why);  // every member's watcher fails with this
+    return Status::Invalid(why);
+  }
   BPS_RETURN_IF_ERROR(store->Set("worker/" + std::to_string(c.rank()),
                                   std::to_string(c.local_size) + " " + host + " " + std::to_string(getpid())));
   BPS_RETURN_IF_ERROR(store->Set("size", std::to_string(c.size())));  // servers wait for this many
@@ -81,7 +96,14 @@ Status RendezvousWorkers(Store* store, Config* config) {
   for (int q = 0; q < c.size(); ++q) {
     std::string value;
     double left = std::max(0.0, std::chrono::duration<double>(deadline - Clock::now()).count());
-    Status st = store->Get("worker/" + std::to_string(q), left, &value);
+    // In slices, so a job aborted meanwhile (a duplicate rank) ends this wait.
+    Status st = store->Get("worker/" + std::to_string(q), std::min(left, 1.0), &value);
+    if (st.code() == BPS_TIMEOUT && Clock::now() < deadline) {
+      std::string why;
+      if (store->Get("abort", 0, &why).ok()) return Status::PeerFailure("job aborted: " + why);
+      --q;
+      continue;
+    }
     if (st.code() == BPS_TIMEOUT) {
       store->Add("workers_joined", 0, &joined);
       return Status::Timeout("rendezvous timed out after " + std::to_string(static_cast<int>(c.rendezvous_timeout_seconds)) +

@@ -47,7 +47,7 @@ Status Engine::RunServer() {
     watcher = std::thread([&] {
       std::string why;
       while (!done) {
-        Status s = watch->Get("abort", 3600, &why);
+        Status s = watch->Get(kAbortKey, AbortWatchIntervalSeconds(c.timeout_seconds), &why);
         if (done) return;
         if (s.ok()) return server.Abort(Status::PeerFailure("job aborted: " + why));
         if (s.code() != BPS_TIMEOUT) return server.Abort(Status::PeerFailure("lost the scheduler: " + s.message()));
@@ -87,6 +87,7 @@ Status Engine::RunScheduler() {
   BPS_RETURN_IF_ERROR(ConfigFromEnvironment(true, &c));
   SetLogIdentity("scheduler");
   TcpStoreServer server(c.job_token, c.timeout_seconds);
+  server.SetRendezvousTimeout(c.rendezvous_timeout_seconds);
   Status st = server.Listen(c.root_uri, c.root_port);
   if (!st.ok() && st.message().find("Cannot assign requested address") == std::string::npos) return st;
   if (!st.ok()) {

@@ -76,9 +76,33 @@ Status TcpStoreServer::ServeUntilDone(int expected_clients) {
   // keep handshakes open delay it by one handshake deadline at most.
   const auto kHandshakeGrace = std::chrono::seconds(11);
   std::chrono::steady_clock::time_point all_finished_since{};
+  const auto started = std::chrono::steady_clock::now();
+  bool rendezvous_checked = rendezvous_timeout_seconds_ < 0;
   while (true) {
+    if (!rendezvous_checked && std::chrono::steady_clock::now() - started >
+                                   std::chrono::duration<double>(rendezvous_timeout_seconds_)) {
+      rendezvous_checked = true;
+      if (!RendezvousComplete()) {
+        std::string size, joined;
+        store_.Get("size", 0, &size);
+        store_.Get("workers_joined", 0, &joined);
+        FailJob("rendezvous timed out after " + FormatSeconds(rendezvous_timeout_seconds_) +
+                " s (BYTEPS_RENDEZVOUS_TIMEOUT): " + (joined.empty() ? std::string("0") : joined) + " of " +
+                (size.empty() ? std::string("the expected") : size) +
+                " workers arrived at the scheduler; check that every worker started and has the same "
+                "DMLC_NUM_WORKER and BYTEPS_LOCAL_SIZE");
+        std::lock_guard<std::mutex> lock(mu_);
+        if (connected_ == 0) return first_failure_;  // nobody to tell
+        // Otherwise the members leave on the abort, and we with them.
+      }
+    }
     {
       std::unique_lock<std::mutex> lock(mu_);
+      // After a failure every member was told (the "abort" key); one that
+      // never leaves (a stopped process) must not keep the scheduler up.
+      if (!first_failure_.ok() && std::chrono::steady_clock::now() - failed_at_ > std::chrono::seconds(5)) {
+        return first_failure_;
+      }
       if (connected_ >= expected_clients && finished_ == connected_) {
         auto now = std::chrono::steady_clock::now();
         if (all_finished_since == std::chrono::steady_clock::time_point{}) all_finished_since = now;
@@ -90,6 +114,41 @@ Status TcpStoreServer::ServeUntilDone(int expected_clients) {
     }
     ReapFinishedThreads();
   }
+}
+
+bool TcpStoreServer::RendezvousComplete() {
+  std::string size, joined;
+  if (!store_.Get("size", 0, &size).ok() || !store_.Get("workers_joined", 0, &joined).ok()) return false;
+  return atoll(joined.c_str()) >= atoll(size.c_str());
+}
+
+void TcpStoreServer::FailJob(const std::string& why) {
+  BPS_LOG(Error) << why;
+  std::string existing;
+  if (!store_.Get("abort", 0, &existing).ok()) store_.Set("abort", why);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (first_failure_.ok()) {
+    first_failure_ = Status::PeerFailure(why);
+    failed_at_ = std::chrono::steady_clock::now();
+  }
+}
+
+void TcpStoreServer::CheckPublished(const std::string& key, const std::string& value, const PeerIdentity& peer) {
+  if (key != "size") return;  // workers publish DMLC_NUM_WORKER x BYTEPS_LOCAL_SIZE there (rendezvous)
+  std::string why;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (job_size_.empty()) {
+      job_size_ = value;
+      job_size_from_ = peer.Describe();
+      return;
+    }
+    if (value == job_size_) return;
+    why = "processes disagree on the job's size: " + job_size_from_ + " has " + job_size_ + " ranks but " +
+          peer.Describe() + " has " + value +
+          " (ranks = DMLC_NUM_WORKER x BYTEPS_LOCAL_SIZE): set the same values on every process";
+  }
+  FailJob(why);
 }
 
 void TcpStoreServer::AdmitClient(int fd, const PeerIdentity& peer) {
@@ -134,12 +193,22 @@ void TcpStoreServer::ServeAuthenticated(int fd, const PeerIdentity& peer) {
 
 void TcpStoreServer::ServeRequests(int fd, const PeerIdentity& peer) {
   bool said_goodbye = false;
+  // A connection that watches "abort" asks again at least every
+  // AbortWatchIntervalSeconds: silence for BYTEPS_TIMEOUT means its process
+  // is stopped (SIGSTOP), hung or cut off -- which TCP keepalive never shows,
+  // since the kernel of a stopped process still answers the probes.
+  bool watching = false;
+  bool went_silent = false;
+  // Half the timeout: the verdict must name the stopped peer before the
+  // other members' own BYTEPS_TIMEOUT watchdogs fire with a vaguer "no progress".
+  const int silence_ms = static_cast<int>(std::max(1.0, timeout_seconds_ / 2) * 1000);
   Status failure;
   std::vector<char> key, value;
   while (true) {
     StoreRequest req;
-    Status st = ReadFully(fd, &req, sizeof(req), -1);
+    Status st = ReadFully(fd, &req, sizeof(req), watching ? silence_ms : -1);
     if (!st.ok()) {
+      went_silent = watching && st.code() == BPS_TIMEOUT;
       failure = st;
       break;
     }
@@ -157,7 +226,9 @@ void TcpStoreServer::ServeRequests(int fd, const PeerIdentity& peer) {
     StoreReply rep{0, 0, 0};
     if (req.op == kOpSet) {
       st = store_.Set(k, v);
+      CheckPublished(k, v, peer);
     } else if (req.op == kOpGet) {
+      if (k == kAbortKey) watching = true;
       // Wait in slices so a client that vanishes mid-wait is noticed.
       double remaining = req.arg / 1000.0;
       while (true) {
@@ -165,6 +236,13 @@ void TcpStoreServer::ServeRequests(int fd, const PeerIdentity& peer) {
         st = store_.Get(k, slice, &out);
         remaining -= slice;
         if (st.code() != BPS_TIMEOUT || remaining <= 0) break;
+        // A job that failed fails its members' waits too (a rendezvous wait
+        // would otherwise last until its own timeout).
+        std::string why;
+        if (k != "abort" && store_.Get("abort", 0, &why).ok()) {
+          st = Status::PeerFailure("job aborted: " + why);
+          break;
+        }
         pollfd p{fd, POLLIN | POLLRDHUP, 0};
         char probe;
         if (poll(&p, 1, 0) > 0 && recv(fd, &probe, 1, MSG_PEEK | MSG_DONTWAIT) <= 0) break;
@@ -199,14 +277,20 @@ void TcpStoreServer::ServeRequests(int fd, const PeerIdentity& peer) {
     said_goodbye = goodbyes_.count({static_cast<int>(peer.role), peer.rank}) > 0;
   }
   if (!said_goodbye) {
-    std::string why = peer.Describe() + " disconnected from the scheduler without shutting down (" +
-                      failure.message() + ")";
+    std::string why = went_silent ? peer.Describe() + " stopped responding: nothing from it for " +
+                                        FormatSeconds(silence_ms / 1000.0) +
+                                        " s (half of BYTEPS_TIMEOUT); it is stopped (SIGSTOP), hung or cut off"
+                                  : peer.Describe() + " disconnected from the scheduler without shutting down (" +
+                                        failure.message() + ")";
     BPS_LOG(Error) << why;
     // Every other member watches "abort": the whole job fails loudly and fast.
     std::string existing;
     if (!store_.Get("abort", 0, &existing).ok()) store_.Set("abort", why);
     std::lock_guard<std::mutex> lock(mu_);
-    if (first_failure_.ok()) first_failure_ = Status::PeerFailure(why);
+    if (first_failure_.ok()) {
+      first_failure_ = Status::PeerFailure(why);
+      failed_at_ = std::chrono::steady_clock::now();
+    }
   }
   std::lock_guard<std::mutex> lock(mu_);
   open_fds_.erase(fd);

@@ -3,7 +3,9 @@
 // clients: one that disconnects without saying goodbye aborts the job, which
 // every other client learns through the key "abort" (see Engine).
 #pragma once
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <list>
 #include <memory>
@@ -22,6 +24,14 @@
 
 namespace bps {
 
+// The key every job member watches for the scheduler's verdict. Watchers ask
+// for it with Gets of at most AbortWatchIntervalSeconds, so the scheduler
+// hears from each live member well within half of BYTEPS_TIMEOUT.
+constexpr const char* kAbortKey = "abort";
+inline double AbortWatchIntervalSeconds(double timeout_seconds) {
+  return std::max(0.2, std::min(timeout_seconds / 8, 30.0));
+}
+
 class TcpStoreServer {
  public:
   TcpStoreServer(std::string token, double timeout_seconds);
@@ -31,6 +41,10 @@ class TcpStoreServer {
   // and at least `expected_clients` connected. Returns the first failure seen.
   Status ServeUntilDone(int expected_clients);
   int port() const { return port_; }
+  // Fail the job (every member learns it through "abort") when the workers
+  // have not all arrived this long after the scheduler started listening:
+  // without it a scheduler whose workers died before rendezvous ran forever.
+  void SetRendezvousTimeout(double seconds) { rendezvous_timeout_seconds_ = seconds; }
   MemoryStore& store() { return store_; }
   // Serves the requests of one connection that already passed the handshake,
   // until it says goodbye or breaks, on the calling thread; owns fd. Public
@@ -46,6 +60,10 @@ class TcpStoreServer {
   // The request loop of an authenticated, counted connection; owns fd.
   void ServeRequests(int fd, const PeerIdentity& peer);
   void ReapFinishedThreads();
+  // The scheduler's own checks of what clients publish (all ranks must agree).
+  void CheckPublished(const std::string& key, const std::string& value, const PeerIdentity& peer);
+  void FailJob(const std::string& why);
+  bool RendezvousComplete();
   std::string token_;
   double timeout_seconds_;
   MemoryStore store_;
@@ -65,6 +83,9 @@ class TcpStoreServer {
   int connected_ = 0;     // passed the handshake
   int finished_ = 0;
   Status first_failure_;
+  std::chrono::steady_clock::time_point failed_at_;  // when first_failure_ was set
+  double rendezvous_timeout_seconds_ = -1;  // < 0: none
+  std::string job_size_, job_size_from_;   // the first "size" published, and by whom
 };
 
 class TcpStoreClient : public Store {

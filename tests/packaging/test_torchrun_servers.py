@@ -96,16 +96,21 @@ def test_server_reports_a_vanished_store_without_crashing(tmp_path):
     """The store closes under a waiting server: one line naming the cause, exit 1, no segfault."""
     port = _free_port()
     master = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
-        import time, torch.distributed as dist
+        import sys, torch.distributed as dist
         store = dist.TCPStore("127.0.0.1", {port}, is_master=True, wait_for_workers=False)
         print("READY", flush=True)
-        time.sleep(3)
-    """)], stdout=subprocess.PIPE, text=True)
+        sys.stdin.readline()  # closes when the test says so
+    """)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert master.stdout.readline().strip() == "READY"
-        env = dict(_env(), DMLC_ROLE="server", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        server = subprocess.run([sys.executable, "-m", "byteps_native.server"], env=env, cwd=str(tmp_path),
-                                capture_output=True, text=True, timeout=90)
+        env = dict(_env(), DMLC_ROLE="server", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                   BYTEPS_RENDEZVOUS_TIMEOUT="60")
+        server = subprocess.Popen([sys.executable, "-m", "byteps_native.server"], env=env, cwd=str(tmp_path),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(8)  # the server has connected and waits for the workers (slow machines: still fine)
+        master.stdin.close()  # the store goes away under it
+        _, stderr = server.communicate(timeout=120)
+        server = subprocess.CompletedProcess(server.args, server.returncode, "", stderr)
     finally:
         master.kill()
     assert server.returncode == 1, (server.returncode, server.stderr[-3000:])

@@ -49,7 +49,7 @@ def _start_engine_job():
     env = tf_cluster.job_env(PROCESSES, 1, {"BYTEPS_TIMEOUT": os.environ.get("BYTEPS_TIMEOUT", "30")})
     for key in ("DMLC_PS_ROOT_URI", "DMLC_PS_ROOT_PORT", "DMLC_NUM_WORKER", "DMLC_NUM_SERVER",
                 "DMLC_INTERFACE", "BYTEPS_LOCAL_RANK", "BYTEPS_LOCAL_SIZE", "BYTEPS_TIMEOUT",
-                "BYTEPS_RENDEZVOUS_TIMEOUT", "PYTHONPATH"):
+                "BYTEPS_RENDEZVOUS_TIMEOUT", "BYTEPS_JOB_TOKEN", "PYTHONPATH"):
         os.environ[key] = env[key]
     log_dir = os.environ.get("BPS_UPSTREAM_LOG_DIR", "/tmp")
     for role in ("scheduler", "server"):
