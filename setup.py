@@ -1,192 +1,174 @@
 """Build byteps-native.
 
 Four artefacts, in this order:
-  1. byteps_native/lib/libbyteps_engine.so   the framework-free C++17 engine
-     (csrc/{common,store,transport,core,local,server,c_api}); exports only the C
-     ABI of csrc/c_api/byteps_c.h.
+  1. byteps_native/lib/libbyteps_engine.so   the framework-free C++17 engine:
+     every csrc/**/*.cc outside the adapter and tool folders (ADAPTER_DIRS);
+     exports only the C ABI of csrc/c_api/byteps_c.h.
   2. byteps_native/core/_core*.so            pybind11 module over that C ABI.
   3. byteps_native/torch/_c10d*.so           c10d backend, built with
-     torch.utils.cpp_extension against the installed torch (its own pybind11 and
-     C++ ABI) -- only when torch is importable.
+     torch.utils.cpp_extension against the installed torch.
   4. byteps_native/tf/libbyteps_tf_ops.so    TensorFlow custom ops, compiled with
-     tf.sysconfig flags -- only when TensorFlow is importable.
+     the installed TensorFlow's tf.sysconfig flags.
 Every adapter links the one engine library through an $ORIGIN rpath, so a
 process that loads torch and TF adapters side by side still has one engine.
 
-Install with `pip install --no-build-isolation -e .` so the build sees the
-installed torch/TensorFlow rather than an isolated copy. BYTEPS_WITH_PYTORCH=0 /
-BYTEPS_WITH_TENSORFLOW=0 skip an adapter (a quick engine-only rebuild).
+Any of `pip install .`, `pip wheel .`, `python -m build` (sdist, then a wheel
+from it) and `pip install --no-build-isolation -e .` builds every adapter whose
+framework is installed -- also under pip's build isolation, which hides the
+installed frameworks (build_tools/frameworks.py finds them anyway). A framework
+that is installed but fails to build is an error, never a silent skip.
+BYTEPS_WITH_PYTORCH / BYTEPS_WITH_TENSORFLOW: 0 skips an adapter (a quick
+engine-only rebuild), 1 makes a missing framework an error.
+
+Rebuilds are incremental (build_tools/cache.py): a second install of an
+unchanged tree compiles nothing.
 
 GPU build: when a CUDA toolkit (BYTEPS_CUDA_HOME, else `nvcc` on PATH) and
-NCCL (BYTEPS_NCCL_HOME, else the headers and library of the installed
-`nvidia-nccl-cu*` Python package, the NCCL torch uses) are both found, csrc/gpu
-is compiled into the same engine library with -DBPS_WITH_CUDA and linked to
-cudart and NCCL. BYTEPS_WITH_CUDA=0 forces the CPU-only build, =1 makes a
-missing toolkit or NCCL an error.
+NCCL (BYTEPS_NCCL_HOME, else the nvidia-nccl-cu* package torch uses) are both
+found, csrc/gpu is compiled into the same engine library with -DBPS_WITH_CUDA.
+BYTEPS_WITH_CUDA=0 forces the CPU-only build, =1 makes a missing toolkit or
+NCCL an error.
 """
-import concurrent.futures
 import glob
 import os
-import shlex
 import subprocess
 import sys
-import sysconfig
 
 from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
-ENGINE_DIRS = ["common", "store", "transport", "transport/tcp", "core", "local", "server", "c_api"]
+sys.path.insert(0, ROOT)  # build_tools/, also when a PEP 517 backend runs this file
+
+from build_tools import cache, frameworks  # noqa: E402
+
+CSRC = os.path.join(ROOT, "csrc")
+# csrc/ folders that are not part of the engine library: adapters, the GPU
+# engine part (added only in the CUDA build), fuzz drivers and C++ tests.
+ADAPTER_DIRS = {"torch", "tf", "python", "gpu", "fuzz", "test", "tests"}
 CXX = os.environ.get("CXX", "g++")
 OPT = ["-O3", "-g1"] if os.environ.get("BYTEPS_DEBUG_BUILD") != "1" else ["-O0", "-g"]
 ENGINE_FLAGS = ["-std=c++17", "-fPIC", "-pthread", "-fvisibility=hidden", "-Wall", "-Wextra",
-                "-Wno-unused-parameter", "-march=x86-64-v2", "-I" + os.path.join(ROOT, "csrc")] + OPT
+                "-Wno-unused-parameter", "-march=x86-64-v2", "-I" + CSRC] + OPT
 ENGINE_LIBS = ["-pthread", "-lrt"]
-
-
-def _find_cuda_home():
-    if os.environ.get("BYTEPS_CUDA_HOME"):
-        homes = [os.environ["BYTEPS_CUDA_HOME"]]
-    else:
-        import shutil
-        nvcc = shutil.which("nvcc")
-        if not nvcc:
-            return None, None
-        # nvcc may be a wrapper script outside the toolkit (/usr/local/bin/nvcc).
-        homes = [os.path.dirname(os.path.dirname(nvcc)), os.path.dirname(os.path.dirname(os.path.realpath(nvcc))),
-                 "/usr/local/cuda"]
-    for home in homes:
-        if not os.path.exists(os.path.join(home, "include", "cuda_runtime_api.h")):
-            continue
-        for lib in ("lib64", "lib", os.path.join("targets", "x86_64-linux", "lib")):
-            if glob.glob(os.path.join(home, lib, "libcudart.so*")):
-                return home, os.path.join(home, lib)
-    return None, None
-
-
-def _find_nccl():
-    """(include dir, lib dir, library file) of NCCL, or Nones."""
-    candidates = []
-    if os.environ.get("BYTEPS_NCCL_HOME"):
-        candidates.append(os.environ["BYTEPS_NCCL_HOME"])
-    else:
-        # The nvidia-nccl-cu* wheel (a namespace package: nvidia/nccl/{include,lib}).
-        for entry in sys.path:
-            candidates.append(os.path.join(entry or ".", "nvidia", "nccl"))
-    for home in candidates:
-        header = os.path.join(home, "include", "nccl.h")
-        libs = sorted(glob.glob(os.path.join(home, "lib", "libnccl.so*")))
-        if os.path.exists(header) and libs:
-            plain = os.path.join(home, "lib", "libnccl.so")
-            return os.path.dirname(header), os.path.dirname(libs[0]), plain if plain in libs else libs[0]
-    return None, None, None
-
-
-def _cuda_config():
-    """Compile and link flags of the GPU build, or None for CPU-only."""
-    wanted = os.environ.get("BYTEPS_WITH_CUDA", "auto")
-    if wanted == "0":
-        return None
-    cuda_home, cuda_lib = _find_cuda_home()
-    nccl_inc, nccl_lib, nccl_file = _find_nccl()
-    if not (cuda_home and nccl_inc):
-        missing = "a CUDA toolkit (set BYTEPS_CUDA_HOME or put nvcc on PATH)" if not cuda_home else \
-            "NCCL (set BYTEPS_NCCL_HOME or pip install the nvidia-nccl-cu* package torch uses)"
-        if wanted == "1":
-            raise RuntimeError(f"BYTEPS_WITH_CUDA=1 but {missing} was not found")
-        print(f"byteps-native: building CPU-only: no {missing}", flush=True)
-        return None
-    print(f"byteps-native: building with CUDA ({cuda_home}) and NCCL ({nccl_file})", flush=True)
-    return {
-        "cflags": ["-DBPS_WITH_CUDA", "-I" + os.path.join(cuda_home, "include"), "-I" + nccl_inc],
-        "libs": ["-L" + cuda_lib, "-lcudart", "-Wl,-rpath," + cuda_lib,
-                 # By file name: the wheel ships only libnccl.so.2, no dev symlink.
-                 "-L" + nccl_lib, "-l:" + os.path.basename(nccl_file), "-Wl,-rpath," + nccl_lib],
-    }
-
-
-def _importable_cuda_torch():
-    """torch built with CUDA (its c10_cuda library and headers exist)."""
-    try:
-        import torch
-        return torch.version.cuda is not None
-    except Exception:
-        return False
+CACHE = os.path.join(ROOT, "build")
+VERSION = "0.1.0"
 
 
 def _sources(subdir):
-    return sorted(glob.glob(os.path.join(ROOT, "csrc", subdir, "*.cc")))
+    return sorted(glob.glob(os.path.join(CSRC, subdir, "*.cc")))
 
 
-def _importable(module):
-    try:
-        __import__(module)
-        return True
-    except Exception:  # a broken framework install must not break the engine build
-        return False
+def engine_sources():
+    """Every .cc under csrc/ but the adapter and tool folders, at any depth."""
+    found = []
+    for path in glob.glob(os.path.join(CSRC, "**", "*.cc"), recursive=True):
+        top = os.path.relpath(path, CSRC).split(os.sep)[0]
+        if top not in ADAPTER_DIRS and not path.endswith("_test.cc"):
+            found.append(path)
+    if not found:
+        raise SystemExit(f"byteps-native: no engine sources under {CSRC}: this source tree or sdist is "
+                         "incomplete (csrc/ missing); build from a git clone or a complete sdist")
+    return sorted(found)
 
 
-def _compile_objects(sources, flags, build_dir):
-    """Compile in parallel, skipping objects newer than their source and headers."""
-    os.makedirs(build_dir, exist_ok=True)
-    headers = glob.glob(os.path.join(ROOT, "csrc", "**", "*.h"), recursive=True)
-    newest_header = max((os.path.getmtime(h) for h in headers), default=0)
-
-    def one(src):
-        rel = os.path.relpath(src, os.path.join(ROOT, "csrc")).replace(os.sep, "_")
-        obj = os.path.join(build_dir, rel + ".o")
-        if os.path.exists(obj) and os.path.getmtime(obj) > max(os.path.getmtime(src), newest_header):
-            return obj
-        cmd = [CXX] + flags + ["-c", src, "-o", obj]
-        print(" ".join(shlex.quote(c) for c in cmd), flush=True)
-        subprocess.check_call(cmd)
-        return obj
-
-    with concurrent.futures.ThreadPoolExecutor(max(2, os.cpu_count() or 2)) as pool:
-        return list(pool.map(one, sources))
+def _wanted(variable):
+    """'0': skip, '1': required, 'auto': build when the framework is found."""
+    value = os.environ.get(variable, "auto")
+    return value if value in ("0", "1") else "auto"
 
 
-class BuildEngineFirst(build_ext):
-    """Build the engine library (and the TF ops) before the Python extensions."""
+def _missing_framework(name, variable, install):
+    raise SystemExit(f"byteps-native: {variable}=1 but {name} is not installed in this Python "
+                     f"({sys.executable}). Fix: {install} and rebuild.")
+
+
+TORCH = None
+if _wanted("BYTEPS_WITH_PYTORCH") != "0" and _sources("torch"):
+    TORCH = frameworks.find_torch()
+    if TORCH is None and _wanted("BYTEPS_WITH_PYTORCH") == "1":
+        _missing_framework("torch", "BYTEPS_WITH_PYTORCH", f"pip install torch=={frameworks.TESTED_TORCH}")
+
+
+class BuildAll(build_ext):
+    """Engine library and TF ops first, then the Python extensions, each cached."""
 
     def run(self):
-        package_dir = os.path.dirname(self.get_ext_fullpath("byteps_native.core._core"))
-        package_dir = os.path.dirname(package_dir)  # .../byteps_native
+        package_dir = os.path.dirname(os.path.dirname(self.get_ext_fullpath("byteps_native.core._core")))
         lib_dir = os.path.join(package_dir, "lib")
         os.makedirs(lib_dir, exist_ok=True)
-        build_dir = os.path.join(ROOT, "build", "objects")
+        objects_dir = os.path.join(CACHE, "objects")
 
-        engine_sources = [s for d in ENGINE_DIRS for s in _sources(d)]
-        cuda = _cuda_config()
+        sources = engine_sources()
+        cuda = frameworks.cuda_config([TORCH.site_dir] if TORCH else [])
         if cuda:
-            # Same library, one engine per process; separate objects, since
-            # -DBPS_WITH_CUDA changes c_api.cc.
-            objects = _compile_objects(engine_sources + _sources("gpu"), ENGINE_FLAGS + cuda["cflags"],
-                                       os.path.join(build_dir, "engine-cuda"))
+            # -DBPS_WITH_CUDA changes c_api.cc: separate objects, same library.
+            objects = cache.compile_objects(CXX, sources + _sources("gpu"), ENGINE_FLAGS + cuda["cflags"],
+                                            os.path.join(objects_dir, "engine-cuda"), CSRC)
             libs = ENGINE_LIBS + cuda["libs"]
         else:
-            objects = _compile_objects(engine_sources, ENGINE_FLAGS, os.path.join(build_dir, "engine"))
+            objects = cache.compile_objects(CXX, sources, ENGINE_FLAGS, os.path.join(objects_dir, "engine"), CSRC)
             libs = ENGINE_LIBS
         engine_so = os.path.join(lib_dir, "libbyteps_engine.so")
         subprocess.check_call([CXX, "-shared", "-o", engine_so] + objects + libs +
                               ["-Wl,-soname,libbyteps_engine.so"])
         for ext in self.extensions:
             ext.library_dirs.append(lib_dir)
-        if os.environ.get("BYTEPS_WITH_TENSORFLOW", "1") != "0" and _importable("tensorflow"):
-            self._build_tf_ops(package_dir, lib_dir, build_dir)
+            if ext.name == "byteps_native.torch._c10d" and cuda and TORCH_HAS_CUDA:
+                # The adapter passes torch's current stream and completes Futures
+                # of CUDA tensors device-aware (c10::cuda streams and events).
+                ext.libraries.append("c10_cuda")
+                ext.extra_compile_args.extend(cuda["cflags"])
+        self._build_tf_ops(package_dir, lib_dir, objects_dir)
+        self._write_build_record(package_dir, cuda)
         super().run()
 
-    def _build_tf_ops(self, package_dir, lib_dir, build_dir):
-        sources = _sources("tf")
-        if not sources:
+    def build_extension(self, ext):
+        target = self.get_ext_fullpath(ext.name)
+        facts = [CXX, TORCH and (TORCH.version, TORCH.site_dir)] if "torch" in ext.name else [CXX]
+        digest = cache.extension_digest(ext, CSRC, facts)
+        store = cache.ExtensionCache(os.path.join(CACHE, "extensions"))
+        if store.restore(ext.name, digest, target):
             return
-        import tensorflow as tf
-        flags = ["-std=c++17", "-fPIC", "-O2", "-I" + os.path.join(ROOT, "csrc")]
-        flags += [f for f in tf.sysconfig.get_compile_flags() if not f.startswith("--std")]
-        objects = _compile_objects(sources, flags, os.path.join(build_dir, "tf"))
+        super().build_extension(ext)
+        store.store(ext.name, digest, target)
+
+    def _build_tf_ops(self, package_dir, lib_dir, objects_dir):
+        wanted = _wanted("BYTEPS_WITH_TENSORFLOW")
+        if wanted == "0" or not _sources("tf"):
+            return
+        found = frameworks.find_tensorflow()
+        if found is None:
+            if wanted == "1":
+                _missing_framework("TensorFlow", "BYTEPS_WITH_TENSORFLOW",
+                                   f"pip install tensorflow-cpu=={frameworks.TESTED_TENSORFLOW}")
+            print("byteps-native: TensorFlow is not installed: building without the TensorFlow adapter",
+                  flush=True)
+            return
+        tf, compile_flags, link_flags = found
+        print(f"byteps-native: building the TensorFlow adapter against {tf}", flush=True)
+        flags = ["-std=c++17", "-fPIC", "-O2", "-I" + CSRC] + [f for f in compile_flags if not f.startswith("--std")]
+        objects = cache.compile_objects(CXX, _sources("tf"), flags, os.path.join(objects_dir, "tf"), CSRC)
         out = os.path.join(package_dir, "tf", "libbyteps_tf_ops.so")
-        subprocess.check_call([CXX, "-shared", "-o", out] + objects + tf.sysconfig.get_link_flags() +
+        subprocess.check_call([CXX, "-shared", "-o", out] + objects + link_flags +
                               ["-L" + lib_dir, "-lbyteps_engine", "-Wl,-rpath,$ORIGIN/../lib"])
+        self._tf_version = tf.version
+
+    def _write_build_record(self, package_dir, cuda):
+        """What this build contains, for `byteps_native.info` and import errors."""
+        path = os.path.join(package_dir, "_build_record.py")
+        record = {"version": VERSION, "torch": TORCH.version if TORCH else None,
+                  "tensorflow": getattr(self, "_tf_version", None), "cuda": bool(cuda), "source_tree": ROOT}
+        previous = {}
+        if os.path.exists(path):  # an adapter skipped with =0 keeps what an earlier build made
+            scope = {}
+            exec(open(path).read(), scope)
+            previous = scope.get("BUILD", {})
+        for adapter, variable in (("torch", "BYTEPS_WITH_PYTORCH"), ("tensorflow", "BYTEPS_WITH_TENSORFLOW")):
+            if _wanted(variable) == "0":
+                record[adapter] = previous.get(adapter)
+        with open(path, "w") as f:
+            f.write('"""Written by setup.py at build time."""\nBUILD = ' + repr(record) + "\n")
 
 
 def _extensions():
@@ -194,44 +176,85 @@ def _extensions():
     exts = [Extension(
         "byteps_native.core._core",
         sources=_sources("python"),
-        include_dirs=[pybind11.get_include(), os.path.join(ROOT, "csrc")],
+        include_dirs=[pybind11.get_include(), CSRC],
         libraries=["byteps_engine"],
         extra_compile_args=["-std=c++17", "-O2", "-fvisibility=hidden"],
         extra_link_args=["-Wl,-rpath,$ORIGIN/../lib"],
         language="c++",
     )]
-    cmdclass = {"build_ext": BuildEngineFirst}
-    if os.environ.get("BYTEPS_WITH_PYTORCH", "1") != "0" and _importable("torch") and _sources("torch"):
+    cmdclass = {"build_ext": BuildAll}
+    if TORCH is not None:
+        print(f"byteps-native: building the torch adapter against {TORCH}", flush=True)
         from torch.utils import cpp_extension
-        cuda = _cuda_config() if _importable_cuda_torch() else None
         exts.append(cpp_extension.CppExtension(
             "byteps_native.torch._c10d",
             sources=_sources("torch"),
-            include_dirs=[os.path.join(ROOT, "csrc")],
-            # CUDA build: the adapter passes torch's current stream and completes
-            # Futures of CUDA tensors device-aware (c10::cuda streams and events).
-            libraries=["byteps_engine"] + (["c10_cuda"] if cuda else []),
-            extra_compile_args=["-std=c++17", "-O2"] + (cuda["cflags"] if cuda else []),
+            include_dirs=[CSRC],
+            libraries=["byteps_engine"],
+            extra_compile_args=["-std=c++17", "-O2"],
             extra_link_args=["-Wl,-rpath,$ORIGIN/../lib"],
         ))
 
-        class BuildAll(BuildEngineFirst, cpp_extension.BuildExtension):
+        class BuildAllWithTorch(BuildAll, cpp_extension.BuildExtension):
             pass
-        cmdclass["build_ext"] = BuildAll
+        cmdclass["build_ext"] = BuildAllWithTorch
+    elif _wanted("BYTEPS_WITH_PYTORCH") != "0":
+        print("byteps-native: torch is not installed: building without the torch adapter", flush=True)
     return exts, cmdclass
 
 
+def _torch_has_cuda():
+    try:
+        import torch
+        return TORCH is not None and torch.version.cuda is not None
+    except Exception:
+        return False
+
+
+TORCH_HAS_CUDA = _torch_has_cuda()
 ext_modules, cmdclass = _extensions()
+
+with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+    README = f.read()
+
+# The adapters check at import that the running framework is the release they
+# were compiled against; the extras pin that release (the tested one when the
+# build did not see the framework).
+TORCH_PIN = f"torch=={TORCH.release if TORCH else frameworks.TESTED_TORCH}"
 
 setup(
     name="byteps-native",
-    version="0.1.0",
+    version=VERSION,
     description="BytePS-style parameter-server push-pull engine with native torch and TensorFlow integrations",
+    long_description=README,
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    license_files=["LICENSE"],
+    classifiers=[
+        "License :: OSI Approved :: Apache Software License",
+        "Operating System :: POSIX :: Linux",
+        "Programming Language :: C++",
+        "Programming Language :: Python :: 3",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+        "Topic :: System :: Distributed Computing",
+    ],
     packages=find_packages(include=["byteps_native", "byteps_native.*"]),
     ext_modules=ext_modules,
     cmdclass=cmdclass,
     python_requires=">=3.9",
     install_requires=["numpy"],
+    extras_require={
+        "torch": [TORCH_PIN],
+        # "tensorflow" is not satisfied by an installed tensorflow-cpu (and vice
+        # versa): pick the extra that names the package you have.
+        "tf": [f"tensorflow=={frameworks.TESTED_TENSORFLOW}"],
+        "tf-cpu": [f"tensorflow-cpu=={frameworks.TESTED_TENSORFLOW}"],
+        # GPU build: torch's CUDA wheel (PyPI's default on Linux) depends on the
+        # nvidia-nccl-cu* package the engine's NCCL path is built against;
+        # the CUDA toolkit (nvcc, cudart headers) comes from the system.
+        "cuda": [TORCH_PIN],
+        "examples": ["scikit-learn"],
+    },
     entry_points={"console_scripts": ["bpslaunch=byteps_native.launch:main"]},
     zip_safe=False,
 )

@@ -3,10 +3,12 @@
     python benchmarks/gpu_ddp.py                          # 1 machine x all GPUs, both models
     python benchmarks/gpu_ddp.py --models bert_large --steps 10
     python benchmarks/gpu_ddp.py --machines 2             # 2 emulated machines on one host
+    python benchmarks/gpu_ddp.py --models vgg16 --hook python   # the Python hook instead of the C++ one
 
 Models: torchvision ResNet-50 (224x224 images) and a BERT-large-sized
 transformer encoder built from its config (24 layers, d=1024, 16 heads,
-ff=4096, 30522-token vocabulary; no weights needed), both under bf16 autocast
+ff=4096, 30522-token vocabulary; no weights needed), and torchvision VGG-16
+(communication-heavy), all under bf16 autocast
 with fp32 parameters and gradients (mixed precision). Each (model, backend)
 is its own torchrun job; backends alternate, so drift hits both alike. The
 table gives samples/s and byteps / nccl.
@@ -66,9 +68,9 @@ def bert_large():
 
 def make(model_name, batch, device):
     import torch
-    if model_name == "resnet50":
+    if model_name in ("resnet50", "vgg16"):
         import torchvision
-        model = torchvision.models.resnet50()
+        model = getattr(torchvision.models, model_name)()
         x = torch.randn(batch, 3, 224, 224, device=device)
         y = torch.randint(0, 1000, (batch,), device=device)
         loss = lambda out: torch.nn.functional.cross_entropy(out, y)  # noqa: E731
@@ -81,7 +83,9 @@ def make(model_name, batch, device):
     return model, x, loss
 
 
-DEFAULT_BATCH = {"resnet50": 128, "bert_large": 8}
+# VGG-16: 138M parameters (553 MB of fp32 gradients, 74% of them in the first
+# fully connected layer) for little compute: a steady communication-heavy case.
+DEFAULT_BATCH = {"resnet50": 128, "bert_large": 8, "vgg16": 64}
 
 
 def worker(args):
@@ -107,7 +111,9 @@ def worker(args):
     batch = args.batch or DEFAULT_BATCH[args.model]
     model, x, loss_fn = make(args.model, batch, device)
     model = DDP(model.to(device), device_ids=[gpu])
-    if args.backend == "byteps":
+    if args.backend == "byteps" and args.hook == "cpp":
+        bps.register_push_pull_hook(model)  # runs inside DDP's Reducer: no Python per bucket
+    elif args.backend == "byteps":
         model.register_comm_hook(None, bps.push_pull_hook)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9)
 
@@ -158,7 +164,8 @@ WORKER_ENV = {"OMP_NUM_THREADS": "4", "NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_D
 
 def _worker_args(model, backend, args):
     return [os.path.abspath(__file__), "--worker", "--model", model, "--backend", backend,
-            "--steps", str(args.steps), "--warmup", str(args.warmup), "--batch", str(args.batch)]
+            "--steps", str(args.steps), "--warmup", str(args.warmup), "--batch", str(args.batch),
+            "--hook", args.hook]
 
 
 def _summarize(outputs, machines, per_machine_gpus):
@@ -261,7 +268,10 @@ run_config_shaped.jobs = 0
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="+", choices=["resnet50", "bert_large"], default=["resnet50", "bert_large"])
+    parser.add_argument("--models", nargs="+", choices=["resnet50", "bert_large", "vgg16"],
+                        default=["resnet50", "bert_large"])
+    parser.add_argument("--hook", choices=["cpp", "python"], default="cpp",
+                        help="byteps DDP hook: register_push_pull_hook (C++) or the Python push_pull_hook")
     parser.add_argument("--gpus", type=int, default=0, help="default: all visible")
     parser.add_argument("--machines", type=int, default=1)
     parser.add_argument("--steps", type=int, default=30)
@@ -284,7 +294,7 @@ def main():
     import torch
     gpus = args.gpus or torch.cuda.device_count()
     print(f"DDP on {gpus} x {torch.cuda.get_device_name(0)} as {args.machines} machine(s), bf16 autocast, "
-          f"{args.steps} timed steps after {args.warmup}; torch {torch.__version__}, NCCL "
+          f"{args.steps} timed steps after {args.warmup}, {args.hook} hook; torch {torch.__version__}, NCCL "
           f"{'.'.join(map(str, torch.cuda.nccl.version()))}", flush=True)
     print(f"{'model':<11} {'params':>8} {'batch/GPU':>9} {'nccl samples/s':>15} {'byteps samples/s':>17} "
           f"{'byteps/nccl':>11} {'pinned MB/machine':>17}", flush=True)
@@ -319,7 +329,7 @@ def main():
                           f"gradient {byteps['gradient_bytes'] / 1e9:.3f} GB", flush=True)
                 print(f"{'':<11} pinned staging per machine {pinned:.1f} MB = "
                       f"{pinned * 1e6 / (byteps['gradient_bytes'] or 1):.3f} x the gradient bytes", flush=True)
-                rows.append({"model": model, "repeat": rep, "gpus": gpus, "machines": args.machines,
+                rows.append({"model": model, "repeat": rep, "hook": args.hook, "gpus": gpus, "machines": args.machines,
                              "shaped": args.shaped, "nccl": nccl, "byteps": byteps, "ratio": ratio})
     finally:
         if cluster:

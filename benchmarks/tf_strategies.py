@@ -57,11 +57,12 @@ def run_worker(args):
                 implementation=tf.distribute.experimental.CommunicationImplementation.RING))
         rank = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
 
-    per_process = args.global_batch // PROCESSES
+    # Each process makes its own rows (no sharding needed); both strategies
+    # rebatch a global batch into global_batch / num_replicas_in_sync per replica.
     rng = np.random.default_rng(rank)
-    x = rng.standard_normal((per_process * 8, 64)).astype(np.float32)
-    y = rng.integers(0, 10, per_process * 8).astype(np.int32)
-    dataset = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(per_process, drop_remainder=True)
+    x = rng.standard_normal((args.global_batch * 4, 64)).astype(np.float32)
+    y = rng.integers(0, 10, args.global_batch * 4).astype(np.int32)
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(args.global_batch, drop_remainder=True)
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
     dataset = dataset.with_options(options)

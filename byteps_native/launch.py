@@ -60,6 +60,9 @@ def _check_int(env, name, minimum=0):
 
 def validate_role_env(env):
     role = env.get("DMLC_ROLE")
+    if not role:
+        raise LaunchError("DMLC_ROLE is not set: set DMLC_ROLE=scheduler, server or worker on each process of a "
+                          "BytePS-style job, or run a single-machine job with --local-workers N")
     if role not in REQUIRED:
         raise LaunchError(f"DMLC_ROLE={role!r} must be one of scheduler, server, worker "
                           "(or use --local-workers for a single-machine job)")
@@ -94,7 +97,14 @@ class Job:
 
     def start(self, description, argv, env, is_worker, cpus=None):
         preexec = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
-        proc = subprocess.Popen(argv, env=env, preexec_fn=preexec, start_new_session=False)
+        try:
+            proc = subprocess.Popen(argv, env=env, preexec_fn=preexec, start_new_session=False)
+        except OSError as e:
+            # The roles already started must not outlive us (a typo such as
+            # `bpslaunch -- pyhton x.py` left the scheduler running for good).
+            self.stop()
+            self.cleanup_shared_memory()
+            raise LaunchError(f"cannot start {description} ({' '.join(argv)}): {e.strerror or e}") from e
         self.children.append((description, proc, is_worker))
         return proc
 

@@ -26,21 +26,48 @@ done
 
 # NVLink multicast stays off on shared hosts (it can take the GPUs down).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export PYTHONUNBUFFERED=1
 
-# The engine and the Python extensions must share one C++ runtime: build the
-# engine with the compiler Python builds extensions with (a g++ wrapper earlier
-# on PATH may link its own libstdc++, which crashes iostreams across the two).
-export CXX="${CXX:-$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("CXX").split()[0])')}"
+# The engine and the Python extensions must share the process's C++ runtime,
+# so everything is built with the compilers Python was built with
+# (sysconfig's CC and CXX), whatever CC/CXX the environment holds: the GPU
+# machines' image exports CC=/opt/gcc/bin/gcc CXX=/opt/gcc/bin/g++, a GCC that
+# links libstdc++ statically. The engine then carried a private libstdc++
+# whose iostreams were never initialised, while numpy had already loaded the
+# shared one, and its first `ostream << long` (the CUDA build_info) crashed:
+# `python -m byteps_native.info` died with SIGSEGV. BYTEPS_CC/BYTEPS_CXX
+# override. Given to the build command only.
+py_compiler() { "$PY" -c "import sysconfig; print(sysconfig.get_config_var('$1').split()[0])"; }
+BUILD_CC="${BYTEPS_CC:-$(py_compiler CC)}"
+BUILD_CXX="${BYTEPS_CXX:-$(py_compiler CXX)}"
 
 start=$(date +%s)
-echo "== build (CUDA)"
-if ! BYTEPS_WITH_TENSORFLOW=0 BYTEPS_WITH_CUDA=1 "$PY" -m pip install -q --no-build-isolation --no-deps -e . \
+echo "== build (CUDA) with CC=$BUILD_CC CXX=$BUILD_CXX ($(command -v "$BUILD_CXX"))"
+# Verbose into the log: the compile and link lines are the first thing to
+# read when the build misbehaves on a new image.
+if ! CC="$BUILD_CC" CXX="$BUILD_CXX" BYTEPS_WITH_CUDA=1 "$PY" -m pip install -v --no-build-isolation --no-deps -e . \
     >"$LOG/build.log" 2>&1; then
   tail -60 "$LOG/build.log"
   exit 1
 fi
-"$PY" -m byteps_native.info | tee "$LOG/info.txt"
+# A C++ library without libstdc++.so.6 among its needed libraries has its own
+# static copy: refuse it here, with the cause, rather than crash later.
+for lib in byteps_native/lib/libbyteps_engine.so byteps_native/core/_core*.so byteps_native/torch/_c10d*.so; do
+  if ! readelf -d "$lib" | grep -q 'NEEDED.*libstdc++'; then
+    echo "$lib does not link the shared libstdc++ (a static copy inside?); built with CXX=$BUILD_CXX." \
+      "Set BYTEPS_CXX to a compiler that links libstdc++ dynamically." >&2
+    exit 1
+  fi
+done
+export PYTHONUNBUFFERED=1
+if ! "$PY" -X faulthandler -m byteps_native.info >"$LOG/info.txt" 2>"$LOG/info.err"; then
+  echo "python -m byteps_native.info failed:"
+  tail -40 "$LOG/info.err"
+  for lib in byteps_native/lib/libbyteps_engine.so byteps_native/core/_core*.so byteps_native/torch/_c10d*.so; do
+    echo "$lib:"; ldd "$lib" | grep -E "stdc\+\+|gcc_s|cudart|nccl|not found"
+  done
+  exit 1
+fi
+cat "$LOG/info.txt"
 grep -q "cuda: yes" "$LOG/info.txt" || { echo "engine built without CUDA"; exit 1; }
 nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader | tee -a "$LOG/info.txt"
 echo "build: $(( $(date +%s) - start )) s"

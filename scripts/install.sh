@@ -1,20 +1,35 @@
 #!/usr/bin/env bash
-# Installs everything byteps-native needs on a fresh Debian machine with
-# Python 3.11 and builds it in place (engine, pybind core, torch backend, TF ops).
+# Installs everything byteps-native needs on a fresh Debian machine (system
+# Python or pyenv, 3.9+) into a virtualenv (scripts/python_env.sh) and builds
+# it in place: engine, pybind core, torch backend, TF ops. Re-running it on a
+# built tree compiles nothing (build/ keeps objects and extensions).
+#
+#   ./scripts/install.sh            # CPU frameworks (requirements.txt)
+#   BYTEPS_GPU=1 ./scripts/install.sh   # CUDA torch + TensorFlow (requirements-gpu.txt)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PYTHON=${PYTHON:-python3}
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-  # iproute2: multi-host tests in network namespaces; clang: the fuzz smoke test.
+  # iproute2: multi-host tests in network namespaces; clang: the fuzz smoke test;
+  # python3-venv: virtualenvs with Debian's Python.
   missing=""
   command -v ip >/dev/null || missing="$missing iproute2"
   command -v clang++ >/dev/null || missing="$missing clang"
   command -v g++ >/dev/null || missing="$missing g++"
+  command -v cmake >/dev/null && [ -f /usr/include/gtest/gtest.h ] || missing="$missing cmake libgtest-dev"  # tests/cpp
+  "${PYTHON:-python3}" -c 'import ensurepip, venv' 2>/dev/null || missing="$missing python3-venv"
+  # A one-node Slurm cluster for tests/packaging/test_slurm.py (sbatch recipe).
+  command -v slurmctld >/dev/null || missing="$missing slurmctld slurmd slurm-client munge"
   if [ -n "$missing" ]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
+    # shellcheck disable=SC2086
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null  # word splitting wanted
   fi
 fi
-"$PYTHON" -m pip install -q -r requirements.txt
-# No build isolation: the extensions must see the installed torch/TensorFlow.
-"$PYTHON" -m pip install -q --no-build-isolation -e .
-"$PYTHON" -m byteps_native.info >/dev/null 2>&1 || true
+# shellcheck source=scripts/python_env.sh
+source scripts/python_env.sh
+requirements=requirements.txt
+if [ "${BYTEPS_GPU:-0}" = 1 ]; then requirements="requirements-gpu.txt"; fi
+"$PY" -m pip install -q -r "$requirements"
+# No build isolation: the extensions compile against the installed torch/TensorFlow.
+"$PY" -m pip install -q --no-build-isolation -e .
+"$PY" -m byteps_native.info
+echo "byteps-native installed into $("$PY" -c 'import sys; print(sys.prefix)'); use it with: source $(dirname "$PY")/activate"

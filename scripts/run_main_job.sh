@@ -4,4 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install.sh
-exec torchrun --standalone --nproc_per_node 2 examples/torch/ddp_digits.py "$@"
+# shellcheck source=scripts/python_env.sh
+source scripts/python_env.sh
+exec "$PY" -m torch.distributed.run --standalone --nproc_per_node 2 -m byteps_native.examples.ddp_digits "$@"

@@ -11,12 +11,15 @@ import os
 BPS_TIMEOUT = 4
 BPS_PEER_FAILURE = 3
 
+# The error buffers are c_void_p, not c_char_p: ctypes hands a c_char_p
+# argument to Python as a bytes copy, so the message never reached the engine
+# and writing it overran that copy (a heap corruption: segfault at exit).
 _SET = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t,
-                        ctypes.c_char_p, ctypes.c_size_t)
+                        ctypes.c_void_p, ctypes.c_size_t)
 _GET = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64, ctypes.c_void_p,
-                        ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t), ctypes.c_char_p, ctypes.c_size_t)
+                        ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t), ctypes.c_void_p, ctypes.c_size_t)
 _ADD = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64,
-                        ctypes.POINTER(ctypes.c_int64), ctypes.c_char_p, ctypes.c_size_t)
+                        ctypes.POINTER(ctypes.c_int64), ctypes.c_void_p, ctypes.c_size_t)
 
 
 class _BpsStore(ctypes.Structure):
@@ -32,7 +35,10 @@ def engine_library():
 
 
 def _error(err, cap, exc):
-    ctypes.memmove(err, str(exc).encode()[: max(0, cap - 1)] + b"\0", min(cap, len(str(exc).encode()) + 1))
+    if not err or cap <= 0:
+        return
+    message = (str(exc).strip().splitlines() or [type(exc).__name__])[0].encode()[: cap - 1] + b"\0"
+    ctypes.memmove(err, message, len(message))
 
 
 class CStore:

@@ -17,3 +17,26 @@ from byteps_native.tf.engine import stats
 __all__ = ["BytePSOps", "stats", "init", "shutdown", "is_initialized", "size", "rank", "local_rank",
            "local_size", "push_pull", "push_pull_gradients", "broadcast", "broadcast_variables",
            "DistributedGradientTape"]
+
+# ---- Horovod / BytePS API compatibility (owned by the "compat" helper; issue 18) ----
+from byteps_native.tf import elastic, util  # noqa: E402,F401
+from byteps_native.tf.api import (  # noqa: E402,F401
+    DistributedOptimizer, PartialDistributedGradientTape, broadcast_, broadcast_global_variables)
+from byteps_native.tf.util import refs_to_vars, vars_to_refs  # noqa: E402,F401
+from byteps_native.tf.basics import (  # noqa: E402,F401
+    ProcessSet, add_process_set, ccl_built, check_num_rank_power_of_2, cross_rank, cross_size, cuda_built,
+    ddl_built, get_pushpull_speed, global_process_set, gloo_built, gloo_enabled, is_homogeneous,
+    local_rank_op, local_size_op, mpi_built, mpi_enabled, mpi_threads_supported, nccl_built,
+    process_set_included_op, rank_op, remove_process_set, resume, rocm_built, size_op, start_timeline,
+    stop_timeline, suspend)
+from byteps_native.tf.collectives import (  # noqa: E402,F401
+    allgather, allgather_object, allreduce, alltoall, barrier, broadcast_object, broadcast_object_fn,
+    grouped_allgather, grouped_allreduce, grouped_reducescatter, join, reducescatter)
+from byteps_native.tf.compression import Compression  # noqa: E402,F401
+from byteps_native.tf.hooks import BroadcastGlobalVariablesHook  # noqa: E402,F401
+from byteps_native.tf.reduce_ops import (  # noqa: E402,F401
+    Adasum, Average, Max, Min, Product, Sum, handle_average_backwards_compatibility)
+from byteps_native.tf.missing_names import make_getattr as _make_getattr  # noqa: E402
+
+__getattr__ = _make_getattr("byteps_native.tf")
+# ---- end of the compatibility block ----

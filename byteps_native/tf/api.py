@@ -16,7 +16,9 @@ changes between calls.
 import tensorflow as tf
 
 from byteps_native.tf import engine, fusion, naming
+from byteps_native.tf.compression import Compression
 from byteps_native.tf.ops import push_pull_list
+from byteps_native.tf.reduce_ops import Adasum, Average, Sum, resolve_op
 
 init = engine.init
 shutdown = engine.shutdown
@@ -27,16 +29,25 @@ local_rank = engine.local_rank
 local_size = engine.local_size
 
 
-def push_pull(tensor, average=True, name=None, priority=0):
-    """Sum (average=False) or mean over processes (average=True) of `tensor`.
+def push_pull(tensor, scope="", average=None, device_dense="", device_sparse="", compression=Compression.none,
+              op=None, enable_async=False, name=None, priority=0):
+    """Sum (average=False / op=Sum) or mean (the default) over processes of `tensor`.
 
-    IndexedSlices are reduced as dense tensors.
+    BytePS's signature; `scope`, `device_*` and `enable_async` are accepted
+    (the op runs on the CPU; async is the servers' BYTEPS_ENABLE_ASYNC).
+    IndexedSlices are reduced as dense tensors; op=Adasum/Min/Max/Product
+    go through ``allreduce``.
     """
+    op = resolve_op(op, average, "push_pull")
+    if op not in (Average, Sum):
+        from byteps_native.tf.collectives import allreduce
+        return allreduce(tensor, op=op, compression=compression, name=name)
     with tf.device("/cpu:0"):  # the op has a CPU kernel only (see docs/tf.md)
         dense = fusion.densify(tensor)
-        base = name or f"bps.tf.push_pull/{naming.describe(dense.dtype, dense.shape)}"
-        (out,) = push_pull_list([dense], [naming.unique(base)], [priority], average=average)
-    return out
+        compressed, ctx = compression.compress(dense)
+        base = name or f"bps.tf.push_pull/{scope}{naming.describe(compressed.dtype, compressed.shape)}"
+        (out,) = push_pull_list([compressed], [naming.unique(base)], [priority], average=op == Average)
+    return compression.decompress(out, ctx)
 
 
 def _variable_hint(variable, index):
@@ -44,8 +55,10 @@ def _variable_hint(variable, index):
     return f"{index}.{str(path).split(':')[0]}"
 
 
-def broadcast(tensor, root_rank=0, name=None):
-    """Every process receives `root_rank`'s `tensor`."""
+def broadcast(tensor, root_rank=0, name=None, scope="", is_variable=True, process_set=None,
+              ignore_name_scope=False):
+    """Every process receives `root_rank`'s `tensor` (Horovod's and BytePS's
+    extra arguments are accepted)."""
     value = tf.convert_to_tensor(tensor)
     original_dtype = value.dtype
     if original_dtype == tf.bool:
@@ -80,20 +93,35 @@ def broadcast_variables(variables, root_rank=0):
     return tf.group(*[a for a in assigns if a is not None])
 
 
-def push_pull_gradients(grads, variables, average=True, label="bps.tf.grad"):
+def push_pull_gradients(grads, variables, average=True, label="bps.tf.grad", compression=Compression.none,
+                        op=None, gradient_predivide_factor=1.0, sparse_as_dense=False):
     """Reduce a gradient list across processes, fused; None gradients stay None.
 
     Every process must have None at the same positions (same model and loss).
+    `gradient_predivide_factor` f splits the average as Horovod does (sum of
+    g/f, times f/size); op=Adasum combines gradients with Adasum.
     """
     grads = list(grads)
+    op = resolve_op(op, None if op is not None else average, "push_pull_gradients")
+    if gradient_predivide_factor != 1.0 and op != Average:
+        raise ValueError("gradient_predivide_factor is only valid with op=Average (as in Horovod)")
     variables = list(variables) if variables is not None else [None] * len(grads)
     present = [i for i, g in enumerate(grads) if g is not None]
     if not present:
         return grads
-    divisor = engine.size() if average else 1
     hints = [_variable_hint(variables[i], i) if variables[i] is not None else f"t{i}" for i in present]
-    reduced = fusion.push_pull_many([grads[i] for i in present], label, hints, divisor)
     out = list(grads)
+    if op == Adasum or compression is not Compression.none:
+        from byteps_native.tf.collectives import allreduce
+        for i, hint in zip(present, hints):
+            out[i] = allreduce(fusion.densify(grads[i]), op=op, compression=compression, name=f"{label}/{hint}")
+        return out
+    inputs = [grads[i] for i in present]
+    divisor = engine.size() if op == Average else 1
+    if gradient_predivide_factor != 1.0:
+        inputs = [fusion.densify(g) / tf.cast(gradient_predivide_factor, g.dtype) for g in inputs]
+        divisor = engine.size() / gradient_predivide_factor
+    reduced = fusion.push_pull_many(inputs, label, hints, divisor)
     for i, g in zip(present, reduced):
         out[i] = g
     return out
@@ -102,19 +130,83 @@ def push_pull_gradients(grads, variables, average=True, label="bps.tf.grad"):
 class DistributedGradientTape:
     """Wraps a finished tf.GradientTape; ``gradient()`` returns reduced gradients.
 
+    Horovod's options are accepted; ``num_groups``/``groups`` are fusion hints
+    (the adapter fuses by itself), ``device_*`` do not apply (CPU op).
     Other attributes pass through to the wrapped tape.
     """
 
-    def __init__(self, tape, average=True):
+    def __init__(self, tape, device_dense="", device_sparse="", compression=Compression.none,
+                 sparse_as_dense=False, op=Average, gradient_predivide_factor=1.0, num_groups=0, groups=None,
+                 process_set=None, scale_local_gradients=True, average=None):
         self._tape = tape
-        self._average = average
+        self._op = resolve_op(None, average, "DistributedGradientTape") if average is not None else \
+            resolve_op(op, None, "DistributedGradientTape")
+        self._compression = compression
+        self._predivide = gradient_predivide_factor
+        self._sparse_as_dense = sparse_as_dense
 
     def gradient(self, target, sources, output_gradients=None, **kwargs):
         grads = self._tape.gradient(target, sources, output_gradients=output_gradients, **kwargs)
         flat_sources = tf.nest.flatten(sources)
         flat_grads = tf.nest.flatten(grads, expand_composites=False)
-        reduced = push_pull_gradients(flat_grads, flat_sources, self._average)
+        reduced = push_pull_gradients(flat_grads, flat_sources, op=self._op, compression=self._compression,
+                                      gradient_predivide_factor=self._predivide,
+                                      sparse_as_dense=self._sparse_as_dense)
         return tf.nest.pack_sequence_as(grads, reduced)
 
     def __getattr__(self, name):
         return getattr(self._tape, name)
+
+
+def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="", device_sparse="",
+                         compression=Compression.none, sparse_as_dense=False, backward_passes_per_step=1,
+                         op=Average, gradient_predivide_factor=1.0, average_aggregated_gradients=False,
+                         num_groups=0, groups=None, process_set=None, scale_local_gradients=True):
+    """``horovod.tensorflow.DistributedOptimizer`` / ``byteps.tensorflow.DistributedOptimizer``
+    for a Keras optimizer (TF 2 has no other kind): see byteps_native.tf.keras."""
+    from byteps_native.tf.keras.optimizer import DistributedOptimizer as keras_distributed
+    return keras_distributed(optimizer, name=name, device_dense=device_dense, device_sparse=device_sparse,
+                             compression=compression, sparse_as_dense=sparse_as_dense,
+                             gradient_predivide_factor=gradient_predivide_factor, op=op,
+                             backward_passes_per_step=backward_passes_per_step,
+                             average_aggregated_gradients=average_aggregated_gradients)
+
+
+class PartialDistributedGradientTape(DistributedGradientTape):
+    """Horovod's: like DistributedGradientTape, but the gradients of
+    `local_layers`' variables stay local (not reduced)."""
+
+    def __init__(self, gradtape, device_dense="", device_sparse="", compression=Compression.none,
+                 sparse_as_dense=False, op=Average, gradient_predivide_factor=1.0, num_groups=0, groups=None,
+                 process_set=None, local_layers=None, scale_local_gradients=True):
+        super().__init__(gradtape, compression=compression, op=op, gradient_predivide_factor=gradient_predivide_factor)
+        layers = local_layers if isinstance(local_layers, (list, tuple)) else ([local_layers] if local_layers else [])
+        self._local = {id(v) for layer in layers for v in layer.trainable_weights}
+
+    def gradient(self, target, sources, output_gradients=None, **kwargs):
+        grads = self._tape.gradient(target, sources, output_gradients=output_gradients, **kwargs)
+        flat_sources = tf.nest.flatten(sources)
+        flat_grads = tf.nest.flatten(grads, expand_composites=False)
+        shared = [i for i, v in enumerate(flat_sources) if id(v) not in self._local]
+        reduced = push_pull_gradients([flat_grads[i] for i in shared], [flat_sources[i] for i in shared],
+                                      op=self._op, compression=self._compression,
+                                      gradient_predivide_factor=self._predivide, label="bps.tf.partial_grad")
+        out = list(flat_grads)
+        for i, g in zip(shared, reduced):
+            out[i] = g
+        return tf.nest.pack_sequence_as(grads, out)
+
+
+def broadcast_global_variables(root_rank):
+    """tf.compat.v1 graphs: an op giving every global variable root's value.
+    Eager TF 2 has no global variable collection (as in Horovod)."""
+    if tf.executing_eagerly():
+        raise RuntimeError("broadcast_global_variables() does not support eager execution; use "
+                           "broadcast_variables(model.variables + optimizer.variables, root_rank) instead")
+    return broadcast_variables(tf.compat.v1.global_variables(), root_rank)
+
+
+def broadcast_(variables, root_rank, name=None, process_set=None):
+    """In-place broadcast of `variables` (Horovod's broadcast_)."""
+    broadcast_variables(variables, root_rank)
+    return variables

@@ -19,15 +19,21 @@ constructing BytePSOps adjusts MirroredStrategy, and docs/tf.md for limits:
   custom cross-device ops entirely (it uses its own collectives under XLA), so
   nothing crosses processes: do not combine XLA-compiled steps on GPUs with
   BytePSOps.
-* Sparse gradients (IndexedSlices) are reduced as dense tensors and come back
-  dense.
+* IndexedSlices stay sparse, as in MWMS: the indices and values of every
+  replica are gathered (concatenated), so a sum may repeat indices.
 * Every process must have the same number of local replicas.
+* ``_all_reduce`` (the merge_call-free path) needs one local replica per
+  process: without merge_call the local replicas run in separate threads and
+  the engine takes one submission per name and process.
 """
 import tensorflow as tf
 from tensorflow.python.distribute import cross_device_ops as cross_device_ops_lib
+from tensorflow.python.distribute import cross_device_utils
+from tensorflow.python.distribute import distribute_lib
 from tensorflow.python.distribute import distribute_utils
 from tensorflow.python.distribute import reduce_util
 from tensorflow.python.distribute import values as value_lib
+from tensorflow.python.util import nest
 
 from byteps_native.tf import engine, fusion
 
@@ -57,6 +63,7 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
 
     def __init__(self):
         super().__init__()
+        self._strategy_devices = ()
         engine.init()
         from byteps_native.tf import mirrored_routing  # imports this module
         mirrored_routing.install()
@@ -74,26 +81,36 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
         return "/device:CPU:0"
 
     def _mirror(self, tensor, destinations, fallback_value, always_wrap=False):
-        if cross_device_ops_lib.check_destinations(destinations):
-            devices = cross_device_ops_lib.get_devices_from(destinations, self._canonicalize_devices)
-        else:
-            devices = cross_device_ops_lib.get_devices_from(fallback_value, self._canonicalize_devices)
-        copies = []
-        for device in devices:
-            with tf.device(device):
-                copies.append(tf.identity(tensor))
+        """Copies of `tensor` on the destination devices; when neither the
+        destinations nor the input carry a device (tf.function arguments), on the
+        strategy's devices, as MirroredStrategy places them."""
+        devices = ()
+        for source in (destinations, fallback_value):
+            if cross_device_ops_lib.check_destinations(source):
+                raw = cross_device_ops_lib.get_devices_from(source, canonicalize_devices=False)
+                if raw and all(raw):
+                    devices = cross_device_ops_lib.get_devices_from(source, self._canonicalize_devices)
+                    break
+        if not devices:
+            devices = self._replica_devices()
+        copies = [cross_device_utils.copy_tensor_or_indexed_slices_to_device(tensor, device)
+                  for device in devices]
         return distribute_utils.regroup(copies, wrap_class=value_lib.Mirrored, always_wrap=always_wrap)
+
+    def _replica_devices(self):
+        """The local devices of the strategy using these ops (bound by
+        mirrored_routing): the destination when a value carries no device,
+        e.g. a tf.function argument."""
+        return self._strategy_devices or (self._host(),)
+
+    def bind_devices(self, devices):
+        """Called when a MirroredStrategy adopts these ops."""
+        self._strategy_devices = tuple(devices)
 
     def _reduce_pairs(self, reduce_op, value_destination_pairs, label):
         if reduce_op not in (reduce_util.ReduceOp.SUM, reduce_util.ReduceOp.MEAN):
             raise ValueError(f"BytePSOps supports ReduceOp.SUM and ReduceOp.MEAN, got {reduce_op}")
-        local_sums, hints, replica_counts = [], [], set()
-        with tf.device(self._host()):
-            for index, (value, destinations) in enumerate(value_destination_pairs):
-                parts = [fusion.densify(v) for v in _local_values(value)]
-                replica_counts.add(len(parts))
-                local_sums.append(parts[0] if len(parts) == 1 else tf.math.add_n(parts))
-                hints.append(_hint(destinations, index))
+        replica_counts = {len(_local_values(v)) for v, _ in value_destination_pairs}
         if len(replica_counts) > 1:
             raise ValueError(f"values to reduce together have different numbers of local replicas: "
                              f"{sorted(replica_counts)}")
@@ -101,8 +118,73 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
         if reduce_op == reduce_util.ReduceOp.MEAN:
             divisor = replica_counts.pop() * engine.size()
         label = f"bps.tf.{label}.{reduce_op.value.lower()}"
-        reduced = fusion.push_pull_many(local_sums, label, hints, divisor, device=self._host())
-        return [self._mirror(r, d, v) for r, (v, d) in zip(reduced, value_destination_pairs)]
+        dense, sparse = [], []  # (index, value, hint)
+        for index, (value, destinations) in enumerate(value_destination_pairs):
+            is_sparse = any(isinstance(v, tf.IndexedSlices) for v in _local_values(value))
+            (sparse if is_sparse else dense).append((index, value, _hint(destinations, index)))
+        results = [None] * len(value_destination_pairs)
+        with tf.device(self._host()):
+            local_sums = []
+            for _, value, _ in dense:
+                parts = [tf.convert_to_tensor(v) for v in _local_values(value)]
+                local_sums.append(parts[0] if len(parts) == 1 else tf.math.add_n(parts))
+            reduced = fusion.push_pull_many(local_sums, label, [h for _, _, h in dense], divisor,
+                                            device=self._host())
+            for (index, _, _), r in zip(dense, reduced):
+                results[index] = r
+            for index, value, hint in sparse:
+                results[index] = self._all_gather_indexed_slices(value, divisor, f"{label}.sparse", hint)
+        return [self._mirror(r, d, v) for r, (v, d) in zip(results, value_destination_pairs)]
+
+    def _all_gather_indexed_slices(self, value, divisor, label, hint):
+        """The sum of IndexedSlices as MWMS forms it: every replica's indices and
+        values concatenated (rank 0's replicas first), values / divisor for MEAN."""
+        parts = [v if isinstance(v, tf.IndexedSlices) else _dense_as_slices(v) for v in _local_values(value)]
+        if any(p.dense_shape is None for p in parts):
+            raise ValueError("BytePSOps cannot reduce IndexedSlices without dense_shape")
+        indices = tf.concat([tf.cast(p.indices, tf.int64) for p in parts], 0)
+        values = tf.concat([p.values for p in parts], 0)
+        gathered_indices, gathered_values = self._all_gather_rows([indices, values], label, hint)
+        if divisor != 1:
+            gathered_values = fusion.divide(gathered_values, divisor)
+        return tf.IndexedSlices(gathered_values, tf.cast(gathered_indices, parts[0].indices.dtype),
+                                parts[0].dense_shape)
+
+    def _all_gather_rows(self, tensors, label, hint, original_shape=None, axis=0):
+        """Concatenate along axis 0 every process's `tensors` (which share their
+        leading length), rank 0 first. Two engine calls: every process's length,
+        rank, dtype and dimensions, then each process's rows placed at its offset
+        in zeros, summed. Processes whose tensors disagree except along the
+        gather axis all fail after the first call, naming the shapes, instead of
+        waiting for tensors the others never send. `original_shape`/`axis`:
+        the caller's shape and axis, for that message."""
+        size, rank = engine.size(), engine.rank()
+        first = tensors[0]
+        if first.shape.rank > _MAX_GATHER_RANK:
+            raise ValueError(f"BytePSOps gather supports tensors of rank <= {_MAX_GATHER_RANK}")
+        shape = tf.shape(first, out_type=tf.int64) if original_shape is None else original_shape
+        meta = tf.concat([
+            tf.constant([first.shape.rank, first.dtype.as_datatype_enum], tf.int64),
+            tf.shape(first, out_type=tf.int64)[:1],
+            tf.pad(shape, [[0, _MAX_GATHER_RANK - first.shape.rank]], constant_values=-1)], 0)
+        slot = tf.one_hot(rank, size, dtype=tf.int64)[:, None] * meta[None, :]
+        (all_meta,) = fusion.push_pull_many([slot], label, [f"{hint}.shapes"], device=self._host())
+        check = _assert_same_shapes(all_meta, axis)
+        with tf.control_dependencies([check]):
+            lengths = tf.identity(all_meta[:, 2])
+        length = lengths[rank]
+        offset = tf.reduce_sum(lengths[:rank])
+        after = tf.reduce_sum(lengths) - offset - length
+        padded, casts = [], []
+        for t in tensors:
+            casts.append(t.dtype)
+            t = tf.cast(t, tf.uint8) if t.dtype == tf.bool else t
+            paddings = [[0, 0]] * t.shape.rank
+            paddings[0] = [offset, after]
+            padded.append(tf.pad(t, tf.cast(paddings, tf.int64)))
+        gathered = fusion.push_pull_many(padded, label, [f"{hint}.rows{i}" for i in range(len(padded))],
+                                         device=self._host())
+        return [tf.cast(g, d) if d == tf.bool else g for g, d in zip(gathered, casts)]
 
     # -- CrossDeviceOps ------------------------------------------------------
 
@@ -125,37 +207,67 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
             (result,) = fusion.push_pull_many([contribution], "bps.tf.broadcast", ["value"],
                                               device=self._host())
             result = tf.cast(result, original_dtype) if original_dtype == tf.bool else result
-        return self._mirror(result, destinations, tensor, always_wrap=True)
+        return self._mirror(result, destinations, tensor)  # one device: the tensor itself
 
     def _gather_implementation(self, per_replica_value, destinations, axis, options):
-        """Concatenate along `axis` the local replicas of rank 0, then rank 1, ...
-
-        Two engine calls: the per-process lengths along `axis`, then each
-        process's block placed at its offset in a zero tensor, summed.
-        """
+        """Concatenate along `axis` the local replicas of rank 0, then rank 1, ..."""
         del options
-        size, rank = engine.size(), engine.rank()
         with tf.device(self._host()):
             parts = [tf.convert_to_tensor(v) for v in _local_values(per_replica_value)]
             local = parts[0] if len(parts) == 1 else tf.concat(parts, axis)
-            original_dtype = local.dtype
-            if original_dtype == tf.bool:
-                local = tf.cast(local, tf.uint8)
             ndim = local.shape.rank
             if ndim is None:
                 raise ValueError("BytePSOps gather needs tensors of known rank")
-            axis = axis % ndim if ndim else 0
-            length = tf.cast(tf.shape(local)[axis], tf.int64)
-            slot = tf.one_hot(rank, size, dtype=tf.int64) * length
-            (lengths,) = fusion.push_pull_many([slot], "bps.tf.gather", [f"lengths.axis{axis}"],
-                                               device=self._host())
-            offset = tf.reduce_sum(lengths[:rank])
-            after = tf.reduce_sum(lengths) - offset - length
-            paddings = [[0, 0]] * ndim
-            paddings[axis] = [offset, after]
-            padded = tf.pad(local, tf.cast(paddings, tf.int64))
-            (gathered,) = fusion.push_pull_many(
-                [padded], "bps.tf.gather", [f"values.axis{axis}"], device=self._host())
-            if original_dtype == tf.bool:
-                gathered = tf.cast(gathered, tf.bool)
+            if ndim == 0:
+                raise ValueError("BytePSOps gather needs tensors of rank >= 1 (gather concatenates)")
+            axis = axis % ndim
+            moved = local if axis == 0 else tf.experimental.numpy.moveaxis(local, axis, 0)
+            (gathered,) = self._all_gather_rows([moved], "bps.tf.gather", f"axis{axis}",
+                                                original_shape=tf.shape(local, out_type=tf.int64), axis=axis)
+            if axis != 0:
+                gathered = tf.experimental.numpy.moveaxis(gathered, 0, axis)
         return self._mirror(gathered, destinations, per_replica_value)
+
+    def _all_reduce(self, reduce_op, value, replica_id, options):
+        """All-reduce in a replica context without merge_call (one local replica)."""
+        del replica_id, options
+        context = distribute_lib.get_replica_context()
+        local = context.num_replicas_in_sync // engine.size() if context is not None else 1
+        if local != 1:
+            raise NotImplementedError(
+                f"BytePSOps' merge_call-free all-reduce needs one local replica per process, this "
+                f"process has {local}: the local replicas run in separate threads and the engine takes "
+                f"one submission per tensor name and process. Use merge_call (no XLA) or one device "
+                f"per process.")
+        flat = nest.flatten(value, expand_composites=False)
+        device = flat[0].device if flat and getattr(flat[0], "device", "") else self._host()
+        reduced = self._reduce_pairs(reduce_op, [(v, device) for v in flat], "all_reduce")
+        return nest.pack_sequence_as(value, reduced, expand_composites=False)
+
+
+_MAX_GATHER_RANK = 8
+
+
+def _assert_same_shapes(all_meta, axis):
+    """An op failing with InvalidArgumentError on every process unless every
+    process's row of `all_meta` ([rank, dtype, length, dims padded with -1])
+    equals rank 0's outside the length and the gather axis."""
+    compare = tf.concat([all_meta[:, :2], all_meta[:, 3:3 + axis], all_meta[:, 4 + axis:]], 1)
+    differs = tf.reduce_any(tf.not_equal(compare, compare[:1]), axis=0)
+    ranks_differ = differs[0]
+    dtypes_differ = differs[1]
+    dims = tf.concat([tf.range(axis), tf.range(axis + 1, _MAX_GATHER_RANK)], 0)
+    first_dim = tf.gather(dims, tf.argmax(tf.cast(differs[2:], tf.int32)))
+    reason = tf.where(ranks_differ, tf.constant("Ranks of all input tensors should match"),
+                      tf.where(dtypes_differ, tf.constant("dtypes of all input tensors should match"),
+                               tf.strings.format("Dimension {} in both shapes must be equal", first_dim)))
+    message = tf.strings.format(
+        "Shape mismatch across processes in BytePSOps gather along axis {}: {}. Per process "
+        "(rank, dtype enum, rows, dims padded with -1): {}", [axis, reason, all_meta], summarize=-1)
+    return tf.debugging.Assert(tf.logical_not(tf.reduce_any(differs)), [message])
+
+
+def _dense_as_slices(tensor):
+    tensor = tf.convert_to_tensor(tensor)
+    rows = tf.shape(tensor, out_type=tf.int64)[0]
+    return tf.IndexedSlices(tensor, tf.range(rows), tf.shape(tensor, out_type=tf.int64))

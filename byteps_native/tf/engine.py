@@ -32,7 +32,7 @@ def library():
                     f"byteps-native engine library not found at {_LIB_PATH}; build it with: "
                     f"cd {_repo_root()} && pip install --no-build-isolation -e .")
             lib = ctypes.CDLL(_LIB_PATH, mode=ctypes.RTLD_GLOBAL)
-            lib.bps_init.argtypes = [ctypes.c_void_p]
+            lib.bps_init.argtypes = [ctypes.c_void_p]  # const bps_init_options* or NULL
             lib.bps_last_error.restype = ctypes.c_char_p
             lib.bps_build_info.restype = ctypes.c_char_p
             lib.bps_stats_json.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
@@ -51,15 +51,79 @@ def _check(code, what):
         raise EngineError(f"{what} failed (engine status {code}): {message}")
 
 
-def init():
-    """Initialise the engine from the BytePS environment variables (idempotent).
+class _InitOptions(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_int32), ("rank", ctypes.c_int32), ("size", ctypes.c_int32),
+                ("local_rank", ctypes.c_int32), ("local_size", ctypes.c_int32), ("store", ctypes.c_void_p)]
 
-    Workers need DMLC_ROLE=worker, DMLC_NUM_WORKER, DMLC_WORKER_ID,
-    DMLC_PS_ROOT_URI, DMLC_PS_ROOT_PORT and DMLC_NUM_SERVER (see docs/env.md);
-    ``bpslaunch`` sets them.
+
+_TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+_torchrun_store = None  # the engine may call the store's callbacks as long as it runs
+
+
+def _launched_by_torchrun():
+    return all(k in os.environ for k in _TORCHRUN_VARS)
+
+
+def _init_through_torchrun_store():
+    """Rendezvous through the TCPStore torchrun (or a torch.distributed-style
+    launcher) announces in MASTER_ADDR/MASTER_PORT, like the torch adapter does."""
+    global _torchrun_store
+    try:
+        import datetime
+        import torch.distributed as dist
+    except ImportError as e:
+        raise EngineError(
+            "this process was started by torchrun (RANK/WORLD_SIZE/MASTER_ADDR are set) but torch is not "
+            "importable, so it cannot reach torchrun's rendezvous store; install torch, or launch with "
+            "`bpslaunch --local-workers N -- python script.py`") from e
+    from byteps_native.core.c_store import CStore
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    timeout = datetime.timedelta(seconds=float(os.environ.get("BYTEPS_RENDEZVOUS_TIMEOUT", "300")))
+    agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
+    raw = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world,
+                        is_master=(rank == 0 and not agent_store), timeout=timeout,
+                        wait_for_workers=False)
+    # A torchrun restart reuses the agent's store: keys of the failed attempt must not be seen.
+    prefix = f"byteps_native_tf/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}/"
+    adapter = CStore(dist.PrefixStore(prefix, raw))
+    local_rank = int(os.environ.get("LOCAL_RANK", rank))
+    local_size = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+    options = _InitOptions(ctypes.sizeof(_InitOptions), rank, world, local_rank, local_size,
+                           ctypes.cast(ctypes.pointer(adapter.struct), ctypes.c_void_p))
+    _torchrun_store = (raw, adapter, options)
+    _check(library().bps_init(ctypes.byref(options)), "bps_init (torchrun rendezvous)")
+
+
+def init(lazy=True, comm=None, process_sets=None):
+    """Initialise the engine (idempotent), the way the launcher implies:
+
+    - bpslaunch (DMLC_ROLE set): rendezvous at the scheduler from DMLC_*
+      (see docs/env.md);
+    - torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT): rendezvous
+      through torchrun's store, one server per machine in-process;
+    - neither: a job of one process.
+
+    ``lazy`` (BytePS) and ``comm``/``process_sets`` (Horovod) are accepted
+    when they ask for the default; the engine always starts here.
     """
     global _shutdown_registered
-    _check(library().bps_init(None), "bps_init")
+    if comm is not None:
+        raise NotImplementedError(
+            "init(comm=...): byteps_native has no MPI; every process started by torchrun or bpslaunch "
+            "joins one job. Drop comm=")
+    if process_sets not in (None, [], ()):
+        raise NotImplementedError("init(process_sets=...): only the global process set exists in byteps_native")
+    if library().bps_initialized():
+        return
+    if os.environ.get("DMLC_ROLE"):
+        if os.environ["DMLC_ROLE"] != "worker":
+            raise EngineError(f"byteps_native.tf.init() runs in workers, but DMLC_ROLE={os.environ['DMLC_ROLE']!r}"
+                              "; servers and schedulers are started by bpslaunch, not by training scripts")
+        _check(library().bps_init(None), "bps_init")
+    elif _launched_by_torchrun():
+        _init_through_torchrun_store()
+    else:
+        _check(library().bps_init(None), "bps_init")
     with _lock:
         if not _shutdown_registered:
             atexit.register(shutdown)

@@ -45,7 +45,7 @@ def _static_bytes(tensor):
     return None if n is None else n * tensor.dtype.size
 
 
-def _divide(tensor, divisor):
+def divide(tensor, divisor):
     if divisor == 1:
         return tensor
     if tensor.dtype.is_integer:  # documented: integer means truncate toward zero
@@ -107,7 +107,7 @@ def push_pull_many(tensors, label, hints=None, divisor=1, device="/cpu:0"):
         results = [None] * len(dense)
         for members, out in zip(buckets, reduced):
             if not engine_average:
-                out = _divide(out, divisor)
+                out = divide(out, divisor)
             if len(members) == 1:
                 results[members[0]] = out
                 continue

@@ -1,27 +1,41 @@
-"""Makes tf.distribute.MirroredStrategy send its reductions to BytePSOps.
+"""Makes tf.distribute.MirroredStrategy behave as MultiWorkerMirroredStrategy
+when its cross-device ops is a BytePSOps.
 
-Why this exists: MirroredStrategy was written for one process, and three of
-its shortcuts would silently keep values local when the strategy spans
-processes through BytePSOps:
+Why this exists: MirroredStrategy was written for one process. When a job
+spans processes through BytePSOps, its single-process assumptions would
+silently keep values local or data duplicated:
 
-1. ``reduce_to`` (hence ``strategy.reduce`` and reading SUM/MEAN
-   sync-on-read variables) switches to a local ReductionToOneDevice whenever a
-   destination is a CPU device -- which is every destination on CPU hosts.
-2. int32 values always go to ReductionToOneDevice.
-3. ``num_replicas_in_sync`` counts local devices only, so Keras and
-   ``tf.nn.compute_average_loss`` would scale losses by 1/local replicas while
-   gradients are summed over all processes (gradients too large by the number
-   of processes).
+1. ``_reduce_to`` (``strategy.reduce``, reads of SUM/MEAN sync-on-read
+   variables, replica-context assignments to SUM/MEAN variables) hands plain
+   values -- every value when a process has one device -- to
+   ``reduce_non_distributed_value`` with the local replica count, and sends
+   CPU destinations to a local ReductionToOneDevice.
+2. ``_gather_to_implementation`` (``strategy.gather``,
+   ``ReplicaContext.all_gather``) returns plain values unchanged.
+3. int32 values always go to ReductionToOneDevice.
+4. ``_num_replicas_in_sync`` and ``replica_id_in_sync_group`` are local, so
+   per-replica seeds repeat across processes, ``all_gather``'s gradient takes
+   the slices of the wrong replicas, and losses are scaled by 1/local replicas
+   while gradients are summed over every process.
+5. Input is not distributed: the ``InputContext`` reports one pipeline, the
+   per-replica batch comes from the local count, and
+   ``experimental_distribute_dataset`` neither shards nor rebatches.
 
-``install()`` wraps those three members. Each wrapper defers to TensorFlow's
-original unless the strategy's cross-device ops is a BytePSOps, so other
-strategies are untouched; the per-process data split still uses the local
-replica count. Installed once, by BytePSOps' constructor.
+``install()`` wraps those members of ``MirroredExtended`` with the
+behaviour of ``CollectiveAllReduceExtended`` (MWMS): global replica count and
+ids (``rank * local + local id``), one input pipeline per process with
+FILE/DATA auto-sharding and rebatching from the global batch, partial-batch
+handling across processes, and every reduction or gather through BytePSOps.
+Each wrapper defers to TensorFlow's original unless the strategy's
+cross-device ops is a BytePSOps, so other strategies are untouched. Installed
+once, by BytePSOps' constructor.
 """
 import threading
 
 from tensorflow.python.distribute import cross_device_ops as cross_device_ops_lib
+from tensorflow.python.distribute import distribute_lib
 from tensorflow.python.distribute import distribute_utils
+from tensorflow.python.distribute import input_util
 from tensorflow.python.distribute import mirrored_strategy
 from tensorflow.python.distribute import reduce_util
 from tensorflow.python.distribute import values as value_lib
@@ -39,47 +53,170 @@ def _byteps_ops(extended):
     return ops if isinstance(ops, BytePSOps) else None
 
 
+def _local_count(extended):
+    return len(extended._devices)  # pylint: disable=protected-access
+
+
+def _reject_per_replica_mode(options):
+    if options and options.experimental_replication_mode == \
+            distribute_lib.InputReplicationMode.PER_REPLICA:
+        raise NotImplementedError(
+            "InputReplicationMode.PER_REPLICA is not supported with BytePSOps (nor by "
+            "MultiWorkerMirroredStrategy): use the default PER_WORKER mode")
+
+
+def _wrap(cls, name, make_wrapper, kind="method"):
+    original = cls.__dict__[name]
+    if kind == "property":
+        setattr(cls, name, property(make_wrapper(original.fget)))
+    else:
+        setattr(cls, name, make_wrapper(original))
+
+
 def install():
     global _installed
     with _lock:
         if _installed:
             return
         _installed = True
-
     extended_cls = mirrored_strategy.MirroredExtended
-    original_get_ops = extended_cls._get_cross_device_ops
-    original_reduce_to = extended_cls._reduce_to
 
-    def _get_cross_device_ops(self, value):
-        ops = _byteps_ops(self)
-        if ops is not None and self._use_merge_call():
-            return ops  # including int32: the engine sums int32
-        return original_get_ops(self, value)
+    def initialize_strategy(original):
+        def _initialize_strategy(self, devices):
+            original(self, devices)
+            ops = _byteps_ops(self)
+            if ops is not None:
+                ops.bind_devices(self._devices)
+        return _initialize_strategy
 
-    def _reduce_to(self, reduce_op, value, destinations, options):
-        ops = _byteps_ops(self)
-        if ops is None or not self._use_merge_call():
-            return original_reduce_to(self, reduce_op, value, destinations, options)
-        if distribute_utils.is_mirrored(value) and reduce_op == reduce_util.ReduceOp.MEAN:
-            return value  # already equal everywhere
+    def get_cross_device_ops(original):
+        def _get_cross_device_ops(self, value):
+            ops = _byteps_ops(self)
+            if ops is not None and self._use_merge_call():
+                return ops  # including int32: the engine sums int32
+            return original(self, value)
+        return _get_cross_device_ops
 
-        def reduce_one(v):
-            if not isinstance(v, value_lib.DistributedValues):
-                return cross_device_ops_lib.reduce_non_distributed_value(
-                    reduce_op, v, destinations, self._num_replicas_in_sync)
-            return ops.reduce(reduce_op, v, destinations=destinations,
-                              options=self._communication_options.merge(options))
+    def reduce_to(original):
+        def _reduce_to(self, reduce_op, value, destinations, options):
+            ops = _byteps_ops(self)
+            if ops is None or not self._use_merge_call():
+                return original(self, reduce_op, value, destinations, options)
+            if distribute_utils.is_mirrored(value) and reduce_op == reduce_util.ReduceOp.MEAN:
+                return value  # already equal everywhere
+            options = self._communication_options.merge(options)
 
-        return nest.map_structure(reduce_one, value)
+            def reduce_one(v):
+                if not isinstance(v, value_lib.DistributedValues) and engine.size() == 1:
+                    return cross_device_ops_lib.reduce_non_distributed_value(
+                        reduce_op, v, destinations, _local_count(self))
+                # A plain value counts as one replica of this process, as in MWMS.
+                return ops.reduce(reduce_op, v, destinations=destinations, options=options)
 
-    def num_replicas_in_sync(self):
-        """Number of replicas over which gradients are aggregated (all processes)."""
-        local = self._extended._num_replicas_in_sync  # pylint: disable=protected-access
-        if _byteps_ops(self._extended) is not None:  # pylint: disable=protected-access
-            return local * engine.size()
-        return local
+            return nest.map_structure(reduce_one, value)
+        return _reduce_to
 
-    extended_cls._get_cross_device_ops = _get_cross_device_ops
-    extended_cls._reduce_to = _reduce_to
-    for strategy_cls in (mirrored_strategy.MirroredStrategy, mirrored_strategy.MirroredStrategyV1):
-        strategy_cls.num_replicas_in_sync = property(num_replicas_in_sync)
+    def gather_to(original):
+        def _gather_to_implementation(self, value, destinations, axis, options):
+            ops = _byteps_ops(self)
+            if ops is None or not self._use_merge_call():
+                return original(self, value, destinations, axis, options)
+            return ops._gather(value, destinations=destinations, axis=axis,  # pylint: disable=protected-access
+                               options=self._communication_options.merge(options))
+        return _gather_to_implementation
+
+    def replica_ctx_all_reduce(original):
+        def _replica_ctx_all_reduce(self, reduce_op, value, options=None):
+            # Under merge_call-free tracing (XLA on GPUs) MirroredStrategy uses
+            # its in-process collectives; send them to BytePSOps when they must
+            # cross processes and BytePSOps can serve them.
+            ops = _byteps_ops(self)
+            if ops is None or self._use_merge_call() or engine.size() == 1:
+                return original(self, reduce_op, value, options)
+            replica_context = distribute_lib.get_replica_context()
+            return ops._all_reduce(reduce_op, value, replica_context._replica_id,  # pylint: disable=protected-access
+                                   options)
+        return _replica_ctx_all_reduce
+
+    def num_replicas_in_sync(original_fget):
+        def _num_replicas_in_sync(self):
+            if _byteps_ops(self) is not None:
+                return _local_count(self) * engine.size()
+            return original_fget(self)
+        return _num_replicas_in_sync
+
+    def replica_id_in_sync_group(original):
+        def _get_replica_id_in_sync_group(self, replica_id):
+            if _byteps_ops(self) is not None:
+                return engine.rank() * _local_count(self) + replica_id
+            return original(self, replica_id)
+        return _get_replica_id_in_sync_group
+
+    def local_replica_id(original):
+        def _get_local_replica_id(self, replica_id_in_sync_group):
+            if _byteps_ops(self) is not None:
+                return replica_id_in_sync_group - engine.rank() * _local_count(self)
+            return original(self, replica_id_in_sync_group)
+        return _get_local_replica_id
+
+    def in_multi_worker_mode(original):
+        def _in_multi_worker_mode(self):
+            # True makes tf.data agree across processes on the last partial
+            # batch (uneven shards), as under MWMS.
+            if _byteps_ops(self) is not None:
+                return engine.size() > 1
+            return original(self)
+        return _in_multi_worker_mode
+
+    def distribute_dataset(original):
+        def _experimental_distribute_dataset(self, dataset, options):
+            if _byteps_ops(self) is None:
+                return original(self, dataset, options)
+            _reject_per_replica_mode(options)
+            return input_util.get_distributed_dataset(
+                dataset, self._input_workers_with_options(options), self._container_strategy(),
+                num_replicas_in_sync=self._num_replicas_in_sync,
+                input_context=input_context(self), options=options)
+        return _experimental_distribute_dataset
+
+    def distribute_datasets_from_function(original):
+        def _distribute_datasets_from_function(self, dataset_fn, options):
+            if _byteps_ops(self) is None:
+                return original(self, dataset_fn, options)
+            _reject_per_replica_mode(options)
+            return input_util.get_distributed_datasets_from_function(
+                dataset_fn=dataset_fn, input_workers=self._input_workers_with_options(options),
+                input_contexts=[input_context(self)], strategy=self._container_strategy(),
+                options=options)
+        return _distribute_datasets_from_function
+
+    def distribute_values_from_function(original):
+        def _experimental_distribute_values_from_function(self, value_fn):
+            if _byteps_ops(self) is None:
+                return original(self, value_fn)
+            total = self._num_replicas_in_sync
+            values = [value_fn(distribute_lib.ValueContext(
+                self._get_replica_id_in_sync_group(local_id), total))
+                for local_id in range(_local_count(self))]
+            return distribute_utils.regroup(values, always_wrap=True)
+        return _experimental_distribute_values_from_function
+
+    _wrap(extended_cls, "_initialize_strategy", initialize_strategy)
+    _wrap(extended_cls, "_get_cross_device_ops", get_cross_device_ops)
+    _wrap(extended_cls, "_reduce_to", reduce_to)
+    _wrap(extended_cls, "_gather_to_implementation", gather_to)
+    _wrap(extended_cls, "_replica_ctx_all_reduce", replica_ctx_all_reduce)
+    _wrap(extended_cls, "_num_replicas_in_sync", num_replicas_in_sync, kind="property")
+    _wrap(extended_cls, "_get_replica_id_in_sync_group", replica_id_in_sync_group)
+    _wrap(extended_cls, "_get_local_replica_id", local_replica_id)
+    _wrap(extended_cls, "_in_multi_worker_mode", in_multi_worker_mode)
+    _wrap(extended_cls, "_experimental_distribute_dataset", distribute_dataset)
+    _wrap(extended_cls, "_distribute_datasets_from_function", distribute_datasets_from_function)
+    _wrap(extended_cls, "_experimental_distribute_values_from_function", distribute_values_from_function)
+
+
+def input_context(extended):
+    """One input pipeline per process, as MWMS: this process is pipeline `rank`."""
+    return distribute_lib.InputContext(num_input_pipelines=engine.size(),
+                                       input_pipeline_id=engine.rank(),
+                                       num_replicas_in_sync=extended._num_replicas_in_sync)  # pylint: disable=protected-access

@@ -1,6 +1,11 @@
 """DDP communication hooks that push_pull each gradient bucket.
 
-    model.register_comm_hook(None, byteps_native.torch.push_pull_hook)
+    byteps_native.torch.register_push_pull_hook(model)               # C++ hook
+    model.register_comm_hook(None, byteps_native.torch.push_pull_hook)  # Python hook
+
+Both do the same; the C++ one (csrc/torch/ddp_comm_hook.cc) runs inside DDP's
+Reducer and never enters the interpreter per bucket, the Python ones are for
+composing with other Python hook logic.
 
 Priority: DDP's bucket 0 holds the last layers and the highest index the
 first layers, which the next forward pass needs first, so priority = index.
@@ -42,3 +47,24 @@ def bf16_compress_push_pull_hook(state, bucket):
     """As push_pull_hook, but the bucket travels as bfloat16 (half the bytes, fp32 range)."""
     return _c10d.push_pull_async(bucket.buffer(), _bucket_name(state, bucket, ".bf16"),
                                  bucket.index(), True, torch.bfloat16)
+
+
+_WIRE_DTYPES = {None: None, "fp16": torch.float16, "bf16": torch.bfloat16,
+                torch.float16: torch.float16, torch.bfloat16: torch.bfloat16}
+
+
+def register_push_pull_hook(ddp_model, name_prefix="", compression=None):
+    """Install the C++ push_pull hook on a DistributedDataParallel model.
+
+    compression: None, "fp16" or "bf16" (the bucket travels in that dtype).
+    DDP takes one hook per model; a second registration raises.
+    """
+    if not isinstance(ddp_model, torch.nn.parallel.DistributedDataParallel):
+        raise TypeError(f"register_push_pull_hook needs a DistributedDataParallel model, got "
+                        f"{type(ddp_model).__name__}; wrap it first: DistributedDataParallel(model)")
+    if compression not in _WIRE_DTYPES:
+        raise ValueError(f"compression must be None, 'fp16' or 'bf16', got {compression!r}")
+    _c10d.register_push_pull_hook(ddp_model.reducer, name_prefix, _WIRE_DTYPES[compression])
+    logger = getattr(ddp_model, "logger", None)
+    if logger is not None and hasattr(logger, "_set_comm_hook_name"):
+        logger._set_comm_hook_name("byteps_native.torch.register_push_pull_hook")

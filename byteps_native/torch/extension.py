@@ -4,19 +4,21 @@ The extension is compiled against one torch's C++ ABI and headers; loading it
 under another torch crashes or misbehaves in ways far from the cause, so the
 mismatch is caught here with the rebuild command.
 """
-import os
+import importlib
 
 import torch
 
-_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-REBUILD = f"cd {_REPO} && pip install --no-build-isolation -e ."
+from byteps_native.install_facts import missing_adapter_message, rebuild_command
+
+REBUILD = rebuild_command()
 
 try:
-    from byteps_native.torch import _c10d
+    # By module path, not `from byteps_native.torch import _c10d`: while the
+    # package is still importing, that form reports a missing extension as a
+    # "circular import".
+    _c10d = importlib.import_module("byteps_native.torch._c10d")
 except ImportError as error:
-    raise ImportError(
-        f"byteps_native.torch: the compiled extension _c10d could not be loaded ({error}). "
-        f"Build it against the installed torch {torch.__version__}: {REBUILD}") from error
+    raise ImportError(missing_adapter_message("torch", error)) from None
 
 
 def _release(version):

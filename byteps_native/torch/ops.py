@@ -14,14 +14,26 @@ from byteps_native.torch.compression import Compression, wire_dtype_for, wire_na
 from byteps_native.torch.extension import _c10d
 
 
-def init():
+def init(lazy=True, comm=None, process_sets=None):
     """Start the engine (idempotent).
+
+    Accepts BytePS's ``lazy=`` (the engine always starts here; starting on the
+    first push_pull instead would change nothing a script can observe but the
+    moment of a rendezvous error) and Horovod's ``comm=`` / ``process_sets=``
+    when they ask for the default (all ranks, the global process set).
 
     - under bpslaunch (DMLC_ROLE set): rendezvous at the scheduler from DMLC_*;
     - under torchrun (RANK, WORLD_SIZE, MASTER_ADDR): init_process_group('byteps'),
       or, when another backend already owns the default group, through its store;
     - neither: a job of one process.
     """
+    if comm is not None:
+        raise NotImplementedError(
+            "init(comm=...): byteps_native has no MPI; every process started by torchrun or bpslaunch "
+            "joins one job. Drop comm= (start a separate job for a subset of ranks)")
+    if process_sets not in (None, [], ()):
+        from byteps_native.torch.process_sets import add_process_set
+        add_process_set(process_sets)
     if _c10d.initialized():
         return
     role = os.environ.get("DMLC_ROLE")
@@ -122,13 +134,14 @@ def _submit(output, average, name, priority, compression):
     return future, lambda: output.copy_(compression.decompress(compressed, ctx))
 
 
-def push_pull_async_inplace(tensor, average=True, name=None, priority=0,
+def push_pull_async_inplace(tensor, average=True, name=None, version=0, priority=0,
                             compression=Compression.none):
+    # `version` is BytePS's; it numbered rounds of one name, which the engine tracks itself.
     """Start summing (average=True: averaging) `tensor` across ranks in place; returns a handle."""
     return _handles.add(*_submit(tensor, average, name, priority, compression))
 
 
-def push_pull_async(tensor, average=True, name=None, priority=0, compression=Compression.none):
+def push_pull_async(tensor, average=True, name=None, version=0, priority=0, compression=Compression.none):
     """Like push_pull_async_inplace, into a new tensor (`tensor` is left unchanged)."""
     return _handles.add(*_submit(tensor.detach().clone(), average, name, priority, compression))
 
@@ -139,16 +152,21 @@ def poll(handle):
 
 
 def synchronize(handle):
-    """Wait for `handle`; returns the result tensor or raises the engine's error."""
+    """Wait for `handle`; returns the result tensor or raises the engine's error
+    (HorovodInternalError, a RuntimeError, naming the tensor and the cause)."""
     future, finish = _handles.pop(handle)
-    future.wait()  # raises RuntimeError naming the tensor and the cause on failure
+    try:
+        future.wait()
+    except RuntimeError as e:
+        from byteps_native.torch.collectives import HorovodInternalError
+        raise HorovodInternalError(str(e)) from e
     return finish()
 
 
-def push_pull(tensor, average=True, name=None, priority=0, compression=Compression.none):
+def push_pull(tensor, average=True, name=None, version=0, priority=0, compression=Compression.none):
     """Sum (average=True: average) of `tensor` across ranks, as a new tensor."""
-    return synchronize(push_pull_async(tensor, average, name, priority, compression))
+    return synchronize(push_pull_async(tensor, average, name, version, priority, compression))
 
 
-def push_pull_inplace(tensor, average=True, name=None, priority=0, compression=Compression.none):
-    return synchronize(push_pull_async_inplace(tensor, average, name, priority, compression))
+def push_pull_inplace(tensor, average=True, name=None, version=0, priority=0, compression=Compression.none):
+    return synchronize(push_pull_async_inplace(tensor, average, name, version, priority, compression))

@@ -3,22 +3,41 @@
 Each gradient is submitted the moment autograd finishes accumulating it (a
 post-accumulate-grad hook), so communication of late layers overlaps the
 backward pass of early ones; step() waits for all of them, then steps.
+
+op=Adasum follows Horovod: each rank steps locally and the parameter
+*deltas* are combined with Adasum. With BYTEPS_ENABLE_ASYNC=1 it follows
+BytePS: each rank steps locally, pushes its delta, and pulls the servers'
+running weights (async_training.py).
 """
+import os
+from contextlib import contextmanager
+
 import torch
 
 from byteps_native.torch.compression import Compression, wire_dtype_for, wire_name
 from byteps_native.torch.extension import _c10d
 from byteps_native.torch.ops import _require_init
+from byteps_native.torch.process_sets import check_process_set, global_process_set
+from byteps_native.torch.reduce_ops import Adasum, Average, Sum, resolve_op
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
-    def __init__(self, params, named_parameters, compression, backward_passes_per_step):
+    def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
+                 gradient_predivide_factor, sparse_as_dense, staleness):
         super(self.__class__, self).__init__(params)
         _require_init("DistributedOptimizer")
         if backward_passes_per_step < 1:
             raise ValueError(f"backward_passes_per_step must be >= 1, got {backward_passes_per_step}")
+        if gradient_predivide_factor <= 0:
+            raise ValueError(f"gradient_predivide_factor must be > 0, got {gradient_predivide_factor}")
+        if gradient_predivide_factor != 1.0 and op != Average:
+            raise ValueError("gradient_predivide_factor is only valid with op=Average (as in Horovod)")
         self._compression = compression
+        self._op = op
+        self._predivide = float(gradient_predivide_factor)
+        self._sparse_as_dense = sparse_as_dense
         self._backward_passes_per_step = backward_passes_per_step
+        self._should_sync = True
         all_params = [p for group in self.param_groups for p in group["params"]]
         self._names = self._parameter_names(named_parameters, all_params)
         # Forward order ~ parameter order: earlier parameters are needed first
@@ -26,14 +45,25 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._priority = {p: -i for i, p in enumerate(all_params)}
         self._delay = {p: backward_passes_per_step for p in all_params}
         self._futures = {}
+        self._async = None
+        if os.environ.get("BYTEPS_ENABLE_ASYNC", "0").strip().lower() in ("1", "true", "yes", "on"):
+            from byteps_native.torch.async_training import AsyncParameterSync
+            self._async = AsyncParameterSync(all_params, self._names, staleness)
+        elif staleness:
+            raise ValueError(f"staleness={staleness} needs asynchronous training: set BYTEPS_ENABLE_ASYNC=1 "
+                             "on every worker and server")
+        communicates_gradients = self._async is None and op != Adasum
         self._hooks = [p.register_post_accumulate_grad_hook(self._on_grad_ready)
-                       for p in all_params if p.requires_grad]
+                       for p in all_params if p.requires_grad and communicates_gradients]
 
     @staticmethod
     def _parameter_names(named_parameters, all_params):
         if named_parameters is None:
             return {p: f"param.{i}" for i, p in enumerate(all_params)}
         named = list(named_parameters)
+        if any(not isinstance(item, tuple) for item in named):
+            raise ValueError("named_parameters should be a sequence of (name, parameter) tuples, "
+                             "usually produced by model.named_parameters()")
         names = [name for name, _ in named]
         if len(set(names)) != len(names):
             duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -49,9 +79,17 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def _submit(self, p):
         if p.grad is None:  # every rank must push every gradient, or the others wait
             p.grad = torch.zeros_like(p)
+        if p.grad.is_sparse:
+            # sparse_as_dense=False reduces sparse gradients densely too (Horovod
+            # would allgather indices and values): same result, dense bytes.
+            p.grad = p.grad.to_dense()
+        if self._predivide != 1.0:
+            p.grad.div_(self._predivide)
         wire_dtype = wire_dtype_for(self._compression, p.grad)
         name = wire_name(f"DistributedOptimizer.grad.{self._names[p]}", wire_dtype)
-        self._futures[p] = _c10d.push_pull_async(p.grad, name, self._priority[p], True, wire_dtype)
+        # predivide: sum of grad/f, then times f/size -- Horovod's split of the average
+        average = self._op == Average and self._predivide == 1.0
+        self._futures[p] = _c10d.push_pull_async(p.grad, name, self._priority[p], average, wire_dtype)
 
     def _on_grad_ready(self, p):
         if p in self._futures:
@@ -65,16 +103,56 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def synchronize(self):
         """Wait for every gradient's push_pull (submitting any not yet started)."""
+        if self._async is not None or self._op == Adasum:
+            return
         for p in self._delay:
             if p.requires_grad and p not in self._futures:
                 self._submit(p)
         futures, self._futures = self._futures, {}
         for p, future in futures.items():
             future.wait()
+            if self._op == Average and self._predivide != 1.0:
+                p.grad.mul_(self._predivide / _c10d.size())
             self._delay[p] = self._backward_passes_per_step
 
+    @contextmanager
+    def skip_synchronize(self):
+        """For `optimizer.synchronize(); clip(...); with optimizer.skip_synchronize(): optimizer.step()`."""
+        if self._async is not None:
+            raise AssertionError("skip_synchronize cannot be used in async training")
+        self._should_sync = False
+        try:
+            yield
+        finally:
+            self._should_sync = True
+
+    def set_backward_passes_per_step(self, passes):
+        self._backward_passes_per_step = passes
+        for p in self._delay:
+            self._delay[p] = passes
+
+    def _params_with_grad(self):
+        return [p for group in self.param_groups for p in group["params"] if p.requires_grad]
+
+    def _adasum_step(self, closure):
+        """Horovod's Adasum optimizer: local step, then Adasum of the deltas."""
+        from byteps_native.torch.collectives import allreduce_
+        params = self._params_with_grad()
+        start = [p.detach().clone() for p in params]
+        loss = super(self.__class__, self).step(closure)
+        for p, before in zip(params, start):
+            delta = p.detach() - before
+            allreduce_(delta, name=f"DistributedOptimizer.adasum.{self._names[p]}", op=Adasum)
+            p.data.copy_(before + delta)
+        return loss
+
     def step(self, closure=None):
-        self.synchronize()
+        if self._async is not None:
+            return self._async.step(lambda: super(self.__class__, self).step(closure))
+        if self._op == Adasum:
+            return self._adasum_step(closure)
+        if self._should_sync:
+            self.synchronize()
         return super(self.__class__, self).step(closure)
 
     def zero_grad(self, set_to_none=True):
@@ -86,13 +164,23 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
 
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
-                         backward_passes_per_step=1):
+                         backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
+                         num_groups=0, groups=None, sparse_as_dense=False, process_set=global_process_set,
+                         staleness=0):
     """Wrap `optimizer` so step() uses gradients averaged over all ranks.
 
     Gradients are summed locally over `backward_passes_per_step` backward passes
     (not divided by it) before one push_pull; the result is an instance of the
-    original optimizer class, as in Horovod.
+    original optimizer class, as in Horovod. `num_groups`/`groups` (Horovod's
+    fusion hints) are accepted: the engine fuses and partitions by itself.
+    `staleness` (async training only): how many steps a worker may run ahead
+    of the weights it last pulled.
     """
+    check_process_set(process_set)
+    op = resolve_op(op, None, "DistributedOptimizer")
+    if op not in (Average, Sum, Adasum):
+        raise ValueError(f"DistributedOptimizer supports op=Average, Sum or Adasum, got {op!r}")
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
-    return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step)
+    return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step, op,
+               gradient_predivide_factor, sparse_as_dense, staleness)

@@ -1,10 +1,21 @@
 #include "common/config.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+#include <fstream>
+#include <sstream>
 #include <algorithm>
 #include <thread>
+
+#include "common/logging.h"
+#include "common/net_util.h"
 
 namespace bps {
 
@@ -59,13 +70,14 @@ Status ReadBool(const char* name, bool* field) {
   return Status::OK();
 }
 
-Status ReadDouble(const char* name, double lo, double* field) {
+Status ReadDouble(const char* name, double lo, double hi, double* field) {
   const char* text = getenv(name);
   if (text == nullptr || *text == '\0') return Status::OK();
   char* end = nullptr;
   double v = strtod(text, &end);
-  if (end == text || *end != '\0' || !(v >= lo)) {
-    return Status::Invalid(std::string(name) + "='" + text + "' must be a number >= " + std::to_string(lo));
+  if (end == text || *end != '\0' || !(v >= lo) || !(v <= hi)) {
+    return Status::Invalid(std::string(name) + "='" + text + "' must be a number of seconds in [" +
+                           FormatSeconds(lo) + ", " + FormatSeconds(hi) + "]");
   }
   *field = v;
   return Status::OK();
@@ -76,9 +88,92 @@ std::string ReadString(const char* name) {
   return text ? std::string(text) : std::string();
 }
 
+Status ReadTokenFile(const std::string& path, std::string* token) {
+  std::ifstream in(path);
+  if (!in) return Status::Invalid("BYTEPS_JOB_TOKEN_FILE='" + path + "' cannot be read: " + strerror(errno));
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string t = text.str();
+  while (!t.empty() && isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
+  while (!t.empty() && isspace(static_cast<unsigned char>(t.front()))) t.erase(t.begin());
+  if (t.empty()) return Status::Invalid("BYTEPS_JOB_TOKEN_FILE='" + path + "' is empty: it must hold the job's secret");
+  *token = t;
+  return Status::OK();
+}
+
 }  // namespace
 
+namespace {
+
+// Every BYTEPS_*/DMLC_* name that byteps-native or its build and tests read
+// (docs/env.md documents the runtime ones). Anything else is a typo or a
+// setting of upstream BytePS that does nothing here: say so once.
+const char* const kKnownVariables[] = {
+    "BYTEPS_ENABLE_ASYNC", "BYTEPS_FORCE_DISTRIBUTED", "BYTEPS_INSECURE", "BYTEPS_JOB_ID", "BYTEPS_JOB_TOKEN",
+    "BYTEPS_JOB_TOKEN_FILE", "BYTEPS_LOCAL_RANK", "BYTEPS_LOCAL_SIZE", "BYTEPS_LOG_LEVEL", "BYTEPS_NUMA_ON",
+    "BYTEPS_PARTITION_BYTES", "BYTEPS_RENDEZVOUS_TIMEOUT", "BYTEPS_SCHEDULING_CREDIT", "BYTEPS_SERVER_ENGINE_THREAD",
+    "BYTEPS_TCP_CONGESTION", "BYTEPS_TCP_CONNECTIONS", "BYTEPS_TCP_RCVLOWAT", "BYTEPS_TIMEOUT", "BYTEPS_TRACE_DIR",
+    "BYTEPS_TRACE_END_STEP", "BYTEPS_TRACE_ON", "BYTEPS_TRACE_START_STEP", "BYTEPS_VISIBLE_CPU_CORES",
+    "BYTEPS_GPU_HIGH_PRIORITY_STREAMS", "BYTEPS_TF_FUSION_BYTES", "BYTEPS_WITH_CUDA", "BYTEPS_WITH_TENSORFLOW",
+    "BYTEPS_WITH_PYTORCH", "BYTEPS_FUZZ_SMOKE_RUNS", "BYTEPS_SOAK_STEPS", "BYTEPS_CAMPAIGN_PROFILE",
+    "DMLC_INTERFACE", "DMLC_NODE_HOST", "DMLC_NUM_SERVER", "DMLC_NUM_WORKER", "DMLC_PS_ROOT_PORT",
+    "DMLC_PS_ROOT_URI", "DMLC_ROLE", "DMLC_WORKER_ID",
+};
+
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+void WarnAboutUnknownVariables() {
+  static std::atomic<bool> done{false};
+  if (done.exchange(true)) return;
+  for (char** e = environ; *e; ++e) {
+    std::string entry(*e);
+    std::string name = entry.substr(0, entry.find('='));
+    if (name.rfind("BYTEPS_", 0) != 0 && name.rfind("DMLC_", 0) != 0) continue;
+    const char* closest = nullptr;
+    size_t best = SIZE_MAX;
+    for (const char* known : kKnownVariables) {
+      size_t d = EditDistance(name, known);
+      if (d < best) best = d, closest = known;
+    }
+    if (best == 0) continue;
+    if (best <= 3) {
+      BPS_LOG(Warning) << name << " is not a byteps-native setting and is ignored; did you mean " << closest
+                       << "? (docs/env.md lists them)";
+    } else {
+      BPS_LOG(Warning) << name << " is not a byteps-native setting and is ignored (closest: " << closest
+                       << "; docs/env.md lists them)";
+    }
+  }
+}
+
+std::string FormatSeconds(double seconds) {
+  char text[32];
+  snprintf(text, sizeof(text), "%g", seconds);
+  return text;
+}
+
+bool InsecureModeRequested() {
+  bool insecure = false;
+  return ReadBool("BYTEPS_INSECURE", &insecure).ok() && insecure;
+}
+
 Status ConfigFromEnvironment(bool require_rendezvous, Config* out) {
+  WarnAboutUnknownVariables();
   Config c;
   std::string role = ReadString("DMLC_ROLE");
   if (role.empty() || role == "worker") {
@@ -96,6 +191,10 @@ Status ConfigFromEnvironment(bool require_rendezvous, Config* out) {
   BPS_RETURN_IF_ERROR(ReadInt("DMLC_NUM_SERVER", 0, 1 << 20, &c.num_server));
   BPS_RETURN_IF_ERROR(ReadInt("DMLC_WORKER_ID", 0, 1 << 20, &c.worker_id));
   c.interface = ReadString("DMLC_INTERFACE");
+  if (!c.interface.empty()) {
+    std::string address;
+    BPS_RETURN_IF_ERROR(InterfaceAddress(c.interface, &address));  // names the interfaces that exist
+  }
   c.node_host = ReadString("DMLC_NODE_HOST");
   BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_LOCAL_SIZE", 1, 256, &c.local_size));
   BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_LOCAL_RANK", 0, 255, &c.local_rank));
@@ -111,10 +210,15 @@ Status ConfigFromEnvironment(bool require_rendezvous, Config* out) {
   if (!congestion.empty()) c.tcp_congestion = congestion == "system" ? std::string() : congestion;
   BPS_RETURN_IF_ERROR(ReadBool("BYTEPS_ENABLE_ASYNC", &c.enable_async));
   BPS_RETURN_IF_ERROR(ReadBool("BYTEPS_FORCE_DISTRIBUTED", &c.force_distributed));
-  BPS_RETURN_IF_ERROR(ReadDouble("BYTEPS_TIMEOUT", 0.1, &c.timeout_seconds));
+  // Bounded so that every deadline fits its clock and its messages (30 days).
+  constexpr double kLongestTimeout = 30 * 24 * 3600;
+  BPS_RETURN_IF_ERROR(ReadDouble("BYTEPS_TIMEOUT", 0.1, kLongestTimeout, &c.timeout_seconds));
   c.rendezvous_timeout_seconds = c.timeout_seconds;
-  BPS_RETURN_IF_ERROR(ReadDouble("BYTEPS_RENDEZVOUS_TIMEOUT", 0.1, &c.rendezvous_timeout_seconds));
+  BPS_RETURN_IF_ERROR(
+      ReadDouble("BYTEPS_RENDEZVOUS_TIMEOUT", 0.1, kLongestTimeout, &c.rendezvous_timeout_seconds));
   c.job_token = ReadString("BYTEPS_JOB_TOKEN");
+  const std::string token_file = ReadString("BYTEPS_JOB_TOKEN_FILE");
+  if (c.job_token.empty() && !token_file.empty()) BPS_RETURN_IF_ERROR(ReadTokenFile(token_file, &c.job_token));
   c.job_id = ReadString("BYTEPS_JOB_ID");
 
   // Align partitions to 64 bytes so slices stay cache-line aligned.

@@ -29,7 +29,7 @@ struct Config {
   bool force_distributed = false;// BYTEPS_FORCE_DISTRIBUTED
   double timeout_seconds = 300;  // BYTEPS_TIMEOUT: an op without progress fails after this
   double rendezvous_timeout_seconds = 300;  // BYTEPS_RENDEZVOUS_TIMEOUT
-  std::string job_token;         // BYTEPS_JOB_TOKEN: shared secret for the HMAC handshake
+  std::string job_token;         // BYTEPS_JOB_TOKEN, else the contents of BYTEPS_JOB_TOKEN_FILE
   std::string job_id;            // BYTEPS_JOB_ID: names shared memory; from the store if unset
   int connections_per_server = 1;// BYTEPS_TCP_CONNECTIONS
   int64_t tcp_receive_low_water = 512 << 10;  // BYTEPS_TCP_RCVLOWAT: bytes per receive wakeup; 0 = every segment
@@ -48,6 +48,15 @@ struct Config {
 // Parses the environment. `require_rendezvous` demands DMLC_PS_ROOT_URI/PORT
 // (the scheduler's roles; false when an adapter supplies the store).
 Status ConfigFromEnvironment(bool require_rendezvous, Config* out);
+
+// "15", "0.5", "1e+06": seconds as people write them (not "15.000000").
+std::string FormatSeconds(double seconds);
+// Once per process: a warning for each BYTEPS_*/DMLC_* variable that nothing
+// reads, naming the closest known one (ConfigFromEnvironment calls it).
+void WarnAboutUnknownVariables();
+
+// BYTEPS_INSECURE=1: the user accepts a job without a secret (role mode).
+bool InsecureModeRequested();
 
 // Helpers shared with adapters' option parsing.
 Status ParseIntEnv(const char* name, int64_t lo, int64_t hi, int64_t* value, bool* present);

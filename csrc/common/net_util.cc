@@ -56,9 +56,17 @@ Status InterfaceAddress(const std::string& interface, std::string* address) {
       break;
     }
   }
+  std::string existing;
+  for (ifaddrs* it = list; it; it = it->ifa_next) {
+    if (!it->ifa_addr || it->ifa_addr->sa_family != AF_INET) continue;
+    char buf[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(it->ifa_addr)->sin_addr, buf, sizeof(buf));
+    existing += (existing.empty() ? "" : ", ") + std::string(it->ifa_name) + " (" + buf + ")";
+  }
   freeifaddrs(list);
   if (found.empty()) {
-    return Status::Invalid("DMLC_INTERFACE='" + interface + "' has no IPv4 address on this host");
+    return Status::Invalid("DMLC_INTERFACE='" + interface + "' has no IPv4 address on this host; interfaces here: " +
+                           (existing.empty() ? std::string("none") : existing));
   }
   *address = found;
   return Status::OK();

@@ -1,6 +1,5 @@
 #include "core/engine.h"
 
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,8 +12,9 @@
 #include "common/logging.h"
 #include "common/net_util.h"
 #include "common/reduce_kernels.h"
-#include "common/sha256.h"
-#include "store/c_store.h"
+#include "core/rendezvous.h"
+#include "core/watchdog.h"
+#include "store/job_secret.h"
 #include "store/memory_store.h"
 #include "transport/handshake.h"
 
@@ -26,29 +26,6 @@ using Clock = std::chrono::steady_clock;
 uint64_t NowNs() {
   return static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
-}
-
-// A dead child stays a zombie until its launcher reaps it (torchrun may take
-// seconds): kill(pid, 0) still succeeds then, so read its state too.
-bool ProcessAlive(int pid) {
-  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-  FILE* f = fopen(path, "r");
-  if (!f) return true;  // no procfs: trust kill()
-  char buf[512] = {0};
-  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-  fclose(f);
-  const char* close_paren = strrchr(buf, ')');  // comm may contain spaces
-  if (n == 0 || !close_paren || close_paren[1] == '\0') return true;
-  const char state = close_paren[2];
-  return state != 'Z' && state != 'X';
-}
-
-std::string RandomHex(size_t bytes) {
-  std::string raw(bytes, '\0');
-  SecureRandom(&raw[0], bytes);
-  return ToHex(raw.data(), raw.size());
 }
 
 std::string ShapeString(const bps_tensor& t) {
@@ -65,58 +42,6 @@ std::string ShapeString(const bps_tensor& t) {
 
 uint64_t SignatureOf(DataType dtype, const std::string& shape) {
   return HashName(std::string(DataTypeName(dtype)) + shape);
-}
-
-// Where this process's servers should listen / be reached.
-std::string ChooseListenHost(const Config& c, const std::string& fallback_route) {
-  if (!c.node_host.empty()) return c.node_host;
-  if (!c.interface.empty()) {
-    std::string addr;
-    if (InterfaceAddress(c.interface, &addr).ok()) return addr;
-  }
-  if (!fallback_route.empty()) return fallback_route;
-  const char* master = getenv("MASTER_ADDR");
-  if (master) {
-    std::string route = RouteAddressTo(master);
-    if (!route.empty()) return route;
-  }
-  return "127.0.0.1";
-}
-
-// Keys of an adapter-supplied store (torch's) live under bps/<attempt>/: each
-// torchrun restart rendezvouses afresh. Dedicated servers use the same prefix.
-std::shared_ptr<Store> AdapterStore(const bps_store& vtable) {
-  const char* restart = getenv("TORCHELASTIC_RESTART_COUNT");
-  std::string prefix = "bps/" + std::string(restart && *restart ? restart : "0") + "/";
-  return std::make_shared<PrefixStore>(prefix, std::make_shared<CStore>(vtable));
-}
-
-// The first member to arrive publishes `proposal` under `key`; everyone
-// (the first included) reads back the one published value.
-Status PublishOnce(Store* store, const std::string& key, const std::string& proposal, double timeout_seconds,
-                   std::string* value) {
-  int64_t claim = 0;
-  BPS_RETURN_IF_ERROR(store->Add(key + "_claim", 1, &claim));
-  if (claim == 1) BPS_RETURN_IF_ERROR(store->Set(key, proposal));
-  return store->Get(key, timeout_seconds, value);
-}
-
-// The adapter's store is the job's trust root: the first member to arrive
-// publishes a fresh secret there (unless BYTEPS_JOB_TOKEN is set).
-Status ShareJobToken(Store* store, Config* config) {
-  if (!config->job_token.empty()) return Status::OK();
-  return PublishOnce(store, "job_token", RandomHex(32), config->rendezvous_timeout_seconds, &config->job_token);
-}
-
-// Servers take ids in registration order; more than DMLC_NUM_SERVER is an error.
-Status ClaimServerId(Store* store, const Config& config, int* id) {
-  int64_t count = 0;
-  BPS_RETURN_IF_ERROR(store->Add("server_count", 1, &count));
-  if (count > config.num_server) {
-    return Status::Invalid("more servers started than DMLC_NUM_SERVER=" + std::to_string(config.num_server));
-  }
-  *id = static_cast<int>(count - 1);
-  return Status::OK();
 }
 
 }  // namespace
@@ -141,6 +66,15 @@ Engine& Engine::Get() {
 
 Status Engine::Init(const bps_init_options* options) {
   if (initialized_) return Status::OK();
+  // Transactional: a failure at any step stops what the earlier steps
+  // started, so a retry starts from nothing (issue 13, bug 4).
+  Status st = InitSteps(options);
+  if (!st.ok()) ReleaseResources(/*failed=*/true);
+  return st;
+}
+
+Status Engine::InitSteps(const bps_init_options* options) {
+  shutting_down_ = false;
   const bool have_store = options && options->store;
   Config c;
   BPS_RETURN_IF_ERROR(ConfigFromEnvironment(false, &c));
@@ -180,7 +114,7 @@ Status Engine::Init(const bps_init_options* options) {
   std::string route_to_scheduler;
   if (have_store) {
     store_ = AdapterStore(*options->store);
-    BPS_RETURN_IF_ERROR(ShareJobToken(store_.get(), &config_));
+    BPS_RETURN_IF_ERROR(ShareJobSecret(store_.get(), &config_));
   } else if (config_.size() == 1 && !config_.force_distributed) {
     store_ = std::make_shared<MemoryStore>();
   } else {
@@ -214,17 +148,24 @@ Status Engine::Init(const bps_init_options* options) {
     colocated_server_.reset(new Server(config_, store_, config_.worker_id, ChooseListenHost(config_, route_to_scheduler)));
     BPS_RETURN_IF_ERROR(colocated_server_->Start());
   }
-  BPS_RETURN_IF_ERROR(Rendezvous());
+  BPS_RETURN_IF_ERROR(RendezvousWorkers(store_.get(), &config_));
   BPS_RETURN_IF_ERROR(SetUpSharedMemory());
-  io_loop_.reset(new EventLoop("worker-io"));
-  io_loop_->Start();
+  transport::TransportOptions transport_options;
+  transport_options.auth = transport::PeerAuth{config_.job_token, Role::kWorker, config_.rank()};
+  transport_options.liveness_seconds = config_.timeout_seconds;
+  transport_options.receive_low_water = static_cast<size_t>(config_.tcp_receive_low_water);
+  transport_options.congestion = config_.tcp_congestion;
+  BPS_RETURN_IF_ERROR(transport::CreateTransport("tcp", transport_options, &transport_));
   BPS_RETURN_IF_ERROR(ConnectServers());
   credits_ = config_.scheduling_credit > 0 ? config_.scheduling_credit : (1 << 30);
   last_peer_check_ = Clock::now();
   last_stats_log_ = Clock::now();
   timeline_.Configure("worker " + std::to_string(rank()), "rank" + std::to_string(rank()));
   running_ = true;
-  shutting_down_ = false;
+  {
+    std::lock_guard<std::mutex> lock(submit_mu_);
+    accepting_ = true;
+  }
   thread_ = std::thread([this] { Loop(); });
   initialized_ = true;
   BPS_LOG(Info) << "initialised rank " << rank() << " of " << size() << " (local " << config_.local_rank << "/"
@@ -253,41 +194,6 @@ void Engine::StartAbortWatcher(const HostPort& scheduler) {
       }
     }
   });
-}
-
-Status Engine::Rendezvous() {
-  const Config& c = config_;
-  if (c.job_id.empty()) {
-    BPS_RETURN_IF_ERROR(PublishOnce(store_.get(), "job_id", RandomHex(4), c.rendezvous_timeout_seconds, &config_.job_id));
-  }
-  char host[256] = {0};
-  gethostname(host, sizeof(host) - 1);
-  BPS_RETURN_IF_ERROR(store_->Set("worker/" + std::to_string(c.rank()),
-                                  std::to_string(c.local_size) + " " + host + " " + std::to_string(getpid())));
-  BPS_RETURN_IF_ERROR(store_->Set("size", std::to_string(c.size())));  // servers wait for this many
-  int64_t joined = 0;
-  BPS_RETURN_IF_ERROR(store_->Add("workers_joined", 1, &joined));
-  auto deadline = Clock::now() + std::chrono::duration<double>(c.rendezvous_timeout_seconds);
-  for (int q = 0; q < c.size(); ++q) {
-    std::string value;
-    double left = std::max(0.0, std::chrono::duration<double>(deadline - Clock::now()).count());
-    Status st = store_->Get("worker/" + std::to_string(q), left, &value);
-    if (st.code() == BPS_TIMEOUT) {
-      store_->Add("workers_joined", 0, &joined);
-      return Status::Timeout("rendezvous timed out after " + std::to_string(static_cast<int>(c.rendezvous_timeout_seconds)) +
-                             " s: " + std::to_string(joined) + " of " + std::to_string(c.size()) +
-                             " workers arrived (rank " + std::to_string(q) +
-                             " is missing; check DMLC_NUM_WORKER / BYTEPS_LOCAL_SIZE on every machine)");
-    }
-    BPS_RETURN_IF_ERROR(st);
-    int their_local = atoi(value.c_str());
-    if (their_local != c.local_size) {
-      return Status::Invalid("rank " + std::to_string(q) + " runs with local size " + std::to_string(their_local) +
-                             " but this rank with " + std::to_string(c.local_size) +
-                             ": every machine must run the same number of local ranks");
-    }
-  }
-  return Status::OK();
 }
 
 Status Engine::SetUpSharedMemory() {
@@ -334,23 +240,16 @@ Status Engine::ConnectServers() {
                              " s (check DMLC_NUM_SERVER and that the servers started)");
     }
     BPS_RETURN_IF_ERROR(st);
-    HostPort hp;
-    BPS_RETURN_IF_ERROR(ParseHostPort(addr, &hp));
     server_addresses_[i] = addr;
+    transport::Handlers handlers;
+    handlers.unexpected = [this](transport::Connection* c, const MessageHeader& h, const std::string& payload) {
+      OnUnexpected(c, h, payload);
+    };
+    handlers.closed = [this](transport::Connection* c, const Status& reason) { OnServerClosed(c, reason); };
     for (int k = 0; k < config_.connections_per_server; ++k) {
-      int fd = -1;
-      BPS_RETURN_IF_ERROR(ConnectWithRetry(hp, config_.rendezvous_timeout_seconds, &fd)
-                              .WithContext("server " + std::to_string(i)));
-      SetLivenessProbes(fd, config_.timeout_seconds);
-      Status hs = ConnectHandshake(fd, config_.job_token, Role::kWorker, config_.rank(), 10000);
-      if (!hs.ok()) {
-        close(fd);
-        return hs.WithContext("server " + std::to_string(i) + " (" + addr + ")");
-      }
-      auto conn = std::make_shared<Connection>(fd, io_loop_.get(), this, "server " + std::to_string(i) + " (" + addr + ")",
-                                               SocketTuningOf(config_));
-      conn->tag = i;
-      conn->Start();
+      std::shared_ptr<transport::Connection> conn;
+      BPS_RETURN_IF_ERROR(transport_->Connect(addr, "server " + std::to_string(i) + " (" + addr + ")",
+                                              config_.rendezvous_timeout_seconds, handlers, &conn));
       server_conns_[i].push_back(conn);
     }
   }
@@ -394,6 +293,7 @@ Status Engine::SubmitOp(const bps_tensor& input, void* output, const std::string
   }
   if (!done) return Status::Invalid("push_pull needs a completion callback");
   auto op = std::make_unique<TensorOp>();
+  op->failure = Status::OK();
   op->name = name;
   op->name_hash = HashName(name);
   op->input = static_cast<const char*>(input.data);
@@ -408,7 +308,10 @@ Status Engine::SubmitOp(const bps_tensor& input, void* output, const std::string
   op->done = done;
   op->user_data = user_data;
   {
+    // Checked under the lock the engine thread drains with: once Shutdown
+    // stopped accepting, nothing is enqueued that the thread would miss.
     std::lock_guard<std::mutex> lock(submit_mu_);
+    if (!accepting_) return Status(BPS_NOT_INITIALIZED, "byteps is not initialised: call init() first");
     op->seq = next_seq_++;
     submitted_.push_back(std::move(op));
   }
@@ -447,13 +350,7 @@ void Engine::Activate(std::unique_ptr<TensorOp> op) {
   // later pushes are still going out. Consecutive partitions go to different
   // servers (ServerFor), so a credit window of >= servers partitions keeps
   // every server link busy.
-  for (auto& t : raw->parts) active_.push_back(t.get());
-  // Highest priority first, then earlier submission, then earlier partition.
-  std::stable_sort(active_.begin(), active_.end(), [](const PartitionTask* a, const PartitionTask* b) {
-    if (a->op->priority != b->op->priority) return a->op->priority > b->op->priority;
-    if (a->op->seq != b->op->seq) return a->op->seq < b->op->seq;
-    return a->index < b->index;
-  });
+  for (auto& t : raw->parts) active_.Insert(PartitionOrder{raw->priority, raw->seq, t->index}, t.get());
   ops_.push_back(std::move(op));
 }
 
@@ -466,32 +363,41 @@ void Engine::Loop() {
       fresh.swap(submitted_);
     }
     for (auto& op : fresh) Activate(std::move(op));
+    // Failed partitions stay active until their I/O stopped and their round
+    // closed, so this also waits for every buffer to be released.
     if (!running_ && active_.empty()) break;
 
     bool moved = !fresh.empty();
-    if (has_fatal_ || !running_) {
+    const bool stopping = has_fatal_ || !running_;
+    if (stopping) {
       Status st;
       {
         std::lock_guard<std::mutex> lock(fatal_mu_);
         st = has_fatal_ ? fatal_ : Status::Shutdown("byteps shut down while the operation was pending");
       }
       for (auto& op : ops_) FailOp(op.get(), st);
-    } else {
-      for (PartitionTask* t : active_) {
-        if (t->stage != Stage::kDone && !t->op->failed && Advance(*t)) {
-          t->last_progress = Clock::now();
-          moved = true;
-        }
+    }
+    for (auto& entry : active_) {
+      PartitionTask* t = entry.second;
+      if (t->stage == Stage::kDone) continue;
+      if (t->op->failed) {
+        moved |= RetireFailed(*t);
+      } else if (!stopping && Advance(*t)) {
+        t->last_progress = Clock::now();
+        moved = true;
       }
     }
+    for (auto& op : ops_) {
+      if (op->failed && op->unretired == 0 && op->done) CompleteFailedOp(op.get());
+    }
     // Retire finished partitions and operations.
-    active_.erase(std::remove_if(active_.begin(), active_.end(),
-                                 [](PartitionTask* t) { return t->stage == Stage::kDone || t->op->failed; }),
-                  active_.end());
-    // The erase above dropped every task of a finished or failed op, so such
-    // an op is no longer referenced.
+    active_.EraseIf([](PartitionTask* t) { return t->stage == Stage::kDone; });
+    // Every task of a completed op is kDone and was just dropped, so such an
+    // op is no longer referenced.
     ops_.erase(std::remove_if(ops_.begin(), ops_.end(),
-                              [](const std::unique_ptr<TensorOp>& op) { return op->remaining == 0 || op->failed; }),
+                              [](const std::unique_ptr<TensorOp>& op) {
+                                return op->failed ? op->done == nullptr : op->remaining == 0;
+                              }),
                ops_.end());
     CheckTimeoutsAndPeers();
     if (CurrentLogLevel() <= LogLevel::kInfo && Clock::now() - last_stats_log_ > std::chrono::seconds(10)) {
@@ -505,6 +411,18 @@ void Engine::Loop() {
         FutexWait(&local_doorbell_, seen, 50);
       }
     }
+  }
+  // Shutdown stopped accepting before it stopped the loop; anything accepted
+  // before that still completes (issue 13, bug 3).
+  std::deque<std::unique_ptr<TensorOp>> late;
+  {
+    std::lock_guard<std::mutex> lock(submit_mu_);
+    late.swap(submitted_);
+  }
+  for (auto& op : late) {
+    stats_.queue_depth--;
+    const std::string msg = "push_pull of '" + op->name + "' failed: byteps shut down while the operation was pending";
+    op->done(op->user_data, BPS_SHUTDOWN, msg.c_str());
   }
 }
 
@@ -526,9 +444,12 @@ bool Engine::Advance(PartitionTask& t) {
     if (L > 1) {
       Status st = shm_->Lookup(t.local_key, t.range.count * esz, static_cast<uint32_t>(op->dtype), &t.entry);
       if (!st.ok()) {
+        const bool mismatch = st.code() == BPS_MISMATCH;
         st = Status(st.code(), "tensor '" + op->name + "' (" + DataTypeName(op->dtype) + " " + op->shape +
                                    " on rank " + std::to_string(rank()) + ") partition " + std::to_string(t.index) +
-                                   ": " + st.message() + ": every rank must push the same shape and dtype under one name");
+                                   ": " + st.message() +
+                                   (mismatch ? ": every rank must push the same shape and dtype under one name" : ""));
+        if (!mismatch) t.entry = nullptr;  // an entry without memory: never to be used or counted
         if (t.entry) {  // make the other local ranks fail too, not time out
           snprintf(t.entry->error, sizeof(t.entry->error), "%s", st.message().c_str());
           t.entry->error_round.store(t.round + 1);
@@ -563,6 +484,7 @@ bool Engine::Advance(PartitionTask& t) {
       stats_.stage_ns += NowNs() - t0;
       if (w0) timeline_.Record(op->name, t.index, t.round, "stage_in", w0, Timeline::NowMicros());
       e->arrived.fetch_add(1, std::memory_order_acq_rel);
+      t.staged = true;
       shm_->Ring();
       t.stage = Stage::kReduce;
     }
@@ -636,6 +558,8 @@ bool Engine::Advance(PartitionTask& t) {
   if (t.stage == Stage::kAwait) {
     int state = t.pull->state.load(std::memory_order_acquire);
     if (state == 0) return moved;
+    // The push's on_sent may still be pending: the input is read until then.
+    if (state == 1 && t.io->in_flight.load(std::memory_order_acquire) != 0) return moved;
     if (state == 2) {
       FailOp(op, Status::Mismatch("tensor '" + op->name + "' (" + DataTypeName(op->dtype) + " " + op->shape +
                                   " on rank " + std::to_string(rank()) + "): " + t.pull->error));
@@ -696,36 +620,54 @@ void Engine::SendPush(PartitionTask& t, const char* data, uint64_t bytes, char* 
   const int slice = (L > 1 || op->machine_reduced) ? config_.local_rank : 0;
   t.net_key = MixKey(op->name_hash, t.index, static_cast<uint32_t>(slice));
   t.server = ServerFor(op->name_hash, t.index, slice, L, num_servers_);
-  t.pull.reset(new PendingPull());
-  t.pull->dst = dst;
-  t.pull->bytes = bytes;
-  t.pull->round = t.round;
+  auto& conns = server_conns_[t.server];
+  transport::Connection* conn = conns[t.net_key % conns.size()].get();
+  auto pull = std::make_shared<PendingPull>();
+  pull->dst = dst;
+  pull->bytes = bytes;
+  pull->round = t.round;
+  pull->io = t.io;
+  pull->conn = conn;
+  t.pull = pull;
+  t.io->in_flight.fetch_add(2, std::memory_order_acq_rel);  // the receive and the push below
   t.net_start_us = timeline_.Tracing(t.round) ? Timeline::NowMicros() : 0;
   {
     std::lock_guard<std::mutex> lock(net_mu_);
-    pending_[t.net_key] = t.pull.get();
+    pending_[t.net_key] = pull;
   }
-  OutMessage m;
-  m.header.type = static_cast<uint16_t>(MessageType::kPush);
-  m.header.key = t.net_key;
-  m.header.name_hash = op->name_hash;
-  m.header.round = t.round;
-  m.header.partition = t.index;
-  m.header.payload_bytes = bytes;
-  m.header.sender_rank = static_cast<uint32_t>(rank());
-  m.header.dtype = static_cast<uint8_t>(op->dtype);
-  m.header.num_contributors = static_cast<uint16_t>(config_.num_worker);
-  m.header.signature = op->signature;
-  m.header.tensor_bytes = static_cast<uint64_t>(op->count) * DataTypeSize(op->dtype);
-  m.payload = data;
-  m.on_sent = [this](const Status&) {
-    credits_++;
+  // Posted before the push leaves: the answer may come at once.
+  const uint64_t key = t.net_key;
+  conn->PostReceive(key, t.round, dst, bytes, [this, pull, key](const Status& st) {
+    // Not OK: cancelled (the op failed), an error frame (state already 2),
+    // or the connection was lost (the engine fails as a whole).
+    if (st.ok()) pull->state.store(1, std::memory_order_release);
+    {
+      std::lock_guard<std::mutex> lock(net_mu_);
+      auto it = pending_.find(key);
+      if (it != pending_.end() && it->second == pull) pending_.erase(it);
+    }
+    pull->Release();
     Ring();
-  };
+  });
+  MessageHeader h;
+  h.type = static_cast<uint16_t>(MessageType::kPush);
+  h.key = t.net_key;
+  h.name_hash = op->name_hash;
+  h.round = t.round;
+  h.partition = t.index;
+  h.payload_bytes = bytes;
+  h.sender_rank = static_cast<uint32_t>(rank());
+  h.dtype = static_cast<uint8_t>(op->dtype);
+  h.num_contributors = static_cast<uint16_t>(config_.num_worker);
+  h.signature = op->signature;
+  h.tensor_bytes = static_cast<uint64_t>(op->count) * DataTypeSize(op->dtype);
   stats_.bytes_pushed += bytes;
   if (t.server < EngineStats::kMaxTrackedServers) stats_.bytes_per_server[t.server] += bytes;
-  auto& conns = server_conns_[t.server];
-  conns[t.net_key % conns.size()]->Send(std::move(m));
+  conn->Send(h, data, [this, io = t.io](const Status&) {
+    credits_++;
+    io->in_flight.fetch_sub(1, std::memory_order_acq_rel);
+    Ring();
+  });
 }
 
 void Engine::FinishPartition(PartitionTask& t) {
@@ -743,16 +685,53 @@ void Engine::FinishPartition(PartitionTask& t) {
 void Engine::FailOp(TensorOp* op, const Status& st) {
   if (op->failed || op->remaining == 0) return;
   op->failed = true;
-  {
-    std::lock_guard<std::mutex> lock(net_mu_);
-    for (auto& t : op->parts) {
-      if (t->pull && pending_.count(t->net_key) && pending_[t->net_key] == t->pull.get()) pending_.erase(t->net_key);
-    }
-  }
-  stats_.queue_depth--;
   std::string msg = st.message();
   if (msg.find("'" + op->name + "'") == std::string::npos) msg = "push_pull of '" + op->name + "' failed: " + msg;
-  op->done(op->user_data, st.code(), msg.c_str());
+  op->failure = Status(st.code(), msg);
+  op->unretired = 0;
+  for (auto& t : op->parts) op->unretired += t->stage != Stage::kDone;
+  // Cancel every pull of the op: its receive's callback (which releases it)
+  // runs only once nothing more can land in its buffer. done() waits for it.
+  for (auto& t : op->parts) {
+    if (t->pull && !t->pull->released.load()) t->pull->conn->CancelReceive(t->net_key);
+  }
+}
+
+bool Engine::RetireFailed(PartitionTask& t) {
+  if (t.io->in_flight.load(std::memory_order_acquire) != 0) return false;
+  uint32_t& closed = done_round_[t.local_key];
+  if (closed != t.round) return false;  // an earlier round of this name is still open
+  TensorOp* op = t.op;
+  const int L = op->machine_reduced ? 1 : config_.local_size;
+  if (L > 1) {
+    // Close this round for the local ranks too: fail it for them (unless one
+    // already did), and count this rank in as a finished round would.
+    ShmEntry* e = t.entry;
+    if (!e) {
+      const size_t esz = DataTypeSize(op->dtype);
+      shm_->Lookup(t.local_key, t.range.count * esz, static_cast<uint32_t>(op->dtype), &e);
+    }
+    if (e && e->initialized.load(std::memory_order_acquire) && e->error_round.load() != UINT32_MAX) {
+      if (e->error_round.load() < t.round + 1) {
+        snprintf(e->error, sizeof(e->error), "%s", op->failure.message().c_str());
+        e->error_round.store(t.round + 1);
+      }
+      if (!t.staged) e->arrived.fetch_add(1, std::memory_order_acq_rel);
+      e->released.fetch_add(1, std::memory_order_acq_rel);
+      shm_->Ring();
+    }
+  }
+  closed = t.round + 1;
+  t.stage = Stage::kDone;
+  op->unretired--;
+  return true;
+}
+
+void Engine::CompleteFailedOp(TensorOp* op) {
+  stats_.queue_depth--;
+  bps_done_fn done = op->done;
+  op->done = nullptr;  // marks the op complete
+  done(op->user_data, op->failure.code(), op->failure.message().c_str());
 }
 
 void Engine::SetFatal(const Status& st) {
@@ -770,111 +749,37 @@ void Engine::SetFatal(const Status& st) {
   Ring();
 }
 
-std::string Engine::DescribeWait(const PartitionTask& t) {
-  std::string what = "tensor '" + t.op->name + "' partition " + std::to_string(t.index) + " round " +
-                     std::to_string(t.round) + " ";
-  switch (t.stage) {
-    case Stage::kWaitTurn: return what + "waited for its previous round";
-    case Stage::kStage: return what + "waited for local ranks to finish the previous round";
-    case Stage::kReduce: {
-      uint32_t arrived = t.entry ? t.entry->arrived.load() - t.round * config_.local_size : 0;
-      return what + "waited for local ranks to submit it (" + std::to_string(arrived) + " of " +
-             std::to_string(config_.local_size) + " arrived)";
-    }
-    case Stage::kPush: return what + "waited for a scheduling credit";
-    case Stage::kAwait:
-      return what + "waited for server " + std::to_string(t.server) + " (" + server_addresses_[t.server] +
-             ") to answer: other machines have not pushed it";
-    case Stage::kGather: return what + "waited for other local ranks' slices";
-    default: return what;
+void Engine::OnUnexpected(transport::Connection* conn, const MessageHeader& h, const std::string& payload) {
+  if (h.type != static_cast<uint16_t>(MessageType::kError)) return;  // e.g. the answer of a cancelled pull
+  if (h.key == 0) {
+    SetFatal(Status::PeerFailure(payload + " (reported by " + conn->peer_name() + ")"));
+    return;
   }
-}
-
-void Engine::CheckTimeoutsAndPeers() {
-  auto now = Clock::now();
-  if (now - last_peer_check_ < std::chrono::milliseconds(200)) return;
-  last_peer_check_ = now;
-  if (shm_ && !has_fatal_) {
-    ShmControl* ctl = shm_->control();
-    if (ctl->job_failed.load()) {
-      SetFatal(Status::PeerFailure(std::string("a local rank failed: ") + ctl->job_error));
-    } else if (!active_.empty()) {
-      for (int q = 0; q < config_.local_size; ++q) {
-        int pid = ctl->pids[q];
-        if (q != config_.local_rank && pid > 0 && !ProcessAlive(pid)) {
-          SetFatal(Status::PeerFailure("local rank " + std::to_string(q) + " (worker rank " +
-                                       std::to_string(config_.worker_id * config_.local_size + q) + ", pid " +
-                                       std::to_string(pid) + ") died"));
-          break;
-        }
-      }
-    }
-  }
-  for (PartitionTask* t : active_) {
-    if (t->stage == Stage::kDone || t->op->failed) continue;
-    double idle = std::chrono::duration<double>(now - t->last_progress).count();
-    if (idle > config_.timeout_seconds) {
-      SetFatal(Status::Timeout("no progress for " + std::to_string(static_cast<int>(idle)) + " s (BYTEPS_TIMEOUT=" +
-                               std::to_string(config_.timeout_seconds) + "): " + DescribeWait(*t)));
-      break;
-    }
-  }
-}
-
-void* Engine::OnHeader(Connection* conn, const MessageHeader& h, Status* reject) {
-  if (h.type != static_cast<uint16_t>(MessageType::kResponse)) return nullptr;
-  std::lock_guard<std::mutex> lock(net_mu_);
-  auto it = pending_.find(h.key);
-  if (it == pending_.end() || it->second->round != h.round) {
-    // A response for an abandoned (failed) op: read and drop it.
-    if (h.payload_bytes > static_cast<uint64_t>(config_.partition_bytes) + 4096) {
-      *reject = Status::PeerFailure(conn->peer_name() + " sent an unsolicited response of " +
-                                    std::to_string(h.payload_bytes) + " bytes");
-      return nullptr;
-    }
-    if (discard_.size() < h.payload_bytes) discard_.resize(h.payload_bytes);
-    return discard_.data();
-  }
-  if (it->second->bytes != h.payload_bytes) {
-    *reject = Status::PeerFailure(conn->peer_name() + " answered " + std::to_string(h.payload_bytes) +
-                                  " bytes for a push of " + std::to_string(it->second->bytes));
-    return nullptr;
-  }
-  return it->second->dst;
-}
-
-void Engine::OnMessage(Connection* conn, const MessageHeader& h, void* payload) {
-  if (h.type == static_cast<uint16_t>(MessageType::kResponse)) {
+  std::shared_ptr<PendingPull> pull;
+  {
     std::lock_guard<std::mutex> lock(net_mu_);
     auto it = pending_.find(h.key);
-    if (it != pending_.end() && it->second->round == h.round) {
-      it->second->state.store(1, std::memory_order_release);
-      pending_.erase(it);
-    }
-  } else if (h.type == static_cast<uint16_t>(MessageType::kError)) {
-    std::string msg(static_cast<const char*>(payload), h.payload_bytes);
-    if (h.key == 0) {
-      SetFatal(Status::PeerFailure(msg + " (reported by " + conn->peer_name() + ")"));
-      return;
-    }
-    std::lock_guard<std::mutex> lock(net_mu_);
-    auto it = pending_.find(h.key);
-    if (it != pending_.end()) {
-      it->second->error = msg;
-      it->second->state.store(2, std::memory_order_release);
-      pending_.erase(it);
-    }
+    if (it != pending_.end()) pull = it->second;
   }
+  if (!pull) return;
+  pull->error = payload;
+  pull->state.store(2, std::memory_order_release);
+  pull->conn->CancelReceive(h.key);  // its callback releases the pull
   Ring();
 }
 
-void Engine::OnClosed(Connection* conn, const Status& reason) {
+void Engine::OnServerClosed(transport::Connection* conn, const Status& reason) {
+  Ring();
   if (shutting_down_) return;
   SetFatal(Status::PeerFailure("lost " + conn->peer_name() + ": " + reason.message()));
 }
 
 Status Engine::Shutdown() {
   if (!initialized_) return Status::OK();
+  {
+    std::lock_guard<std::mutex> lock(submit_mu_);
+    accepting_ = false;
+  }
   shutting_down_ = true;
   running_ = false;
   Ring();
@@ -888,34 +793,52 @@ Status Engine::Shutdown() {
     std::lock_guard<std::mutex> lock(fatal_mu_);
     why = fatal_.message();
   }
+  auto text = std::make_shared<std::string>(why.substr(0, kMaxErrorPayloadBytes));
   for (auto& conns : server_conns_) {
     for (auto& c : conns) {
-      OutMessage m;
+      MessageHeader h;
       if (failed) {
-        auto text = std::make_shared<std::string>(why.substr(0, kMaxErrorPayloadBytes));
-        m.header.type = static_cast<uint16_t>(MessageType::kError);
-        m.header.payload_bytes = text->size();
-        m.payload = text->data();
-        m.keepalive = text;
+        h.type = static_cast<uint16_t>(MessageType::kError);
+        h.payload_bytes = text->size();
       } else {
-        m.header.type = static_cast<uint16_t>(MessageType::kBye);
+        h.type = static_cast<uint16_t>(MessageType::kBye);
       }
-      c->Send(std::move(m));
+      c->Send(h, text->data(), [text](const Status&) {});
     }
   }
   Status result;
   if (colocated_server_) {
     // Other machines may still be pushing to our server: serve them out.
     result = colocated_server_->Wait(config_.timeout_seconds);
+  }
+  ReleaseResources(failed);
+  return result;
+}
+
+void Engine::ReleaseResources(bool failed) {
+  shutting_down_ = true;  // connection closes below are not failures
+  {
+    std::lock_guard<std::mutex> lock(submit_mu_);
+    accepting_ = false;
+  }
+  running_ = false;
+  if (thread_.joinable()) {  // only when a step after the thread's start failed
+    Ring();
+    thread_.join();
+  }
+  if (colocated_server_) {
     colocated_server_->Stop();
     colocated_server_.reset();
   }
   for (auto& conns : server_conns_) {
     for (auto& c : conns) c->Close(Status::Shutdown("shutdown"));
   }
-  if (io_loop_) io_loop_->Stop();
   server_conns_.clear();
-  io_loop_.reset();
+  transport_.reset();  // stops its I/O thread
+  {
+    std::lock_guard<std::mutex> lock(net_mu_);
+    pending_.clear();
+  }
   if (shm_) {
     shm_->control()->pids[config_.local_rank] = 0;
     shm_.reset();
@@ -933,112 +856,10 @@ Status Engine::Shutdown() {
   }
   next_round_.clear();
   done_round_.clear();
+  num_servers_ = 0;
+  colocated_servers_ = false;
+  server_addresses_.clear();
   initialized_ = false;
-  return result;
-}
-
-std::string Engine::StatsJson() {
-  std::ostringstream s;
-  s << "{\"rank\": " << (initialized_ ? rank() : -1) << ", \"bytes_pushed\": " << stats_.bytes_pushed.load()
-    << ", \"bytes_pulled\": " << stats_.bytes_pulled.load() << ", \"ops_completed\": " << stats_.ops_completed.load()
-    << ", \"partitions_completed\": " << stats_.partitions_completed.load()
-    << ", \"queue_depth\": " << stats_.queue_depth.load()
-    << ", \"stage_seconds\": {\"stage_in\": " << stats_.stage_ns.load() * 1e-9
-    << ", \"local_reduce\": " << stats_.local_reduce_ns.load() * 1e-9
-    << ", \"gather\": " << stats_.gather_ns.load() * 1e-9 << "}"
-    << ", \"staging_bytes\": " << (shm_ ? shm_->control()->arena_used.load() : 0)
-    << ", \"num_servers\": " << num_servers_ << ", \"bytes_pushed_per_server\": [";
-  for (int i = 0; i < std::min(num_servers_, EngineStats::kMaxTrackedServers); ++i) {
-    s << (i ? ", " : "") << stats_.bytes_per_server[i].load();
-  }
-  s << "]";
-  if (colocated_server_) s << ", \"colocated_server\": " << colocated_server_->StatsJson();
-  s << "}";
-  return s.str();
-}
-
-Status Engine::RunServer() {
-  Config c;
-  BPS_RETURN_IF_ERROR(ConfigFromEnvironment(true, &c));
-  if (c.role != Role::kServer) return Status::Invalid("bps_run_server needs DMLC_ROLE=server");
-  HostPort at{c.root_uri, c.root_port};
-  int id = 0;
-  // Register anonymously for an id, then connect again as "server <id>", so
-  // every failure report (scheduler, workers) names the server by its id.
-  // The anonymous registration leaves only once the named connection is
-  // open: the scheduler never sees this server with no connection at all.
-  std::unique_ptr<TcpStoreClient> registration;
-  BPS_RETURN_IF_ERROR(
-      TcpStoreClient::Connect(at, c.job_token, Role::kServer, -1, c.rendezvous_timeout_seconds,
-                                                c.timeout_seconds, &registration));
-  Status claimed = ClaimServerId(registration.get(), c, &id);
-  if (!claimed.ok()) {
-    registration->Goodbye();
-    return claimed;
-  }
-  std::unique_ptr<TcpStoreClient> client;
-  BPS_RETURN_IF_ERROR(TcpStoreClient::Connect(at, c.job_token, Role::kServer, id,
-                                              c.rendezvous_timeout_seconds, c.timeout_seconds, &client));
-  registration->Goodbye();
-  registration.reset();
-  SetLogIdentity("server " + std::to_string(id));
-  std::shared_ptr<Store> store(client.get(), [](Store*) {});
-  Server server(c, store, id, ChooseListenHost(c, client->local_address()));
-  // Like workers, a server follows the scheduler's verdict on the job.
-  std::unique_ptr<TcpStoreClient> watch;
-  std::atomic<bool> done{false};
-  std::thread watcher;
-  if (TcpStoreClient::Connect(at, c.job_token, Role::kServer, id, 30, c.timeout_seconds, &watch).ok()) {
-    watcher = std::thread([&] {
-      std::string why;
-      while (!done) {
-        Status s = watch->Get("abort", 3600, &why);
-        if (done) return;
-        if (s.ok()) return server.Abort(Status::PeerFailure("job aborted: " + why));
-        if (s.code() != BPS_TIMEOUT) return server.Abort(Status::PeerFailure("lost the scheduler: " + s.message()));
-      }
-    });
-  }
-  Status st = server.Start();
-  if (st.ok()) st = server.Wait(-1);
-  done = true;
-  server.Stop();
-  if (st.ok()) {
-    client->Goodbye();
-  }
-  if (watch) watch->ShutdownSocket();
-  if (watcher.joinable()) watcher.join();
-  return st;
-}
-
-Status Engine::RunServerWithStore(const bps_store& vtable) {
-  Config c;
-  BPS_RETURN_IF_ERROR(ConfigFromEnvironment(false, &c));
-  if (c.role != Role::kServer) return Status::Invalid("bps_run_server_with_store needs DMLC_ROLE=server");
-  std::shared_ptr<Store> store = AdapterStore(vtable);
-  BPS_RETURN_IF_ERROR(ShareJobToken(store.get(), &c));
-  int id = 0;
-  BPS_RETURN_IF_ERROR(ClaimServerId(store.get(), c, &id));
-  SetLogIdentity("server " + std::to_string(id));
-  Server server(c, store, id, ChooseListenHost(c, ""));
-  Status st = server.Start();
-  if (st.ok()) st = server.Wait(-1);
-  server.Stop();
-  return st;
-}
-
-Status Engine::RunScheduler() {
-  Config c;
-  BPS_RETURN_IF_ERROR(ConfigFromEnvironment(true, &c));
-  SetLogIdentity("scheduler");
-  TcpStoreServer server(c.job_token, c.timeout_seconds);
-  Status st = server.Listen(c.root_uri, c.root_port);
-  if (!st.ok() && st.message().find("Cannot assign requested address") == std::string::npos) return st;
-  if (!st.ok()) {
-    BPS_LOG(Warning) << st.message() << "; listening on every address instead";
-    BPS_RETURN_IF_ERROR(server.Listen("0.0.0.0", c.root_port));
-  }
-  return server.ServeUntilDone(1);
 }
 
 }  // namespace bps

@@ -30,13 +30,14 @@
 #include "common/config.h"
 #include "common/dtype.h"
 #include "common/status.h"
+#include "core/partition_queue.h"
 #include "core/partitioner.h"
 #include "core/timeline.h"
 #include "local/shared_memory.h"
 #include "server/server.h"
 #include "store/store.h"
 #include "store/tcp_store.h"
-#include "transport/tcp/connection.h"
+#include "transport/transport.h"
 
 namespace bps {
 
@@ -44,13 +45,29 @@ struct TensorOp;
 
 enum class Stage { kWaitTurn, kStage, kReduce, kPush, kAwait, kGather, kDone };
 
-// A response destination registered before the push is sent.
+// I/O that may still touch a partition's buffers: a push not yet written
+// (the input is read until on_sent) and a registered pull (the response may
+// be written into dst). A partition completes, and a failed op calls done(),
+// only once this is zero, so no byte moves after done() (issue 13, bug 1).
+struct PartitionIo {
+  std::atomic<int> in_flight{0};
+};
+
+// A response destination registered before the push is sent. Shared with the
+// I/O thread's callbacks, which may run after the partition gave up on it.
 struct PendingPull {
   char* dst = nullptr;
   uint64_t bytes = 0;
   uint32_t round = 0;
   std::atomic<int> state{0};  // 0 waiting, 1 arrived, 2 failed
   std::string error;
+  transport::Connection* conn = nullptr;  // where the receive is posted
+  std::shared_ptr<PartitionIo> io;
+  std::atomic<bool> released{false};
+  // Counts this pull out of io->in_flight exactly once (its receive's callback).
+  void Release() {
+    if (!released.exchange(true)) io->in_flight.fetch_sub(1, std::memory_order_acq_rel);
+  }
 };
 
 struct PartitionTask {
@@ -64,7 +81,9 @@ struct PartitionTask {
   uint32_t gathered_mask = 0;  // slices already copied to the output
   uint64_t net_key = 0;
   int server = -1;
-  std::unique_ptr<PendingPull> pull;
+  std::shared_ptr<PendingPull> pull;
+  std::shared_ptr<PartitionIo> io = std::make_shared<PartitionIo>();
+  bool staged = false;         // counted in entry->arrived for this round
   uint64_t net_start_us = 0;   // timeline only
   std::chrono::steady_clock::time_point last_progress;
 };
@@ -88,6 +107,8 @@ struct TensorOp {
   void* user_data = nullptr;
   int remaining = 0;
   bool failed = false;
+  Status failure;              // why, reported by done() once every partition retired
+  int unretired = 0;           // failed op: partitions whose I/O or round is still open
   std::vector<std::unique_ptr<PartitionTask>> parts;
 };
 
@@ -111,13 +132,13 @@ using DeviceStreamOrderedFn = bool (*)();
 void SetDeviceStreamOrderedQuery(DeviceStreamOrderedFn fn);
 bool DeviceStreamOrdered();
 
-class Engine : public ConnectionHandler {
+class Engine {
  public:
   static Engine& Get();
 
   Status Init(const bps_init_options* options);
   Status Shutdown();
-  bool initialized() const { return initialized_; }
+  bool initialized() const { return initialized_.load(); }
   const Config& config() const { return config_; }
   // The rendezvous store of this initialisation (null before Init / after
   // Shutdown); csrc/gpu exchanges its NCCL unique ids through it.
@@ -141,16 +162,15 @@ class Engine : public ConnectionHandler {
   static Status RunServerWithStore(const bps_store& store);
   static Status RunScheduler();
 
-  // ConnectionHandler (server connections, on the I/O thread).
-  void* OnHeader(Connection* conn, const MessageHeader& header, Status* reject) override;
-  void OnMessage(Connection* conn, const MessageHeader& header, void* payload) override;
-  void OnClosed(Connection* conn, const Status& reason) override;
 
  private:
   Engine() = default;
   Status SubmitOp(const bps_tensor& input, void* output, const std::string& name, int32_t priority, int32_t reduce_op,
                   bps_done_fn done, void* user_data, bool machine_reduced);
-  Status Rendezvous();
+  Status InitSteps(const bps_init_options* options);
+  // Stops and releases whatever Init started (threads, connections, shared
+  // memory, store clients); used by a failed Init and by Shutdown.
+  void ReleaseResources(bool failed);
   Status SetUpSharedMemory();
   Status ConnectServers();
   void StartAbortWatcher(const HostPort& scheduler);
@@ -160,13 +180,20 @@ class Engine : public ConnectionHandler {
   void SendPush(PartitionTask& t, const char* data, uint64_t bytes, char* dst);
   void FinishPartition(PartitionTask& t);
   void FailOp(TensorOp* op, const Status& st);
+  // Server connections (I/O thread): frames without a posted receive, and loss.
+  void OnUnexpected(transport::Connection* conn, const MessageHeader& header, const std::string& payload);
+  void OnServerClosed(transport::Connection* conn, const Status& reason);
+  // A partition of a failed op closes its round once its I/O stopped and its
+  // turn came: the next op of that name then runs (issue 13, bug 2).
+  bool RetireFailed(PartitionTask& t);
+  void CompleteFailedOp(TensorOp* op);
   void SetFatal(const Status& st);
   void Ring();
   void CheckTimeoutsAndPeers();
   std::string DescribeWait(const PartitionTask& t);
 
   Config config_;
-  bool initialized_ = false;
+  std::atomic<bool> initialized_{false};
   int num_servers_ = 0;
   bool colocated_servers_ = false;
   std::shared_ptr<Store> store_;
@@ -175,28 +202,28 @@ class Engine : public ConnectionHandler {
   std::thread abort_watcher_;
   std::unique_ptr<Server> colocated_server_;
   std::unique_ptr<LocalSharedMemory> shm_;
-  std::unique_ptr<EventLoop> io_loop_;
-  std::vector<std::vector<std::shared_ptr<Connection>>> server_conns_;
+  std::unique_ptr<transport::Transport> transport_;
+  std::vector<std::vector<std::shared_ptr<transport::Connection>>> server_conns_;
   std::vector<std::string> server_addresses_;
 
   std::thread thread_;
   std::atomic<bool> running_{false};
   std::atomic<uint32_t> local_doorbell_{0};  // used without shared memory
   std::mutex submit_mu_;
+  bool accepting_ = false;  // under submit_mu_: Submit enqueues only while set
   std::deque<std::unique_ptr<TensorOp>> submitted_;
   uint64_t next_seq_ = 0;
 
   // Engine-thread state.
   std::vector<std::unique_ptr<TensorOp>> ops_;
-  std::vector<PartitionTask*> active_;  // priority order
+  PartitionQueue<PartitionTask> active_;  // scheduling order
   std::unordered_map<uint64_t, uint32_t> next_round_;
   std::unordered_map<uint64_t, uint32_t> done_round_;
   std::atomic<int> credits_{0};
   std::chrono::steady_clock::time_point last_peer_check_;
 
   std::mutex net_mu_;
-  std::unordered_map<uint64_t, PendingPull*> pending_;  // by net key
-  std::vector<char> discard_;  // sink for responses of abandoned ops (I/O thread)
+  std::unordered_map<uint64_t, std::shared_ptr<PendingPull>> pending_;  // by net key: routes error frames
 
   std::mutex fatal_mu_;
   Status fatal_;

@@ -19,7 +19,7 @@ COMMON=(common/logging.cc common/net_util.cc common/sha256.cc common/config.cc)
 
 declare -A HARNESS_SOURCES=(
   [frame_decoder_fuzz]="transport/wire.cc transport/tcp/connection.cc transport/tcp/event_loop.cc"
-  [handshake_store_fuzz]="transport/wire.cc transport/handshake.cc store/memory_store.cc store/tcp_store.cc"
+  [handshake_store_fuzz]="transport/wire.cc transport/handshake.cc transport/handshake_acceptor.cc transport/tcp/event_loop.cc store/memory_store.cc store/tcp_store.cc"
 )
 
 # Seconds since the epoch of the newest of the given files and of the

@@ -176,18 +176,29 @@ Status GpuEngine::Submit(const bps_tensor& input, void* output, const std::strin
   op->submitted = Clock::now();
   op->ready = TakeEvent();
   op->finished = TakeEvent();
-  if (!op->ready || !op->finished) return Status::Internal("cudaEventCreate failed for '" + name + "'");
+  if (!op->ready || !op->finished) {
+    Release(op.get(), reduce_stream_);
+    return Status::Internal("cudaEventCreate failed for '" + name + "'");
+  }
   if (distributed_) {
     PlanPartitions(op.get());
     size_t bytes = 0;
     for (auto& p : op->parts) bytes += static_cast<size_t>(p->chunk) * op->elem_size;
-    BPS_RETURN_IF_ERROR(staging_.Acquire(name, bytes, &op->staging));
+    Status leased = staging_.Acquire(name, bytes, &op->staging);
+    if (!leased.ok()) {
+      Release(op.get(), reduce_stream_);
+      return leased;
+    }
     size_t at = 0;
     for (auto& p : op->parts) {
       p->staging = op->staging + at;
       at += static_cast<size_t>(p->chunk) * op->elem_size;
       p->reduced = TakeEvent();
       p->staged = TakeEvent();
+      if (!p->reduced || !p->staged) {
+        Release(op.get(), reduce_stream_);
+        return Status::Internal("cudaEventCreate failed for '" + name + "'");
+      }
     }
   }
 
@@ -198,8 +209,11 @@ Status GpuEngine::Submit(const bps_tensor& input, void* output, const std::strin
   if (!st.ok()) {
     // Partially queued NCCL work would desynchronise the local ranks: fail
     // every later GPU push_pull with the cause instead of hanging them.
+    // Nothing was queued to the host threads (the launches enqueue last),
+    // so the op's events, staging lease and scratch come back here (bug 8).
     in_flight_--;
     Break(st.WithContext("push_pull of '" + name + "'"));
+    Release(raw, reduce_stream_);  // the scratch was queued there
     return st;
   }
   op.release();  // owned by the queues until Finish
@@ -458,16 +472,33 @@ void GpuEngine::Break(const Status& status) {
   BPS_LOG(Error) << "GPU path failed: " << status.message();
 }
 
-void GpuEngine::Finish(std::unique_ptr<GpuOp> op, const Status& status) {
+void GpuEngine::Release(GpuOp* op, cudaStream_t free_on) {
   ReturnEvent(op->ready);
   ReturnEvent(op->finished);
+  op->ready = op->finished = nullptr;
   for (auto& p : op->parts) {
     ReturnEvent(p->reduced);
     ReturnEvent(p->staged);
-    if (p->scratch) cudaFreeAsync(p->scratch, gather_stream_);
+    p->reduced = p->staged = nullptr;
+    if (p->scratch) cudaFreeAsync(p->scratch, free_on);
+    p->scratch = nullptr;
   }
-  staging_.Release(op->staging);
+  if (op->staging) staging_.Release(op->staging);
+  op->staging = nullptr;
+}
+
+void GpuEngine::Finish(std::unique_ptr<GpuOp> op, const Status& status) {
+  Release(op.get(), gather_stream_);
   in_flight_--;
+  // One machine: the caller's Future completed when the op was queued
+  // (stream-ordered), so done() below cannot reach the user. Latch the
+  // failure: every later GPU push_pull fails with this cause instead of
+  // running on after a result that was never produced (bug 7).
+  if (!status.ok() && !distributed_) {
+    Break(status.message().find("'" + op->name + "'") == std::string::npos
+              ? status.WithContext("stream-ordered push_pull of '" + op->name + "'")
+              : status);
+  }
   if (status.ok()) {
     ops_completed_++;
     bytes_reduced_ += static_cast<uint64_t>(op->count) * op->elem_size;

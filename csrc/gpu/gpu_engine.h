@@ -110,6 +110,9 @@ class GpuEngine {
   enum class Poll { kLatency, kLazy };
   Status WaitForEvent(cudaEvent_t event, const GpuOp& op, Poll poll);
   void Finish(std::unique_ptr<GpuOp> op, const Status& status);
+  // Returns the op's events, staging lease and scratch memory (freed in
+  // order on `free_on`, the stream that last used it); idempotent.
+  void Release(GpuOp* op, cudaStream_t free_on);
   void Break(const Status& status);
   cudaEvent_t TakeEvent();
   void ReturnEvent(cudaEvent_t event);

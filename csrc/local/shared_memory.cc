@@ -5,8 +5,10 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -21,9 +23,36 @@ namespace {
 
 constexpr uint32_t kShmMagic = 0x424d4853;
 
-Status MapSegment(const std::string& name, size_t bytes, bool create, void** out) {
+std::string Megabytes(uint64_t bytes) { return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MB"; }
+
+// How a user gets more shared memory, for every error that runs out of it.
+const char* kEnlargeShm =
+    "enlarge /dev/shm (docker run --shm-size=8g; Kubernetes: mount an emptyDir with medium: Memory at /dev/shm; "
+    "a host: mount -o remount,size=8G /dev/shm), or use fewer local ranks";
+
+uint64_t DevShmFreeBytes() {
+  struct statvfs st;
+  if (statvfs("/dev/shm", &st) != 0) return UINT64_MAX;  // unknown: let fallocate decide
+  return static_cast<uint64_t>(st.f_bavail) * static_cast<uint64_t>(st.f_frsize);
+}
+
+// Backs [offset, offset + bytes) of a tmpfs file, or says why it cannot.
+Status Back(int fd, uint64_t offset, uint64_t bytes, const std::string& what) {
+  int rc = posix_fallocate(fd, static_cast<off_t>(offset), static_cast<off_t>(bytes));
+  if (rc == 0) return Status::OK();
+  if (rc == ENOSPC) {
+    return Status::Internal("out of shared memory: " + what + " needs " + Megabytes(bytes) + " more, but /dev/shm has " +
+                            Megabytes(DevShmFreeBytes()) + " free: " + kEnlargeShm);
+  }
+  if (rc == EOPNOTSUPP || rc == ENOSYS) return Status::OK();  // not tmpfs: pages come on touch
+  return Status::Internal("fallocate of " + what + " in /dev/shm: " + strerror(rc));
+}
+
+// Maps a segment; *fd_out (if given) receives the still-open descriptor.
+Status MapSegment(const std::string& name, size_t bytes, bool create, bool back_fully, void** out,
+                  int* fd_out = nullptr) {
   int flags = O_RDWR | (create ? (O_CREAT | O_EXCL) : 0);
-  int fd = shm_open(name.c_str(), flags, 0600);
+  int fd = shm_open(name.c_str(), flags | O_CLOEXEC, 0600);
   if (fd < 0) return Status::Internal("shm_open(" + name + "): " + strerror(errno));
   if (create && ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
     std::string err = strerror(errno);
@@ -31,23 +60,44 @@ Status MapSegment(const std::string& name, size_t bytes, bool create, void** out
     shm_unlink(name.c_str());
     return Status::Internal("ftruncate(" + name + "): " + err);
   }
+  if (create && back_fully) {
+    Status st = Back(fd, 0, bytes, "the local control block " + name);
+    if (!st.ok()) {
+      close(fd);
+      shm_unlink(name.c_str());
+      return st;
+    }
+  }
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
-  close(fd);
-  if (p == MAP_FAILED) return Status::Internal("mmap(" + name + "): " + strerror(errno));
+  if (fd_out) {
+    *fd_out = fd;
+  } else {
+    close(fd);
+  }
+  if (p == MAP_FAILED) {
+    if (fd_out) {
+      close(fd);
+      *fd_out = -1;
+    }
+    return Status::Internal("mmap(" + name + "): " + strerror(errno));
+  }
   *out = p;
   return Status::OK();
 }
 
 uint64_t ArenaBytes() {
-  // Sparse: only touched pages use memory. Half of RAM bounds a runaway job.
+  // Sparse: only reserved slots use memory. Half of RAM bounds a runaway
+  // job; /dev/shm's free space bounds what can be backed at all.
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 2;
+  uint64_t half_ram = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 2;
+  return std::max<uint64_t>(1 << 20, std::min(half_ram, DevShmFreeBytes()));
 }
 
 }  // namespace
 
 LocalSharedMemory::~LocalSharedMemory() {
   if (owner_) Unlink();
+  if (arena_fd_ >= 0) close(arena_fd_);
   if (control_) munmap(control_, sizeof(ShmControl));
   if (arena_) munmap(arena_, arena_bytes_);
 }
@@ -79,9 +129,11 @@ Status LocalSharedMemory::Create(const std::string& job_id, int machine, int loc
   shm->owner_ = true;
   void* ctl = nullptr;
   void* arena = nullptr;
-  BPS_RETURN_IF_ERROR(MapSegment(shm->base_name_ + "-ctl", sizeof(ShmControl), true, &ctl));
+  BPS_RETURN_IF_ERROR(MapSegment(shm->base_name_ + "-ctl", sizeof(ShmControl), true, true, &ctl));
   shm->control_ = static_cast<ShmControl*>(ctl);
-  BPS_RETURN_IF_ERROR(MapSegment(shm->base_name_ + "-arena", shm->arena_bytes_, true, &arena));
+  // After the control block took its share of /dev/shm.
+  if (!arena_bytes) shm->arena_bytes_ = ArenaBytes();
+  BPS_RETURN_IF_ERROR(MapSegment(shm->base_name_ + "-arena", shm->arena_bytes_, true, false, &arena, &shm->arena_fd_));
   shm->arena_ = static_cast<char*>(arena);
   shm->control_->local_size = static_cast<uint32_t>(local_size);
   shm->control_->arena_capacity = shm->arena_bytes_;
@@ -95,7 +147,7 @@ Status LocalSharedMemory::Open(const std::string& base_name, int local_size, std
   shm->base_name_ = base_name;
   shm->local_size_ = local_size;
   void* ctl = nullptr;
-  BPS_RETURN_IF_ERROR(MapSegment(base_name + "-ctl", sizeof(ShmControl), false, &ctl));
+  BPS_RETURN_IF_ERROR(MapSegment(base_name + "-ctl", sizeof(ShmControl), false, false, &ctl));
   shm->control_ = static_cast<ShmControl*>(ctl);
   if (shm->control_->magic != kShmMagic || shm->control_->local_size != static_cast<uint32_t>(local_size)) {
     return Status::Invalid("shared memory " + base_name + " was made for local size " +
@@ -104,7 +156,7 @@ Status LocalSharedMemory::Open(const std::string& base_name, int local_size, std
   }
   shm->arena_bytes_ = shm->control_->arena_capacity;
   void* arena = nullptr;
-  BPS_RETURN_IF_ERROR(MapSegment(base_name + "-arena", shm->arena_bytes_, false, &arena));
+  BPS_RETURN_IF_ERROR(MapSegment(base_name + "-arena", shm->arena_bytes_, false, false, &arena, &shm->arena_fd_));
   shm->arena_ = static_cast<char*>(arena);
   *out = std::move(shm);
   return Status::OK();
@@ -127,11 +179,23 @@ Status LocalSharedMemory::Lookup(uint64_t key, uint64_t bytes, uint32_t dtype, S
         // We own initialisation: reserve L slots of `bytes`, 64-byte aligned.
         uint64_t slot = (bytes + 63) / 64 * 64;
         uint64_t need = slot * static_cast<uint64_t>(local_size_);
-        uint64_t offset = control_->arena_used.fetch_add(need);
+        // Reserve only what fits, so a refused tensor leaves the rest of the
+        // arena to tensors that do fit.
+        uint64_t offset = control_->arena_used.load();
+        while (offset + need <= control_->arena_capacity &&
+               !control_->arena_used.compare_exchange_weak(offset, offset + need)) {
+        }
+        Status backed;
         if (offset + need > control_->arena_capacity) {
+          backed = Status::Internal("out of shared memory: the local staging arena of " +
+                                    Megabytes(control_->arena_capacity) + " (what /dev/shm had free at start) is full, " +
+                                    Megabytes(need) + " more needed: " + kEnlargeShm);
+        } else {
+          backed = Back(arena_fd_, offset, need, "local staging of a partition");
+        }
+        if (!backed.ok()) {
           e.error_round.store(UINT32_MAX);
-          snprintf(e.error, sizeof(e.error), "local staging arena of %llu bytes is full",
-                   static_cast<unsigned long long>(control_->arena_capacity));
+          snprintf(e.error, sizeof(e.error), "%s", backed.message().c_str());
         }
         e.bytes = slot;
         e.dtype = dtype;

@@ -2,6 +2,12 @@
 // control segment (doorbells, pids, a table of per-partition rendezvous
 // entries) and a staging arena (each partition's per-rank slots).
 //
+// Capacity: tmpfs pages are allocated on first touch, and touching a page
+// that /dev/shm cannot supply kills the process with SIGBUS. So the control
+// segment is backed in full when created, and each entry's slots when they
+// are reserved (fallocate), and the arena never claims more than /dev/shm
+// had free: a full /dev/shm is an error naming it (issue 13, bug 6).
+//
 // Lifetime: local rank 0 creates both segments; once every local rank has
 // mapped them, rank 0 unlinks the names, so nothing is left in /dev/shm even
 // if the job is killed. Names carry the creator's pid, so a crash before the
@@ -65,7 +71,8 @@ class LocalSharedMemory {
   char* arena() { return arena_; }
 
   // Finds or creates the entry for key with the given slot size. Returns a
-  // clear error when the table or the arena is full, or the size disagrees.
+  // clear error when the table or the arena is full (naming /dev/shm and how
+  // to enlarge it), or the size disagrees.
   Status Lookup(uint64_t key, uint64_t bytes, uint32_t dtype, ShmEntry** out);
 
   void Ring();  // wake every local rank's engine
@@ -77,6 +84,9 @@ class LocalSharedMemory {
   ShmControl* control_ = nullptr;
   char* arena_ = nullptr;
   size_t arena_bytes_ = 0;
+  // Kept open: slots are backed with fallocate when reserved, so a full
+  // /dev/shm is an error at reservation instead of SIGBUS on first touch.
+  int arena_fd_ = -1;
   int local_size_ = 0;
 };
 

@@ -35,7 +35,11 @@ Status Server::Start() {
     EngineThread* t = engines_.back().get();
     t->thread = std::thread([this, t] { EngineMain(t); });
   }
-  accept_thread_ = std::thread([this] { AcceptLoop(); });
+  HandshakeAcceptor::Options options;
+  options.owner = "server " + std::to_string(server_id_);
+  acceptor_.reset(new HandshakeAcceptor(loop_.get(), listen_fd_, config_.job_token, options,
+                                        [this](int fd, const PeerIdentity& peer) { AdmitConnection(fd, peer); }));
+  acceptor_->Start();
   BPS_LOG(Info) << "server " << server_id_ << " listening on " << address() << " with "
                 << config_.server_engine_threads << " engine threads, "
                 << (config_.enable_async ? "async" : "sync") << " mode";
@@ -44,7 +48,7 @@ Status Server::Start() {
 
 void Server::Stop() {
   if (stopping_.exchange(true)) return;
-  if (accept_thread_.joinable()) accept_thread_.join();
+  if (acceptor_) acceptor_->Stop();  // no handshake calls into this server after this
   for (auto& t : engines_) {
     {
       std::lock_guard<std::mutex> lock(t->mu);
@@ -106,21 +110,8 @@ Status Server::Wait(double timeout_seconds) {
   return failure_;
 }
 
-void Server::AcceptLoop() {
-  while (!stopping_) {
-    pollfd p{listen_fd_, POLLIN, 0};
-    if (poll(&p, 1, 200) <= 0) continue;
-    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    // Handshakes block briefly; keep them off the accept path.
-    std::thread([this, fd] { AdmitConnection(fd); }).detach();
-  }
-}
-
-void Server::AdmitConnection(int fd) {
-  PeerIdentity peer;
-  Status st = AcceptHandshake(fd, config_.job_token, 10000, &peer);
-  if (!st.ok() || stopping_) {
+void Server::AdmitConnection(int fd, const PeerIdentity& peer) {
+  if (stopping_) {
     close(fd);
     return;
   }

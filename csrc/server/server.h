@@ -19,6 +19,7 @@
 #include "core/timeline.h"
 #include "store/store.h"
 #include "transport/handshake.h"
+#include "transport/handshake_acceptor.h"
 #include "transport/tcp/connection.h"
 
 namespace bps {
@@ -75,8 +76,7 @@ class Server : public ConnectionHandler {
     uint64_t assigned_bytes = 0;
   };
 
-  void AcceptLoop();
-  void AdmitConnection(int fd);
+  void AdmitConnection(int fd, const PeerIdentity& peer);
   void EngineMain(EngineThread* t);
   void HandlePush(EngineThread* t, PushWork& w);
   void SendError(const std::shared_ptr<Connection>& conn, uint64_t key, uint64_t name_hash, const std::string& msg);
@@ -92,7 +92,8 @@ class Server : public ConnectionHandler {
   int port_ = 0;
   std::atomic<bool> stopping_{false};
   std::unique_ptr<EventLoop> loop_;
-  std::thread accept_thread_;
+  // Handshakes run in loop_; stopped before anything they call into goes.
+  std::unique_ptr<HandshakeAcceptor> acceptor_;
   std::vector<std::unique_ptr<EngineThread>> engines_;
 
   std::mutex mu_;

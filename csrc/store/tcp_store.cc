@@ -4,10 +4,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
 #include "common/logging.h"
+#include "store/job_secret.h"
 
 namespace bps {
 namespace {
@@ -38,6 +40,8 @@ TcpStoreServer::TcpStoreServer(std::string token, double timeout_seconds)
     : token_(std::move(token)), timeout_seconds_(timeout_seconds) {}
 
 TcpStoreServer::~TcpStoreServer() {
+  if (acceptor_) acceptor_->Stop();  // no handshake calls into this object after this
+  if (loop_) loop_->Stop();
   store_.Abort("scheduler shut down");
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -53,29 +57,54 @@ TcpStoreServer::~TcpStoreServer() {
 }
 
 Status TcpStoreServer::Listen(const std::string& host, int port) {
-  return ListenOn(host, port, 1024, &listen_fd_, &port_);
+  BPS_RETURN_IF_ERROR(RequireRoleModeSecret(token_, "scheduler"));
+  BPS_RETURN_IF_ERROR(ListenOn(host, port, 1024, &listen_fd_, &port_));
+  loop_.reset(new EventLoop("scheduler"));
+  loop_->Start();
+  HandshakeAcceptor::Options options;
+  options.owner = "scheduler";
+  acceptor_.reset(new HandshakeAcceptor(loop_.get(), listen_fd_, token_, options,
+                                        [this](int fd, const PeerIdentity& peer) { AdmitClient(fd, peer); }));
+  acceptor_->Start();
+  return Status::OK();
 }
 
 Status TcpStoreServer::ServeUntilDone(int expected_clients) {
+  // A handshake under way delays the end: a server registers on one
+  // connection, opens its named one, then says goodbye on the first, and for
+  // a moment the named one is accepted but not yet counted. Strangers that
+  // keep handshakes open delay it by one handshake deadline at most.
+  const auto kHandshakeGrace = std::chrono::seconds(11);
+  std::chrono::steady_clock::time_point all_finished_since{};
   while (true) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      // Not while a handshake is under way: a server registers on one
-      // connection, opens its named one, then says goodbye on the first, and
-      // for a moment the named one is accepted but not yet counted.
-      if (connected_ >= expected_clients && finished_ == connected_ && handshaking_ == 0) return first_failure_;
+      std::unique_lock<std::mutex> lock(mu_);
+      if (connected_ >= expected_clients && finished_ == connected_) {
+        auto now = std::chrono::steady_clock::now();
+        if (all_finished_since == std::chrono::steady_clock::time_point{}) all_finished_since = now;
+        if (!acceptor_ || acceptor_->pending() == 0 || now - all_finished_since > kHandshakeGrace) return first_failure_;
+      } else {
+        all_finished_since = {};
+      }
+      cv_.wait_for(lock, std::chrono::milliseconds(100));
     }
     ReapFinishedThreads();
-    pollfd p{listen_fd_, POLLIN, 0};
-    if (poll(&p, 1, 200) <= 0) continue;
-    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    std::lock_guard<std::mutex> lock(mu_);
-    ++handshaking_;
-    threads_.emplace_back(new ClientThread());
-    ClientThread* t = threads_.back().get();
-    t->thread = std::thread([this, fd, t] { ServeClient(fd, t); });
   }
+}
+
+void TcpStoreServer::AdmitClient(int fd, const PeerIdentity& peer) {
+  // The scheduler connection stays open for the job: its death must show.
+  SetLivenessProbes(fd, timeout_seconds_);
+  std::lock_guard<std::mutex> lock(mu_);
+  ++connected_;  // counted before its handshake stops counting as pending
+  open_fds_.insert(fd);
+  threads_.emplace_back(new ClientThread());
+  ClientThread* t = threads_.back().get();
+  t->thread = std::thread([this, fd, peer, t] {
+    ServeRequests(fd, peer);
+    t->done = true;
+    cv_.notify_all();
+  });
 }
 
 void TcpStoreServer::ReapFinishedThreads() {
@@ -92,32 +121,6 @@ void TcpStoreServer::ReapFinishedThreads() {
     }
   }
   for (auto& t : finished) t->thread.join();
-}
-
-void TcpStoreServer::ServeClient(int fd, ClientThread* self) {
-  {
-    // Registered before the handshake so the destructor can cut a silent
-    // stranger short instead of waiting out the handshake timeout.
-    std::lock_guard<std::mutex> lock(mu_);
-    open_fds_.insert(fd);
-  }
-  PeerIdentity peer;
-  int handshake_ms = 10000;
-  SetLivenessProbes(fd, timeout_seconds_);
-  if (AcceptHandshake(fd, token_, handshake_ms, &peer).ok()) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);  // counted before it stops counting as a handshake
-      --handshaking_;
-      ++connected_;
-    }
-    ServeRequests(fd, peer);
-  } else {
-    std::lock_guard<std::mutex> lock(mu_);  // rejected foreigners do not count as job members
-    --handshaking_;
-    open_fds_.erase(fd);
-    close(fd);
-  }
-  self->done = true;
 }
 
 void TcpStoreServer::ServeAuthenticated(int fd, const PeerIdentity& peer) {
@@ -214,6 +217,7 @@ void TcpStoreServer::ServeRequests(int fd, const PeerIdentity& peer) {
 Status TcpStoreClient::Connect(const HostPort& at, const std::string& token, Role role, int rank,
                                double connect_timeout_seconds, double liveness_seconds,
                                std::unique_ptr<TcpStoreClient>* out) {
+  BPS_RETURN_IF_ERROR(RequireRoleModeSecret(token, RoleName(role)));
   int fd = -1;
   BPS_RETURN_IF_ERROR(ConnectWithRetry(at, connect_timeout_seconds, &fd).WithContext("scheduler"));
   // The scheduler connection stays open for the job: its death must show.

@@ -4,6 +4,7 @@
 // every other client learns through the key "abort" (see Engine).
 #pragma once
 #include <atomic>
+#include <condition_variable>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -16,6 +17,8 @@
 #include "common/net_util.h"
 #include "store/memory_store.h"
 #include "transport/handshake.h"
+#include "transport/handshake_acceptor.h"
+#include "transport/tcp/event_loop.h"
 
 namespace bps {
 
@@ -39,7 +42,7 @@ class TcpStoreServer {
     std::thread thread;
     std::atomic<bool> done{false};
   };
-  void ServeClient(int fd, ClientThread* self);
+  void AdmitClient(int fd, const PeerIdentity& peer);
   // The request loop of an authenticated, counted connection; owns fd.
   void ServeRequests(int fd, const PeerIdentity& peer);
   void ReapFinishedThreads();
@@ -48,13 +51,17 @@ class TcpStoreServer {
   MemoryStore store_;
   int listen_fd_ = -1;
   int port_ = 0;
+  // Handshakes run in this loop (no thread per stranger); an authenticated
+  // client gets a thread for its blocking requests.
+  std::unique_ptr<EventLoop> loop_;
+  std::unique_ptr<HandshakeAcceptor> acceptor_;
   std::mutex mu_;
+  std::condition_variable cv_;
   // One per accepted connection; joined as soon as it ends, so strangers
   // that knock and are refused do not pile up finished threads.
   std::list<std::unique_ptr<ClientThread>> threads_;
   std::set<int> open_fds_;
   std::set<std::pair<int, int>> goodbyes_;  // (role, rank) that left in order
-  int handshaking_ = 0;  // accepted, handshake not yet over
   int connected_ = 0;     // passed the handshake
   int finished_ = 0;
   Status first_failure_;

@@ -12,6 +12,7 @@
 #include "c_api/byteps_c.h"
 #include "torch/backend.h"
 #include "torch/callback_pool.h"
+#include "torch/ddp_comm_hook.h"
 #include "torch/engine_init.h"
 #include "torch/push_pull.h"
 #include "torch/python_future.h"
@@ -147,4 +148,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("broadcast_async", &BroadcastAsync, py::arg("tensor"), py::arg("root_rank"),
         py::arg("name"), py::arg("priority") = 0, py::call_guard<py::gil_scoped_release>(),
         "In-place broadcast of `tensor` from `root_rank`; returns a torch Future.");
+  m.def("register_push_pull_hook", &RegisterPushPullCommHook, py::arg("reducer"),
+        py::arg("name_prefix") = "", py::arg("wire_dtype") = py::none(),
+        "Install the C++ DDP communication hook (push_pull of each bucket, priority = bucket "
+        "index) on a DistributedDataParallel model's reducer.");
 }

@@ -5,6 +5,7 @@
 #include <c10/core/StreamGuard.h>
 #include <c10/util/Exception.h>
 
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -24,6 +25,43 @@ struct InFlight {
   PushPullDone done;
 };
 
+// One side stream per device for stream-ordered push_pulls, from torch's
+// pool (so torch knows it), taken once: the caching allocator and the
+// Future's events then see one stable stream. With it, one reusable event
+// that orders the side stream after a caller's stream: a stream waits on an
+// event's state at the time of the wait, so re-recording it for the next
+// bucket is safe, and no CUDA event is created or destroyed per bucket.
+struct SideStreamState {
+  c10::Stream stream;
+  c10::Event caller_ready{c10::DeviceType::CUDA};
+};
+
+SideStreamState& SideStateLocked(c10::Device device) {
+  static std::unordered_map<c10::DeviceIndex, std::unique_ptr<SideStreamState>> states;
+  auto& state = states[device.index()];
+  if (!state) {
+    const auto* cuda = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
+    state.reset(new SideStreamState{cuda->getStreamFromGlobalPool(device, /*isHighPriority=*/false)});
+  }
+  return *state;
+}
+
+std::mutex side_mu;
+
+c10::Stream SideStream(c10::Device device) {
+  std::lock_guard<std::mutex> lock(side_mu);
+  return SideStateLocked(device).stream;
+}
+
+// The side stream of `caller`'s device, ordered after the work queued on `caller` so far.
+c10::Stream SideStreamAfter(c10::Stream caller) {
+  std::lock_guard<std::mutex> lock(side_mu);
+  SideStreamState& state = SideStateLocked(caller.device());
+  state.caller_ready.record(caller);
+  state.caller_ready.block(state.stream);
+  return state.stream;
+}
+
 void OnEngineDone(void* user_data, int status, const char* message) {
   auto* op = static_cast<InFlight*>(user_data);
   // Copy the message now: it is valid only for the duration of this call.
@@ -36,24 +74,17 @@ void OnEngineDone(void* user_data, int status, const char* message) {
               "byteps push_pull of tensor '" + owned->name + "' failed (" + StatusName(status) +
                   "): " + (message.empty() ? std::string("no detail from the engine") : message)));
         }
-        owned->done(error);
+        if (owned->wire.is_cuda()) {
+          // Copy-backs and the Future's events go on the device's side
+          // stream: queued without a host wait, and not on the legacy default
+          // stream, which would order them after the compute stream's work.
+          c10::StreamGuard guard(SideStream(owned->wire.device()));
+          owned->done(error);
+        } else {
+          owned->done(error);
+        }
       },
       status, message ? std::string(message) : std::string());
-}
-
-// One side stream per device for stream-ordered push_pulls, from torch's
-// pool (so torch knows it), taken once: the caching allocator and the
-// Future's events then see one stable stream.
-c10::Stream SideStream(c10::Device device) {
-  static std::mutex mu;
-  static std::unordered_map<c10::DeviceIndex, c10::Stream> streams;
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = streams.find(device.index());
-  if (it == streams.end()) {
-    const auto* cuda = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
-    it = streams.emplace(device.index(), cuda->getStreamFromGlobalPool(device, /*isHighPriority=*/false)).first;
-  }
-  return it->second;
 }
 
 }  // namespace
@@ -121,10 +152,7 @@ void SubmitPushPull(const at::Tensor& wire, const std::string& name, int32_t pri
     c10::Stream caller = cuda->getStream(wire.device());
     c10::Stream engine_side = caller;
     if (complete_now) {
-      side = SideStream(wire.device());
-      c10::Event caller_ready(c10::DeviceType::CUDA);
-      caller_ready.record(caller);
-      caller_ready.block(*side);
+      side = SideStreamAfter(caller);
       engine_side = *side;
     }
     rc = bps_push_pull_async_on_stream(&tensor, tensor.data, raw->name.c_str(), priority,

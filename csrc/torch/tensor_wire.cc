@@ -106,10 +106,13 @@ void WireTensor::CopyBack() {
   }
   c10::DeviceGuard device(user.device());
   user.copy_(source.view(user.sizes()));
-  if (user.is_cuda()) {
-    // This runs on the adapter's completion thread, whose stream the caller
-    // does not wait on: finish the copy before the Future completes.
-    c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(user.device()).synchronize();
+  if (wire.is_cuda()) {
+    // Queued, not waited for: the caller completes a CUDA-aware Future on
+    // this same current stream, so readers wait on an event after the copy
+    // and no host thread blocks. The staging buffer is freed when the
+    // handler returns; the allocator must not hand it out again before this
+    // stream has read it (it was allocated on the caller's stream).
+    wire.record_stream(c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(wire.device()));
   }
 }
 

@@ -35,7 +35,8 @@ struct WireTensor {
   static WireTensor ForDataMovement(const at::Tensor& user, const char* operation);
 
   // Moves the engine's result into `user`; a no-op when `wire` shares
-  // `user`'s memory and layout.
+  // `user`'s memory and layout. A CUDA copy is queued on the current stream
+  // and not waited for: complete a CUDA-aware Future on that stream after it.
   void CopyBack();
 
   bool needs_copy_back = false;

@@ -12,19 +12,6 @@ namespace {
 
 constexpr uint16_t kChallenge = 100, kHello = 101, kAccept = 102, kReject = 103;
 
-#pragma pack(push, 1)
-struct HandshakeFrame {
-  uint32_t magic = kWireMagic;
-  uint16_t version = kWireVersion;
-  uint16_t type = 0;
-  uint16_t role = 0;
-  uint16_t reserved = 0;
-  int32_t rank = -1;
-  uint8_t nonce_or_mac[32] = {0};
-  char reason[80] = {0};
-};
-#pragma pack(pop)
-
 Digest256 ProofOf(const std::string& token, const uint8_t* nonce, uint16_t role, int32_t rank) {
   uint8_t msg[32 + 2 + 4];
   memcpy(msg, nonce, 32);
@@ -64,17 +51,16 @@ std::string PeerIdentity::Describe() const {
   return who + " (" + address + ")";
 }
 
-Status AcceptHandshake(int fd, const std::string& token, int timeout_ms, PeerIdentity* peer) {
-  peer->address = PeerAddressOf(fd);
-  HandshakeFrame challenge;
-  challenge.type = kChallenge;
-  SecureRandom(challenge.nonce_or_mac, 32);
-  BPS_RETURN_IF_ERROR(WriteFully(fd, &challenge, sizeof(challenge), timeout_ms));
-  HandshakeFrame hello;
-  Status st = ReadFully(fd, &hello, sizeof(hello), timeout_ms);
-  if (!st.ok()) return st.WithContext("handshake with " + peer->address);
-  HandshakeFrame answer;
-  st = CheckFrame(hello);
+void MakeChallenge(HandshakeFrame* challenge) {
+  *challenge = HandshakeFrame();
+  challenge->type = kChallenge;
+  SecureRandom(challenge->nonce_or_mac, 32);
+}
+
+Status JudgeHello(const std::string& token, const HandshakeFrame& challenge, const HandshakeFrame& hello,
+                  HandshakeFrame* answer, PeerIdentity* peer) {
+  *answer = HandshakeFrame();
+  Status st = CheckFrame(hello);
   if (st.ok() && (hello.type != kHello || hello.role > 2)) st = Status::PeerFailure("malformed hello");
   if (st.ok()) {
     Digest256 expected = ProofOf(token, challenge.nonce_or_mac, hello.role, hello.rank);
@@ -84,21 +70,33 @@ Status AcceptHandshake(int fd, const std::string& token, int timeout_ms, PeerIde
       st = Status::PeerFailure("authentication failed: the peer does not hold this job's BYTEPS_JOB_TOKEN");
     }
   }
-  answer.type = st.ok() ? kAccept : kReject;
+  answer->type = st.ok() ? kAccept : kReject;
   if (st.ok()) {
     Digest256 ours = AcceptorProofOf(token, challenge.nonce_or_mac, hello.reason, hello.role, hello.rank);
-    memcpy(answer.nonce_or_mac, ours.data(), 32);
+    memcpy(answer->nonce_or_mac, ours.data(), 32);
+    peer->role = static_cast<Role>(hello.role);
+    peer->rank = hello.rank;
   } else {
-    snprintf(answer.reason, sizeof(answer.reason), "%s", st.message().c_str());
+    snprintf(answer->reason, sizeof(answer->reason), "%s", st.message().c_str());
   }
+  return st;
+}
+
+Status AcceptHandshake(int fd, const std::string& token, int timeout_ms, PeerIdentity* peer) {
+  peer->address = PeerAddressOf(fd);
+  HandshakeFrame challenge;
+  MakeChallenge(&challenge);
+  BPS_RETURN_IF_ERROR(WriteFully(fd, &challenge, sizeof(challenge), timeout_ms));
+  HandshakeFrame hello;
+  Status st = ReadFully(fd, &hello, sizeof(hello), timeout_ms);
+  if (!st.ok()) return st.WithContext("handshake with " + peer->address);
+  HandshakeFrame answer;
+  st = JudgeHello(token, challenge, hello, &answer, peer);
   WriteFully(fd, &answer, sizeof(answer), timeout_ms);  // best effort on reject
   if (!st.ok()) {
     BPS_LOG(Warning) << "rejected connection from " << peer->address << ": " << st.message();
-    return st;
   }
-  peer->role = static_cast<Role>(hello.role);
-  peer->rank = hello.rank;
-  return Status::OK();
+  return st;
 }
 
 Status ConnectHandshake(int fd, const std::string& token, Role role, int32_t rank, int timeout_ms) {

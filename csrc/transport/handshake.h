@@ -8,6 +8,7 @@
 
 #include "common/config.h"
 #include "common/status.h"
+#include "transport/wire.h"
 
 namespace bps {
 
@@ -17,6 +18,26 @@ struct PeerIdentity {
   std::string address;
   std::string Describe() const;  // "worker 3 (10.0.0.2:4567)"
 };
+
+#pragma pack(push, 1)
+struct HandshakeFrame {
+  uint32_t magic = kWireMagic;
+  uint16_t version = kWireVersion;
+  uint16_t type = 0;
+  uint16_t role = 0;
+  uint16_t reserved = 0;
+  int32_t rank = -1;
+  uint8_t nonce_or_mac[32] = {0};
+  char reason[80] = {0};
+};
+#pragma pack(pop)
+
+// The acceptor's steps, shared by the blocking AcceptHandshake and the
+// event-loop HandshakeAcceptor: a fresh challenge, then the verdict on the
+// connector's hello (the answer to send back either way; *peer on success).
+void MakeChallenge(HandshakeFrame* challenge);
+Status JudgeHello(const std::string& token, const HandshakeFrame& challenge, const HandshakeFrame& hello,
+                  HandshakeFrame* answer, PeerIdentity* peer);
 
 // Server side of an accepted, blocking socket. Fills *peer on success.
 Status AcceptHandshake(int fd, const std::string& token, int timeout_ms, PeerIdentity* peer);

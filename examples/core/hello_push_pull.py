@@ -1,15 +1,5 @@
-"""The smallest byteps-native program: every rank contributes its rank + 1.
+"""Moved into the package: `python -m byteps_native.examples.hello_push_pull` runs it from anywhere.
+This path keeps working for existing commands and scripts."""
+import runpy
 
-    bpslaunch --local-workers 2 -- python examples/core/hello_push_pull.py
-"""
-import numpy as np
-
-import byteps_native.core as bps
-
-bps.init()
-grad = np.full(4, bps.rank() + 1, dtype=np.float32)
-bps.push_pull(grad, name="hello", average=False)
-expected = bps.size() * (bps.size() + 1) / 2
-assert (grad == expected).all(), grad
-print(f"rank {bps.rank()} of {bps.size()}: sum {grad[0]:.0f} (expected {expected:.0f})")
-bps.shutdown()
+runpy.run_module("byteps_native.examples.hello_push_pull", run_name="__main__", alter_sys=True)

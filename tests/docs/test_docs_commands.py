@@ -29,10 +29,10 @@ def test_docs_have_runnable_commands():
 # exit 0): every runnable block needs an entry here.
 EXPECTED_OUTPUT = {
     "byteps_native.info": r"engine: byteps-native engine",
-    "hello_push_pull.py": r"sum (\d+) \(expected \1\)",
-    "ddp_digits.py": r"test accuracy 0\.[5-9]",
-    "horovod_style.py": r"epoch 1: loss [0-9.]+",
-    "mirrored_digits.py": r"accuracy 0\.[3-9]",
+    "examples.hello_push_pull": r"sum (\d+) \(expected \1\)",
+    "examples.ddp_digits": r"test accuracy 0\.[5-9]",
+    "examples.horovod_style": r"epoch 1: loss [0-9.]+",
+    "examples.mirrored_digits": r"accuracy 0\.[3-9]",
     "byteps_native.trace merge": r"[1-9]\d* events ->",
 }
 

@@ -63,6 +63,18 @@ BAD_ENV = [
      "BYTEPS_TIMEOUT='soon' must be a number", "BYTEPS_TIMEOUT='soon' must be a number"),
     ("async_not_a_boolean", dict(BYTEPS_ENABLE_ASYNC="maybe"),
      "BYTEPS_ENABLE_ASYNC='maybe' is not a boolean", "BYTEPS_ENABLE_ASYNC='maybe' is not a boolean"),
+    # Accepted before, then overflowed: "timed out after -2147483648 s".
+    ("timeout_infinite", dict(BYTEPS_TIMEOUT="inf"),
+     "BYTEPS_TIMEOUT='inf' must be a number of seconds in [0.1, 2.592e+06]",
+     "BYTEPS_TIMEOUT='inf' must be a number of seconds in [0.1, 2.592e+06]"),
+    ("timeout_overflows", dict(BYTEPS_TIMEOUT="1e300"),
+     "BYTEPS_TIMEOUT='1e300' must be a number of seconds", "BYTEPS_TIMEOUT='1e300' must be a number of seconds"),
+    ("rendezvous_timeout_nan", dict(BYTEPS_RENDEZVOUS_TIMEOUT="nan"),
+     "BYTEPS_RENDEZVOUS_TIMEOUT='nan' must be a number", "BYTEPS_RENDEZVOUS_TIMEOUT='nan' must be a number"),
+    # Silently ignored before.
+    ("interface_missing", dict(DMLC_INTERFACE="nosuch0"),
+     "DMLC_INTERFACE='nosuch0' has no IPv4 address on this host; interfaces here: lo (127.0.0.1)",
+     "DMLC_INTERFACE='nosuch0' has no IPv4 address on this host; interfaces here: lo (127.0.0.1)"),
 ]
 
 
@@ -154,3 +166,33 @@ def test_worker_count_never_arrives_servers_end_too(tmp_path):
         c.start_worker(0, 0, "train_loop.py", 10)
         codes = c.wait_all(12)
         assert None not in codes.values(), "still running after the rendezvous failed:\n" + c.dump()
+
+
+def test_unknown_variables_draw_a_warning_naming_the_closest_known_one():
+    env = base_env(BYTEPS_TIMOUT="5", DMLC_NUM_WORKERS="1", BYTEPS_ENABLE_IPC="1")
+    r, _ = _run(INIT, env)
+    assert r.returncode == 0 and "INIT OK" in r.stdout, r.stderr
+    assert "BYTEPS_TIMOUT is not a byteps-native setting and is ignored; did you mean BYTEPS_TIMEOUT?" in r.stderr
+    assert "DMLC_NUM_WORKERS is not a byteps-native setting and is ignored; did you mean DMLC_NUM_WORKER?" in r.stderr
+    assert "BYTEPS_ENABLE_IPC is not a byteps-native setting" in r.stderr, r.stderr
+    assert r.stderr.count("BYTEPS_TIMOUT") == 1, r.stderr  # once per process
+    assert "DMLC_ROLE is not a" not in r.stderr and "BYTEPS_JOB_TOKEN is not a" not in r.stderr, r.stderr
+
+
+STALLED = """
+import byteps_native.core as bps, numpy as np
+bps.init()
+if bps.rank() == 0:
+    try:
+        bps.push_pull(np.ones(10, np.float32), name="only.rank0")
+    except bps.BytePSError as e:
+        print("ERROR", e, flush=True)
+"""
+
+
+def test_timeout_message_writes_seconds_as_set():
+    env = base_env(BYTEPS_TIMEOUT="2.5")
+    r, _ = _run(LAUNCH + ["--local-workers", "2", "--", sys.executable, "-c", STALLED], env)
+    out = r.stdout + r.stderr
+    assert "(BYTEPS_TIMEOUT=2.5)" in out, out
+    assert "2.500000" not in out, out

@@ -8,6 +8,7 @@ Each worker writes its findings as JSON to $BPS_TF_TEST_OUT/rank<r>.json.
 """
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -52,6 +53,7 @@ def job_env(num_workers, num_servers, extra=None):
         "BYTEPS_LOCAL_RANK": "0",
         "BYTEPS_LOCAL_SIZE": "1",
         "BYTEPS_TIMEOUT": env.get("BYTEPS_TIMEOUT", "60"),
+        "BYTEPS_JOB_TOKEN": env.get("BYTEPS_JOB_TOKEN") or secrets.token_hex(16),  # role mode needs one
         # start-up on a loaded 2-core host can take longer than a small BYTEPS_TIMEOUT
         "BYTEPS_RENDEZVOUS_TIMEOUT": env.get("BYTEPS_RENDEZVOUS_TIMEOUT", "60"),
         "PYTHONPATH": REPO + os.pathsep + env.get("PYTHONPATH", ""),

@@ -39,6 +39,19 @@ Connection::~Connection() {
   if (fd_ >= 0) close(fd_);
 }
 
+void* Connection::DiscardPayload() {
+  static char sentinel;
+  return &sentinel;
+}
+
+void Connection::CancelReceive(const void* dst, std::function<void()> done) {
+  auto self = shared_from_this();
+  loop_->Post([self, dst, done = std::move(done)] {
+    if (self->rx_in_payload_ && self->rx_dst_ == dst && !self->rx_discarding_) self->rx_discarding_ = true;
+    done();
+  });
+}
+
 void Connection::Start() { loop_->Register(fd_, EPOLLIN | EPOLLRDHUP, shared_from_this()); }
 
 void Connection::Send(OutMessage msg) {
@@ -154,12 +167,20 @@ void Connection::ReadAvailable() {
         rx_small_.resize(rx_header_.payload_bytes);
         dst = rx_small_.data();
       }
+      rx_discarding_ = dst == DiscardPayload();
       rx_dst_ = static_cast<char*>(dst);
       rx_payload_got_ = 0;
       rx_in_payload_ = true;
     }
     if (rx_payload_got_ < rx_header_.payload_bytes) {
-      ssize_t n = recv(fd_, rx_dst_ + rx_payload_got_, rx_header_.payload_bytes - rx_payload_got_, MSG_DONTWAIT);
+      const size_t want = rx_header_.payload_bytes - rx_payload_got_;
+      ssize_t n;
+      if (rx_discarding_) {
+        if (rx_scratch_.empty()) rx_scratch_.resize(256 << 10);
+        n = recv(fd_, rx_scratch_.data(), std::min(want, rx_scratch_.size()), MSG_DONTWAIT);
+      } else {
+        n = recv(fd_, rx_dst_ + rx_payload_got_, want, MSG_DONTWAIT);
+      }
       if (n == 0) return CloseOnLoop(Status::PeerFailure(peer_name_ + " closed the connection mid-message"));
       if (n < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return ArmReceiveLowWater();
@@ -171,6 +192,10 @@ void Connection::ReadAvailable() {
     rx_in_payload_ = false;
     rx_header_got_ = 0;
     MessageHeader header = rx_header_;
+    if (rx_discarding_) {
+      rx_discarding_ = false;
+      continue;
+    }
     handler_->OnMessage(this, header, rx_dst_);
   }
   // Out of iterations with data left: re-arm for what is now needed, so the

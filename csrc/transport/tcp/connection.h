@@ -45,8 +45,10 @@ class ConnectionHandler {
  public:
   virtual ~ConnectionHandler() = default;
   // A validated header arrived. Return where its payload goes (it must hold
-  // header.payload_bytes), or nullptr to let the connection buffer it (only
-  // allowed for small control payloads). Set *reject to drop the connection.
+  // header.payload_bytes), nullptr to let the connection buffer it (only
+  // allowed for small control payloads), or Connection::DiscardPayload() to
+  // read and drop it (OnMessage is then not called). Set *reject to drop the
+  // connection.
   virtual void* OnHeader(Connection* conn, const MessageHeader& header, Status* reject) = 0;
   virtual void OnMessage(Connection* conn, const MessageHeader& header, void* payload) = 0;
   virtual void OnClosed(Connection* conn, const Status& reason) = 0;
@@ -60,6 +62,13 @@ class Connection : public Pollable, public std::enable_shared_from_this<Connecti
   void Start();
   void Send(OutMessage msg);  // thread-safe; writes inline when possible
   void Close(const Status& reason);  // thread-safe, idempotent
+  // Thread-safe. Once `done` runs (on the loop thread), no further byte is
+  // written to `dst`: a payload being received into it is read on but
+  // dropped, and its OnMessage is not called. Runs `done` even when the
+  // connection is closed or nothing is being received into `dst`.
+  void CancelReceive(const void* dst, std::function<void()> done);
+  // The OnHeader return value that drops a payload (see ConnectionHandler).
+  static void* DiscardPayload();
   const std::string& peer_name() const { return peer_name_; }
   bool closed() const { return closed_; }
   void OnEvents(uint32_t events) override;
@@ -90,6 +99,8 @@ class Connection : public Pollable, public std::enable_shared_from_this<Connecti
   char* rx_dst_ = nullptr;
   size_t rx_payload_got_ = 0;
   std::vector<char> rx_small_;  // only for small control payloads
+  bool rx_discarding_ = false;  // the current payload is read into rx_scratch_ and dropped
+  std::vector<char> rx_scratch_;
   size_t receive_low_water_;
   int armed_low_water_ = 1;  // the socket's SO_RCVLOWAT (Linux default 1)
 };

@@ -1,14 +1,16 @@
-"""MirroredStrategy(BytePSOps) collective semantics on 2 logical CPU devices
-per process: reduce SUM/MEAN, batch_reduce of mixed shapes and dtypes,
-broadcast, gather, sparse values; each eagerly and under tf.function; and
-whether the engine names stay the same over steps."""
+"""MirroredStrategy(BytePSOps) collective semantics on argv[1] (default 2)
+logical CPU devices per process: reduce SUM/MEAN, batch_reduce of mixed shapes
+and dtypes, broadcast, gather, sparse values; each eagerly and under
+tf.function; whether the engine names stay the same over steps; and the paths
+that MirroredStrategy keeps in-process (see global_semantics)."""
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 
-tf = common.setup_tensorflow(logical_devices=2)
+LOCAL = int(sys.argv[1]) if len(sys.argv) > 1 else 2
+tf = common.setup_tensorflow(logical_devices=LOCAL)
 import byteps_native.tf as bps  # noqa: E402
 from byteps_native.tf import naming  # noqa: E402
 
@@ -27,7 +29,7 @@ def per_replica(fn):
 
 def filled(dtype, shape, replica_id):
     # distinct per process and replica, small enough for uint8 and float16
-    return tf.cast(tf.fill(shape, 1 + rank * 4 + replica_id), dtype)
+    return tf.cast(tf.fill(shape, 1 + replica_id), dtype)
 
 
 def collectives():
@@ -44,11 +46,11 @@ def collectives():
         tf.fill([3], 100.0 + rank), destinations=vec)
     # rank r replica i contributes (r + 1) rows of value 10 r + i
     out["gather"] = strategy.gather(
-        per_replica(lambda r: tf.fill([rank + 1, 2], 10.0 * rank + tf.cast(r, tf.float32))), axis=0)
+        per_replica(lambda r: tf.fill([rank + 1, 2], tf.cast(r, tf.float32))), axis=0)
     sparse = per_replica(lambda r: tf.IndexedSlices(
-        values=tf.fill([2, 3], 1.0 + rank * 2 + tf.cast(r, tf.float32)),
+        values=tf.fill([2, 3], 1.0 + tf.cast(r, tf.float32)),
         indices=tf.constant([rank, 3]), dense_shape=tf.constant([5, 3])))
-    out["sparse_sum"] = strategy.reduce(SUM, sparse, axis=None)
+    out["sparse_sum"] = tf.convert_to_tensor(strategy.reduce(SUM, sparse, axis=None))
     return tf.nest.map_structure(unwrap, out, expand_composites=False)
 
 
@@ -73,7 +75,7 @@ result = {"rank": rank, "size": size, "num_replicas_in_sync": strategy.num_repli
 @tf.function
 def gather_dynamic(rows):
     """Lengths known only at run time: each distinct size needs its own engine name."""
-    value = per_replica(lambda r: tf.fill(tf.stack([rows + rank, 2]), 10.0 * rank + tf.cast(r, tf.float32)))
+    value = per_replica(lambda r: tf.fill(tf.stack([rows + rank, 2]), tf.cast(r, tf.float32)))
     return strategy.gather(value, axis=0)
 
 
@@ -88,4 +90,78 @@ names_after_more = naming.issued_names()
 result["names_after_first"] = sorted(names_after_first)
 result["names_added_later"] = sorted(names_after_more - names_after_first)
 result["graph_again"] = materialise(graph_collectives())
+
+
+def replica_id():
+    return tf.distribute.get_replica_context().replica_id_in_sync_group
+
+
+def global_semantics():
+    """Paths MirroredStrategy keeps inside the process unless told otherwise:
+    results of strategy.run reduced or gathered (plain tensors with one device
+    per process), all_gather and its gradient, replica-context assignments to
+    SUM/MEAN variables, replica ids."""
+    out = {}
+    ids = strategy.run(lambda: tf.cast(replica_id(), tf.float32) + tf.zeros([1]))
+    out["local_replica_ids"] = [t for t in strategy.experimental_local_results(ids)]
+    out["gathered_replica_ids"] = strategy.gather(ids, axis=0)
+    out["reduce_run_sum"] = strategy.reduce(SUM, ids, axis=None)
+    out["reduce_to_cpu_mean"] = strategy.extended.reduce_to(MEAN, ids, destinations="/cpu:0")
+
+    def all_gather_with_gradient():
+        context = tf.distribute.get_replica_context()
+        x = tf.cast(replica_id(), tf.float32) + tf.ones([1])
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            gathered = context.all_gather(x, axis=0)
+            weights = tf.range(1.0, tf.cast(context.num_replicas_in_sync, tf.float32) + 1.0)
+            loss = tf.reduce_sum(gathered * weights)
+        return gathered, tape.gradient(loss, x)
+
+    gathered, grads = strategy.run(all_gather_with_gradient)
+    out["all_gather"] = strategy.experimental_local_results(gathered)
+    out["all_gather_grad"] = strategy.experimental_local_results(grads)
+    out["assign_sum"] = variables["sum"].read_value()
+    out["assign_mean"] = variables["mean"].read_value()
+    return out
+
+
+with strategy.scope():
+    variables = {
+        "sum": tf.Variable(0.0, aggregation=tf.VariableAggregation.SUM),
+        "mean": tf.Variable(0.0, aggregation=tf.VariableAggregation.MEAN),
+    }
+
+
+def assign_in_replica_context():
+    value = 1.0 + tf.cast(replica_id(), tf.float32)
+    variables["sum"].assign(value)
+    variables["mean"].assign(value)
+
+
+strategy.run(assign_in_replica_context)
+result["global_eager"] = materialise(global_semantics())
+strategy.run(tf.function(assign_in_replica_context))
+result["global_graph"] = materialise(tf.function(global_semantics)())
+
+contexts = []
+
+
+def dataset_fn(context):
+    contexts.append([context.num_input_pipelines, context.input_pipeline_id,
+                     context.get_per_replica_batch_size(8 * size * LOCAL)])
+    return tf.data.Dataset.range(64).batch(context.get_per_replica_batch_size(8 * size * LOCAL))
+
+
+iter(strategy.distribute_datasets_from_function(dataset_fn))
+result["input_context"] = contexts[0]
+# Global batch of 4 per replica over 4 * global-replica rows, sharded and rebatched.
+rows = 4 * strategy.num_replicas_in_sync
+batches = strategy.experimental_distribute_dataset(tf.data.Dataset.range(2 * rows).batch(rows))
+result["distributed_batches"] = [[t.numpy().tolist() for t in strategy.experimental_local_results(b)]
+                                 for b in batches]
+# Uneven: the last global batch has one row, which only rank 0's shard holds;
+# every process must take the same number of steps (partial batches) and stop.
+uneven = tf.data.Dataset.range(2 * size + 1).batch(2 * size * LOCAL)
+result["uneven_steps"] = sum(1 for _ in strategy.experimental_distribute_dataset(uneven))
 common.write_result(rank, result)

@@ -1,8 +1,12 @@
-"""Training under MirroredStrategy(BytePSOps), 2 logical CPU devices per
-process, compared with single-process training on the global batch.
+"""Training under MirroredStrategy(BytePSOps), written as the TensorFlow
+tutorials write it for MultiWorkerMirroredStrategy (the whole dataset, the
+global batch; the strategy shards and rebatches), compared with
+single-process training on the global batch.
 
-argv[1]: "fit" (Keras model.fit), "loop" (custom loop under tf.function) or
-"sparse" (custom loop on a model with an Embedding: IndexedSlices gradients).
+argv[1]: "fit" (Keras model.fit with a checkpoint callback, then SavedModel
+export), "loop" (custom loop under tf.function) or "sparse" (custom loop on a
+model with an Embedding: IndexedSlices gradients). argv[2]: logical CPU
+devices per process.
 """
 import os
 import sys
@@ -10,7 +14,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 
-tf = common.setup_tensorflow(logical_devices=2)
+tf = common.setup_tensorflow(logical_devices=int(sys.argv[2]))
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
@@ -54,24 +58,35 @@ for step in range(STEPS):
                                 reference.trainable_variables))
     reference_losses.append(float(loss))
 
-xs, ys = common.shard_global_batches(x, y, GLOBAL_BATCH, rank, size)
-local_batch = GLOBAL_BATCH // size
 with strategy.scope():
     model = make_model()
     model.set_weights(initial)
     optimizer = make_optimizer()
 
 losses = []
+checks = {}
 if MODE == "fit":
     with strategy.scope():
         model.compile(optimizer=optimizer, loss=loss_fn, jit_compile=False)
-    history = model.fit(xs, ys, batch_size=local_batch, epochs=1, shuffle=False, verbose=0)
+    out_dir = os.path.join(os.environ["BPS_TF_TEST_OUT"], f"rank{rank}")
+    checkpoint = os.path.join(out_dir, "epoch{epoch}.weights.h5")
+    history = model.fit(x, y, batch_size=GLOBAL_BATCH, epochs=1, shuffle=False, verbose=0,
+                        callbacks=[keras.callbacks.ModelCheckpoint(checkpoint, save_weights_only=True)])
     losses = history.history["loss"]
+    restored = make_model()
+    restored.load_weights(checkpoint.format(epoch=1))
+    checks["checkpoint_restores_weights"] = all(
+        np.array_equal(a, b) for a, b in zip(restored.get_weights(), model.get_weights()))
+    model.export(os.path.join(out_dir, "saved_model"), verbose=False)
+    served = tf.saved_model.load(os.path.join(out_dir, "saved_model"))
+    probe = x[:5]
+    checks["saved_model_serves_same_outputs"] = bool(np.allclose(
+        served.serve(tf.constant(probe)).numpy(), model(probe).numpy(), atol=1e-5))
 else:
     per_example = keras.losses.SparseCategoricalCrossentropy(
         from_logits=True, reduction=None)
     dataset = strategy.experimental_distribute_dataset(
-        tf.data.Dataset.from_tensor_slices((xs, ys)).batch(local_batch))
+        tf.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_BATCH))
 
     @tf.function
     def train_step(inputs):
@@ -93,4 +108,5 @@ common.write_result(rank, {
     "losses": losses,
     "reference_losses": reference_losses,
     "num_replicas_in_sync": strategy.num_replicas_in_sync,
+    "checks": checks,
 })

@@ -1,0 +1,235 @@
+"""Horovod's TF collectives (allreduce with op=, allgather, alltoall,
+reducescatter, join, barrier, objects) over the BytepsPushPull op.
+
+Everything is built from TF ops, so it runs eagerly and inside tf.function.
+Gathers sum a zeroed uint8 buffer into which every rank wrote its bytes at
+its own offset (exact for any dtype: x + 0 bytewise). The buffer length is
+padded to a power of two (each distinct length is an engine name, kept for
+good); in a graph the length is only known at run time, and the op appends
+it to the name. Cost: every rank moves the whole gathered buffer, size()
+times a ring allgather's bytes (docs/migration.md).
+"""
+import pickle
+
+import numpy as np
+import tensorflow as tf
+
+from byteps_native.tf import engine, fusion, naming
+from byteps_native.tf.compression import Compression
+from byteps_native.tf.ops import push_pull_list
+from byteps_native.tf.reduce_ops import Average, Sum, reduce_stacked, resolve_op
+
+_MIN_GATHER_BYTES = 1024
+
+
+def _sum(tensor, name):
+    with tf.device("/cpu:0"):
+        (out,) = push_pull_list([tensor], [naming.unique(name)], average=False)
+    return out
+
+
+def _to_bytes(value):
+    if value.dtype == tf.bool:
+        value = tf.cast(value, tf.uint8)
+    return tf.reshape(value if value.dtype == tf.uint8 else tf.bitcast(value, tf.uint8), [-1])
+
+
+def _from_bytes(data, dtype, row_shape):
+    working = tf.uint8 if dtype == tf.bool else dtype
+    if working == tf.uint8:
+        values = data
+    elif working == tf.int8:
+        values = tf.bitcast(data, tf.int8)
+    else:
+        values = tf.bitcast(tf.reshape(data, [-1, working.size]), working)
+    values = tf.reshape(values, tf.concat([[-1], tf.constant(row_shape, tf.int32)], 0))
+    return tf.cast(values, tf.bool) if dtype == tf.bool else values
+
+
+def _padded_length(total):
+    """Next power of two >= max(total, 1024), as a tensor."""
+    total = tf.maximum(tf.cast(total, tf.float64), float(_MIN_GATHER_BYTES))
+    return tf.cast(tf.pow(tf.constant(2.0, tf.float64), tf.math.ceil(tf.math.log(total) / np.log(2.0))), tf.int64)
+
+
+def gather_bytes(data, name):
+    """(every rank's bytes concatenated in rank order, per-rank lengths)."""
+    n, me = engine.size(), engine.rank()
+    length = tf.cast(tf.size(data), tf.int64)
+    lengths = _sum(tf.scatter_nd([[me]], tf.reshape(length, [1]), [n]), f"{name}.lengths")
+    total = tf.reduce_sum(lengths)
+    padded = _padded_length(total)
+    offset = tf.reduce_sum(lengths[:me])
+    buffer = tf.pad(data, [[offset, padded - offset - length]])
+    if tf.executing_eagerly():  # a concrete length: put it in the name
+        gathered = _sum(buffer, f"{name}.bytes.{int(padded)}")
+    else:  # unknown static length: the op names it by its run-time shape
+        gathered = _sum(tf.reshape(buffer, [-1]), f"{name}.bytes")
+    return gathered[:total], lengths
+
+
+def _gather_name(prefix, value, name):
+    if name:
+        return f"bps.tf.{prefix}/{naming.sanitize(name)}"
+    rows = naming.describe(value.dtype, value.shape[1:]) if value.shape.rank else f"{value.dtype.name}[scalar]"
+    return f"bps.tf.{prefix}/rows_of_{rows}"
+
+
+def allgather(tensor, name=None, process_set=None, ignore_name_scope=False):
+    """Concatenation along the first dimension of every rank's `tensor`
+    (first dimensions may differ)."""
+    _check_process_set(process_set)
+    value = tf.convert_to_tensor(tensor)
+    scalar = value.shape.rank == 0
+    if scalar:
+        value = tf.reshape(value, [1])
+    with tf.device("/cpu:0"):
+        data, _ = gather_bytes(_to_bytes(value), _gather_name("allgather", value, name))
+        return _from_bytes(data, value.dtype, value.shape[1:].as_list())
+
+
+def grouped_allgather(tensors, name=None, process_set=None):
+    return [allgather(t, f"{name or 'grouped'}.{i}") for i, t in enumerate(tensors)]
+
+
+def _check_process_set(process_set):
+    if process_set is not None and getattr(process_set, "ranks", None) is not None:
+        raise NotImplementedError("byteps_native supports only the global process set")
+
+
+def _reduce_dense(value, op, name, prescale_factor, postscale_factor, compression):
+    if prescale_factor != 1.0:
+        value = value * tf.cast(prescale_factor, value.dtype)
+    if op in (Average, Sum):
+        compressed, ctx = compression.compress(value)
+        base = name or f"bps.tf.allreduce/{naming.describe(compressed.dtype, compressed.shape)}"
+        with tf.device("/cpu:0"):
+            (out,) = push_pull_list([compressed], [naming.unique(base)], average=op == Average)
+        out = compression.decompress(out, ctx)
+    else:
+        stacked = allgather(tf.expand_dims(value, 0), name=f"{name or 'allreduce'}.{op._name}")
+        out = reduce_stacked(op, stacked, engine.size())
+    if postscale_factor != 1.0:
+        out = out * tf.cast(postscale_factor, out.dtype)
+    return out
+
+
+def allreduce(tensor, average=None, device_dense="", device_sparse="", compression=Compression.none, op=None,
+              prescale_factor=1.0, postscale_factor=1.0, name=None, process_set=None, ignore_name_scope=False):
+    """Horovod's allreduce (default: average over ranks). IndexedSlices are
+    reduced as Horovod does, by an allgather of their values and indices."""
+    _check_process_set(process_set)
+    op = resolve_op(op, average, "allreduce")
+    if isinstance(tensor, tf.IndexedSlices):
+        if op not in (Average, Sum):
+            raise ValueError(f"allreduce of IndexedSlices supports op=Average or Sum, got {op!r}")
+        values = allgather(tensor.values, name=f"{name or 'sparse'}.values")
+        indices = allgather(tensor.indices, name=f"{name or 'sparse'}.indices")
+        if op == Average:
+            values = values / tf.cast(engine.size(), values.dtype)
+        return tf.IndexedSlices(values, indices, dense_shape=tensor.dense_shape)
+    return _reduce_dense(tf.convert_to_tensor(tensor), op, name, prescale_factor, postscale_factor, compression)
+
+
+def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="", compression=Compression.none,
+                      op=None, prescale_factor=1.0, postscale_factor=1.0, process_set=None, name=None):
+    op = resolve_op(op, average, "grouped_allreduce")
+    if op in (Average, Sum) and prescale_factor == 1.0 and postscale_factor == 1.0 and \
+            compression is Compression.none and not any(isinstance(t, tf.IndexedSlices) for t in tensors):
+        return fusion.push_pull_many([tf.convert_to_tensor(t) for t in tensors], f"bps.tf.{name or 'grouped'}",
+                                     [str(i) for i in range(len(tensors))],
+                                     engine.size() if op == Average else 1)
+    return [allreduce(t, op=op, compression=compression, prescale_factor=prescale_factor,
+                      postscale_factor=postscale_factor, name=f"{name or 'grouped'}.{i}")
+            for i, t in enumerate(tensors)]
+
+
+def alltoall(tensor, splits=None, name=None, ignore_name_scope=False, process_set=None):
+    """Rows `splits[j]` of `tensor` go to rank j. Returns (received rows,
+    received splits) as Horovod's TF alltoall does."""
+    _check_process_set(process_set)
+    value = tf.convert_to_tensor(tensor)
+    n, me = engine.size(), engine.rank()
+    rows = tf.shape(value, out_type=tf.int64)[0]
+    if splits is None:
+        tf.debugging.assert_equal(rows % n, tf.constant(0, tf.int64),
+                                  message=f"alltoall without splits needs a first dimension divisible by {n}")
+        splits = tf.fill([n], rows // n)
+    splits = tf.cast(tf.convert_to_tensor(splits), tf.int64)
+    tf.debugging.assert_equal(tf.reduce_sum(splits), rows, message="alltoall: splits must sum to the first dimension")
+    base = _gather_name("alltoall", value, name)
+    matrix = tf.reshape(_sum(tf.scatter_nd([[me]], tf.reshape(splits, [1, n]), [n, n]), f"{base}.splits"), [n, n])
+    gathered = allgather(value, name=f"{base}.rows")
+    row_starts = tf.concat([[0], tf.cumsum(tf.reduce_sum(matrix, axis=1))[:-1]], 0)
+    pieces = []
+    for src in range(n):
+        start = row_starts[src] + tf.reduce_sum(matrix[src, :me])
+        pieces.append(gathered[start:start + matrix[src, me]])
+    return tf.concat(pieces, 0), tf.cast(matrix[:, me], tf.int32)
+
+
+def reducescatter(tensor, device_dense="", compression=Compression.none, op=Average, name=None,
+                  process_set=None, ignore_name_scope=False, prescale_factor=1.0, postscale_factor=1.0):
+    """The reduction of `tensor`, split along the first dimension; this rank's part
+    (the first ranks get one row more when it does not divide evenly, as in Horovod)."""
+    op = resolve_op(op, None, "reducescatter")
+    if op not in (Average, Sum):
+        raise ValueError(f"reducescatter supports op=Average or Sum, got {op!r}")
+    reduced = allreduce(tensor, op=op, compression=compression, name=name, prescale_factor=prescale_factor,
+                        postscale_factor=postscale_factor)
+    n, me = engine.size(), engine.rank()
+    rows = tf.shape(reduced)[0]
+    counts = rows // n + tf.cast(tf.range(n) < rows % n, tf.int32)
+    start = tf.reduce_sum(counts[:me])
+    return reduced[start:start + counts[me]]
+
+
+def grouped_reducescatter(tensors, device_dense="", compression=Compression.none, op=Average, process_set=None,
+                          prescale_factor=1.0, postscale_factor=1.0):
+    return [reducescatter(t, compression=compression, op=op, name=f"grouped_reducescatter.{i}",
+                          prescale_factor=prescale_factor, postscale_factor=postscale_factor)
+            for i, t in enumerate(tensors)]
+
+
+def join():
+    """Blocks until every rank has called join(); returns the rank that joined last.
+    Subset of Horovod's semantics: every rank must issue the same collectives
+    before joining (joined ranks do not stand in with zeros)."""
+    import time
+    arrival = np.zeros(engine.size(), np.float64)
+    arrival[engine.rank()] = time.time()
+    return int(np.argmax(_sum(tf.constant(arrival), "bps.tf.join").numpy()))
+
+
+def barrier(process_set=None):
+    _check_process_set(process_set)
+    _sum(tf.zeros([1], tf.int32), "bps.tf.barrier")
+
+
+def broadcast_object(obj, root_rank=0, session=None, name=None, process_set=None):
+    """Root's picklable `obj` on every rank (eager)."""
+    from byteps_native.tf.api import broadcast
+    name = name or "broadcast_object"
+    payload = np.frombuffer(pickle.dumps(obj), np.uint8) if engine.rank() == root_rank else np.zeros(0, np.uint8)
+    length = int(broadcast(tf.constant([len(payload)], tf.int64), root_rank, name=f"{name}.length").numpy()[0])
+    padded = max(_MIN_GATHER_BYTES, 1 << (length - 1).bit_length())
+    buffer = np.zeros(padded, np.uint8)
+    buffer[:len(payload)] = payload
+    out = broadcast(tf.constant(buffer), root_rank, name=f"{name}.bytes.{padded}").numpy()
+    return obj if engine.rank() == root_rank else pickle.loads(out[:length].tobytes())
+
+
+def broadcast_object_fn(root_rank=0, session=None, name=None, process_set=None):
+    return lambda obj: broadcast_object(obj, root_rank, session, name, process_set)
+
+
+def allgather_object(obj, session=None, name=None, process_set=None):
+    """Every rank's picklable `obj`, in rank order (eager)."""
+    payload = tf.constant(np.frombuffer(pickle.dumps(obj), np.uint8))
+    data, lengths = gather_bytes(payload, f"bps.tf.allgather_object/{name or 'obj'}")
+    data, lengths = data.numpy(), lengths.numpy()
+    out, offset = [], 0
+    for length in lengths:
+        out.append(pickle.loads(data[offset:offset + length].tobytes()))
+        offset += length
+    return out

@@ -1,0 +1,68 @@
+"""Horovod's reduction operators for TF, and the arithmetic the engine (which
+sums) does not do: Min/Max/Product/Adasum reduce an allgather locally."""
+import tensorflow as tf
+
+
+class ReduceOp(int):
+    def __new__(cls, value, name):
+        op = super().__new__(cls, value)
+        op._name = name
+        return op
+
+    def __repr__(self):
+        return f"byteps_native.tf.{self._name}"
+
+    __str__ = __repr__
+
+
+Average = ReduceOp(0, "Average")
+Sum = ReduceOp(1, "Sum")
+Adasum = ReduceOp(2, "Adasum")
+Min = ReduceOp(3, "Min")
+Max = ReduceOp(4, "Max")
+Product = ReduceOp(5, "Product")
+ALL_OPS = (Average, Sum, Adasum, Min, Max, Product)
+
+
+def resolve_op(op, average, who):
+    """Horovod's rule: `average=` is the old spelling of `op=`; both at once is an error."""
+    if op is not None and average is not None:
+        raise ValueError(f"{who}: pass either op= or the deprecated average=, not both")
+    if op is None:
+        return Sum if average is False else Average
+    if op not in ALL_OPS:
+        raise ValueError(f"{who}: unknown op {op!r}; use one of Average, Sum, Adasum, Min, Max, Product")
+    return ALL_OPS[int(op)]
+
+
+def handle_average_backwards_compatibility(op, average):
+    return resolve_op(op, average, "allreduce")
+
+
+def _adasum_pair(a, b):
+    """a' = (1 - a.b / 2|a|^2) a + (1 - a.b / 2|b|^2) b, dot products in float64."""
+    a64, b64 = tf.cast(a, tf.float64), tf.cast(b, tf.float64)
+    dot = tf.reduce_sum(a64 * b64)
+    a_sq, b_sq = tf.reduce_sum(a64 * a64), tf.reduce_sum(b64 * b64)
+    a_coeff = tf.where(a_sq > 0, 1.0 - dot / (2.0 * tf.where(a_sq > 0, a_sq, 1.0)), 1.0)
+    b_coeff = tf.where(b_sq > 0, 1.0 - dot / (2.0 * tf.where(b_sq > 0, b_sq, 1.0)), 1.0)
+    return tf.cast(a_coeff * a64 + b_coeff * b64, a.dtype)
+
+
+def reduce_stacked(op, stacked, count):
+    """Reduce `stacked` ([count, ...], one row per rank in rank order)."""
+    if op == Min:
+        return tf.reduce_min(stacked, axis=0)
+    if op == Max:
+        return tf.reduce_max(stacked, axis=0)
+    if op == Product:
+        return tf.reduce_prod(stacked, axis=0)
+    if op == Adasum:  # Horovod's order: adjacent ranks pair up, then adjacent pairs, ...
+        level = [stacked[i] for i in range(count)]
+        while len(level) > 1:
+            paired = [_adasum_pair(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
+            if len(level) % 2:
+                paired.append(level[-1])
+            level = paired
+        return level[0]
+    raise AssertionError(f"reduce_stacked does not handle {op!r}")

@@ -1,0 +1,21 @@
+"""Names of Horovod's and BytePS's torch API that byteps_native leaves out on
+purpose: the error says what to use instead, rather than a bare AttributeError."""
+
+INSTEAD = {
+    "SyncBatchNorm": "torch.nn.SyncBatchNorm.convert_sync_batchnorm(model) under "
+                     "torch.distributed.init_process_group('byteps') (bps.init() does that under torchrun)",
+    "mpi_lib": "nothing: byteps_native has no MPI library; the engine is byteps_native.core",
+    "mpi_lib_v2": "nothing: byteps_native has no MPI library; the engine is byteps_native.core",
+    "handle_average_backwards_compatibility": "op=Average / op=Sum (average= is still accepted)",
+    "check_extension": "nothing: the import-time check runs by itself (a Horovod internal helper)",
+    "push_pull_group_sync_inplace": "push_pull_inplace (the engine groups and fuses by itself)",
+    "CrossBarrier": "DistributedOptimizer: gradients already overlap the next forward "
+                    "through priorities; BytePS's cross-barrier scheduling is not offered",
+}
+
+
+def module_getattr(name):
+    if name in INSTEAD:
+        raise AttributeError(f"byteps_native.torch has no {name!r} on purpose; use {INSTEAD[name]}")
+    raise AttributeError(f"module 'byteps_native.torch' has no attribute {name!r} (Horovod/BytePS names "
+                         "and ours are listed in docs/migration.md)")

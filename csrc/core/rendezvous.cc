@@ -1,0 +1,103 @@
+#include "core/rendezvous.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "common/net_util.h"
+#include "common/sha256.h"
+#include "store/c_store.h"
+
+namespace bps {
+namespace {
+using Clock = std::chrono::steady_clock;
+}  // namespace
+
+std::string RandomHex(size_t bytes) {
+  std::string raw(bytes, '\0');
+  SecureRandom(&raw[0], bytes);
+  return ToHex(raw.data(), raw.size());
+}
+
+// Where this process's servers should listen / be reached.
+std::string ChooseListenHost(const Config& c, const std::string& fallback_route) {
+  if (!c.node_host.empty()) return c.node_host;
+  if (!c.interface.empty()) {
+    std::string addr;
+    if (InterfaceAddress(c.interface, &addr).ok()) return addr;
+  }
+  if (!fallback_route.empty()) return fallback_route;
+  const char* master = getenv("MASTER_ADDR");
+  if (master) {
+    std::string route = RouteAddressTo(master);
+    if (!route.empty()) return route;
+  }
+  return "127.0.0.1";
+}
+
+// Keys of an adapter-supplied store (torch's) live under bps/<attempt>/: each
+// torchrun restart rendezvouses afresh. Dedicated servers use the same prefix.
+std::shared_ptr<Store> AdapterStore(const bps_store& vtable) {
+  const char* restart = getenv("TORCHELASTIC_RESTART_COUNT");
+  std::string prefix = "bps/" + std::string(restart && *restart ? restart : "0") + "/";
+  return std::make_shared<PrefixStore>(prefix, std::make_shared<CStore>(vtable));
+}
+
+// The first member to arrive publishes `proposal` under `key`; everyone
+// (the first included) reads back the one published value.
+Status PublishOnce(Store* store, const std::string& key, const std::string& proposal, double timeout_seconds,
+                   std::string* value) {
+  int64_t claim = 0;
+  BPS_RETURN_IF_ERROR(store->Add(key + "_claim", 1, &claim));
+  if (claim == 1) BPS_RETURN_IF_ERROR(store->Set(key, proposal));
+  return store->Get(key, timeout_seconds, value);
+}
+
+// Servers take ids in registration order; more than DMLC_NUM_SERVER is an error.
+Status ClaimServerId(Store* store, const Config& config, int* id) {
+  int64_t count = 0;
+  BPS_RETURN_IF_ERROR(store->Add("server_count", 1, &count));
+  if (count > config.num_server) {
+    return Status::Invalid("more servers started than DMLC_NUM_SERVER=" + std::to_string(config.num_server));
+  }
+  *id = static_cast<int>(count - 1);
+  return Status::OK();
+}
+
+Status RendezvousWorkers(Store* store, Config* config) {
+  const Config& c = *config;
+  if (c.job_id.empty()) {
+    BPS_RETURN_IF_ERROR(PublishOnce(store, "job_id", RandomHex(4), c.rendezvous_timeout_seconds, &config->job_id));
+  }
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  BPS_RETURN_IF_ERROR(store->Set("worker/" + std::to_string(c.rank()),
+                                  std::to_string(c.local_size) + " " + host + " " + std::to_string(getpid())));
+  BPS_RETURN_IF_ERROR(store->Set("size", std::to_string(c.size())));  // servers wait for this many
+  int64_t joined = 0;
+  BPS_RETURN_IF_ERROR(store->Add("workers_joined", 1, &joined));
+  auto deadline = Clock::now() + std::chrono::duration<double>(c.rendezvous_timeout_seconds);
+  for (int q = 0; q < c.size(); ++q) {
+    std::string value;
+    double left = std::max(0.0, std::chrono::duration<double>(deadline - Clock::now()).count());
+    Status st = store->Get("worker/" + std::to_string(q), left, &value);
+    if (st.code() == BPS_TIMEOUT) {
+      store->Add("workers_joined", 0, &joined);
+      return Status::Timeout("rendezvous timed out after " + std::to_string(static_cast<int>(c.rendezvous_timeout_seconds)) +
+                             " s: " + std::to_string(joined) + " of " + std::to_string(c.size()) +
+                             " workers arrived (rank " + std::to_string(q) +
+                             " is missing; check DMLC_NUM_WORKER / BYTEPS_LOCAL_SIZE on every machine)");
+    }
+    BPS_RETURN_IF_ERROR(st);
+    int their_local = atoi(value.c_str());
+    if (their_local != c.local_size) {
+      return Status::Invalid("rank " + std::to_string(q) + " runs with local size " + std::to_string(their_local) +
+                             " but this rank with " + std::to_string(c.local_size) +
+                             ": every machine must run the same number of local ranks");
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace bps

@@ -1,0 +1,29 @@
+// The engine's counters as JSON (bps_stats_json).
+#include <algorithm>
+#include <sstream>
+
+#include "core/engine.h"
+
+namespace bps {
+
+std::string Engine::StatsJson() {
+  std::ostringstream s;
+  s << "{\"rank\": " << (initialized_ ? rank() : -1) << ", \"bytes_pushed\": " << stats_.bytes_pushed.load()
+    << ", \"bytes_pulled\": " << stats_.bytes_pulled.load() << ", \"ops_completed\": " << stats_.ops_completed.load()
+    << ", \"partitions_completed\": " << stats_.partitions_completed.load()
+    << ", \"queue_depth\": " << stats_.queue_depth.load()
+    << ", \"stage_seconds\": {\"stage_in\": " << stats_.stage_ns.load() * 1e-9
+    << ", \"local_reduce\": " << stats_.local_reduce_ns.load() * 1e-9
+    << ", \"gather\": " << stats_.gather_ns.load() * 1e-9 << "}"
+    << ", \"staging_bytes\": " << (shm_ ? shm_->control()->arena_used.load() : 0)
+    << ", \"num_servers\": " << num_servers_ << ", \"bytes_pushed_per_server\": [";
+  for (int i = 0; i < std::min(num_servers_, EngineStats::kMaxTrackedServers); ++i) {
+    s << (i ? ", " : "") << stats_.bytes_per_server[i].load();
+  }
+  s << "]";
+  if (colocated_server_) s << ", \"colocated_server\": " << colocated_server_->StatsJson();
+  s << "}";
+  return s.str();
+}
+
+}  // namespace bps

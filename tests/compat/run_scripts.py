@@ -1,0 +1,64 @@
+"""Run the ported upstream scripts (tests/compat/scripts) with 2 processes
+under torchrun, offline, and check that the ranks agree.
+
+    PYTHONPATH=. python3 tests/compat/run_scripts.py            # all
+    PYTHONPATH=. python3 tests/compat/run_scripts.py NAME...    # some
+
+Prints one line per script: PASS (exit 0 on both ranks and identical
+trained-state fingerprints), or FAIL with the last error line.
+"""
+import json
+import os
+import sys
+import tempfile
+import time
+
+from harness import HERE, torchrun
+from scripts_table import EXIT_STATUS_ONLY, SCRIPTS, TABLE
+
+OFFLINE = os.path.join(HERE, "offline")
+
+
+def run_script(name, timeout=600):
+    """(passed, detail, seconds)"""
+    args, _ = TABLE[name]
+    fingerprints = tempfile.mkdtemp(prefix="compat_fp_")
+    workdir = tempfile.mkdtemp(prefix="compat_cwd_")
+    env = {"PYTHONPATH": os.pathsep.join([OFFLINE, os.environ.get("PYTHONPATH", "")]),
+           "COMPAT_FINGERPRINT_DIR": fingerprints, "BYTEPS_TIMEOUT": "60", "HOME": workdir}
+    start = time.time()
+    code, log = torchrun(os.path.join(SCRIPTS, name), args=args, env=env, timeout=timeout, cwd=workdir)
+    seconds = time.time() - start
+    if code != 0:
+        errors = [line for line in log.splitlines()
+                  if ("Error" in line or "error:" in line or "Exception" in line)
+                  and "torch.distributed.elastic" not in line and not line.lstrip().startswith("File ")]
+        return False, (errors[0] if errors else log[-300:]).strip()[:300], seconds
+    if name in EXIT_STATUS_ONLY:
+        return True, "exit 0 on both ranks (no wrapped model to compare)", seconds
+    found = {}
+    for entry in os.listdir(fingerprints):
+        with open(os.path.join(fingerprints, entry)) as f:
+            found[entry] = json.load(f)
+    if len(found) != 2:
+        return False, f"trained state fingerprinted on {len(found)} of 2 ranks", seconds
+    digests = {v["digest"] for v in found.values()}
+    if len(digests) != 1:
+        return False, "ranks disagree: trained state differs", seconds
+    arrays = next(iter(found.values()))["arrays"]
+    return True, f"ranks agree on {arrays} arrays", seconds
+
+
+def main(names):
+    passed = 0
+    for name in names or sorted(TABLE):
+        ok, detail, seconds = run_script(name)
+        passed += ok
+        print(f"{'PASS' if ok else 'FAIL'} {name} ({seconds:.0f}s): {detail}", flush=True)
+    print(f"{passed} of {len(names or TABLE)} pass")
+    return 0 if passed == len(names or TABLE) else 1
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, HERE)
+    sys.exit(main(sys.argv[1:]))

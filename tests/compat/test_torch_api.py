@@ -1,0 +1,26 @@
+"""Horovod's and BytePS's torch API (collectives, op=, Adasum, optimizer
+options, BytePS's DistributedDataParallel) across 2 torchrun processes."""
+import os
+
+import pytest
+
+from harness import WORKERS, results, torchrun
+
+CASES = ["allreduce_ops", "adasum", "allgather", "broadcast", "alltoall", "reducescatter", "join_and_barrier",
+         "built_flags", "optimizer_options", "distributed_data_parallel", "missing_name_says_what_instead"]
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    out = tmp_path_factory.mktemp("torch_api")
+    code, log = torchrun(os.path.join(WORKERS, "torch_api.py"), result_dir=out, env={"BYTEPS_TIMEOUT": "20"})
+    assert code == 0, log[-5000:]
+    found = results(out)
+    assert sorted(found) == [0, 1], log[-5000:]
+    return found
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_case(job, case):
+    for rank, result in job.items():
+        assert result["cases"][case] == "ok", f"rank {rank}: {result['cases'][case]}"

@@ -1,0 +1,195 @@
+"""Horovod's torch collectives and optimizer options across ranks; each case
+reports 'ok' or its error. Values are checked against what every rank can
+compute locally from the (rank-dependent) inputs."""
+import traceback
+
+import torch
+from torch import nn
+
+import byteps_native.torch as hvd
+from harness import report
+
+hvd.init(lazy=False)
+r, n = hvd.rank(), hvd.size()
+cases = {}
+
+
+def case(fn):
+    try:
+        fn()
+        cases[fn.__name__] = "ok"
+    except Exception:  # reported; the test asserts every case
+        cases[fn.__name__] = traceback.format_exc(limit=3)
+    return fn
+
+
+def value(rank):
+    return torch.arange(6, dtype=torch.float32).reshape(2, 3) + 10 * rank
+
+
+@case
+def allreduce_ops():
+    every = [value(k) for k in range(n)]
+    assert torch.allclose(hvd.allreduce(value(r)), sum(every) / n)
+    assert torch.allclose(hvd.allreduce(value(r), op=hvd.Sum), sum(every))
+    assert torch.allclose(hvd.allreduce(value(r), average=False), sum(every))
+    assert torch.equal(hvd.allreduce(value(r), op=hvd.Max), torch.stack(every).max(0).values)
+    assert torch.equal(hvd.allreduce(value(r), op=hvd.Min), torch.stack(every).min(0).values)
+    assert torch.allclose(hvd.allreduce(value(r), op=hvd.Product), torch.stack(every).prod(0))
+    assert torch.allclose(hvd.allreduce(value(r), op=hvd.Sum, prescale_factor=2.0, postscale_factor=0.5),
+                          sum(every))
+    t = value(r)
+    hvd.allreduce_(t, op=hvd.Sum)
+    assert torch.allclose(t, sum(every))
+    h = hvd.allreduce_async(value(r), name="async.one")
+    assert torch.allclose(hvd.synchronize(h), sum(every) / n)
+    ints = hvd.allreduce(torch.tensor([r + 1, 2], dtype=torch.int64), op=hvd.Sum)
+    assert ints.tolist() == [n * (n + 1) // 2, 2 * n], ints
+    try:
+        hvd.allreduce(value(r), average=True, op=hvd.Sum)
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("average= and op= together must fail")
+
+
+def adasum_reference(a, b):
+    dot = float((a * b).sum())
+    na, nb = float((a * a).sum()), float((b * b).sum())
+    return (1 - dot / (2 * na)) * a + (1 - dot / (2 * nb)) * b
+
+
+@case
+def adasum():
+    # Horovod's own test inputs: orthogonal vectors add, parallel ones average.
+    mine = torch.tensor([1.0, 0.0]) if r == 0 else torch.tensor([0.0, 1.0])
+    out = hvd.allreduce(mine, op=hvd.Adasum)
+    assert torch.allclose(out, torch.tensor([1.0, 1.0])), out
+    same = hvd.allreduce(torch.tensor([2.0, 4.0]), op=hvd.Adasum)
+    assert torch.allclose(same, torch.tensor([2.0, 4.0])), same
+    gen = [torch.Generator().manual_seed(k) for k in range(n)]
+    every = [torch.randn(50, generator=g, dtype=torch.float64) for g in gen]
+    level = every
+    while len(level) > 1:
+        level = [adasum_reference(level[i], level[i + 1]) for i in range(0, len(level), 2)]
+    assert torch.allclose(hvd.allreduce(every[r].clone(), op=hvd.Adasum), level[0])
+
+
+@case
+def allgather():
+    mine = torch.full((r + 1, 2), float(r))  # first dimensions differ per rank
+    out = hvd.allgather(mine)
+    assert torch.equal(out, torch.cat([torch.full((k + 1, 2), float(k)) for k in range(n)])), out
+    assert torch.equal(hvd.allgather(torch.tensor([r], dtype=torch.int8)),
+                       torch.arange(n, dtype=torch.int8))
+    assert hvd.allgather_object({"rank": r}) == [{"rank": k} for k in range(n)]
+    x = torch.ones(2, requires_grad=True)
+    (hvd.allgather(x) * torch.arange(2 * n, dtype=torch.float32)).sum().backward()
+    # d/dx of sum_k (gathered_k * w_k), summed over ranks (every rank's loss uses x)
+    assert torch.allclose(x.grad, n * torch.arange(2 * r, 2 * r + 2, dtype=torch.float32)), x.grad
+
+
+@case
+def broadcast():
+    out = hvd.broadcast(torch.full((3,), float(r)), root_rank=n - 1)
+    assert torch.equal(out, torch.full((3,), float(n - 1)))
+    t = torch.full((2,), float(r) + 0.5)
+    hvd.broadcast_(t, root_rank=0)
+    assert torch.equal(t, torch.full((2,), 0.5))
+    flags = hvd.broadcast(torch.tensor([r == 0, True]), root_rank=0)
+    assert flags.tolist() == [True, True]
+
+
+@case
+def alltoall():
+    # rank r sends k+1 rows of value 100*r + k to rank k
+    splits = torch.tensor([k + 1 for k in range(n)], dtype=torch.int32)
+    rows = torch.cat([torch.full((k + 1, 2), 100.0 * r + k) for k in range(n)])
+    out, received = hvd.alltoall(rows, splits=splits)
+    expected = torch.cat([torch.full((r + 1, 2), 100.0 * src + r) for src in range(n)])
+    assert torch.equal(out, expected), out
+    assert received.tolist() == [r + 1] * n
+    even = hvd.alltoall(torch.arange(2 * n, dtype=torch.float32) + 10 * r)
+    assert even.tolist() == [float(2 * r + j + 10 * src) for src in range(n) for j in range(2)], even
+
+
+@case
+def reducescatter():
+    t = torch.arange(2 * n, dtype=torch.float32).reshape(n, 2) * (r + 1)
+    out = hvd.reducescatter(t, op=hvd.Sum)
+    assert torch.equal(out, torch.arange(2 * n, dtype=torch.float32).reshape(n, 2)[r:r + 1] * n * (n + 1) / 2)
+
+
+@case
+def join_and_barrier():
+    hvd.barrier()
+    last = hvd.join()
+    assert 0 <= last < n
+
+
+@case
+def built_flags():
+    assert hvd.nccl_built() in (0, False) and hvd.mpi_threads_supported() is False
+    assert isinstance(hvd.cuda_built(), bool) and hvd.is_initialized()
+    assert hvd.cross_size() * hvd.local_size() == n
+
+
+def train(**options):
+    torch.manual_seed(0)
+    model = nn.Linear(4, 2)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                   named_parameters=model.named_parameters(), **options)
+    for step in range(3):
+        x = torch.randn(8, 4, generator=torch.Generator().manual_seed(step * n + r))
+        opt.zero_grad()
+        model(x).pow(2).mean().backward()
+        opt.step()
+    return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+
+@case
+def optimizer_options():
+    plain = train()
+    predivided = train(gradient_predivide_factor=2.0)
+    assert torch.allclose(plain, predivided, atol=1e-6), (plain, predivided)
+    summed = train(op=hvd.Sum)
+    adasum = train(op=hvd.Adasum)
+    sparse = train(sparse_as_dense=True, num_groups=2)
+    every = hvd.allgather(torch.stack([plain, summed, adasum, sparse]).unsqueeze(0))
+    assert all(torch.equal(every[0], every[k]) for k in range(n)), "ranks disagree"
+    assert not torch.allclose(plain, summed)
+    try:
+        train(op=hvd.Sum, gradient_predivide_factor=2.0)
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("gradient_predivide_factor with op=Sum must fail")
+
+
+@case
+def distributed_data_parallel():
+    from byteps_native.torch.parallel import DistributedDataParallel as DDP
+    torch.manual_seed(r)  # differs per rank: DDP must broadcast rank 0's weights
+    model = DDP(nn.Sequential(nn.Linear(4, 3), nn.BatchNorm1d(3), nn.Linear(3, 2)))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(3):
+        opt.zero_grad()
+        x = torch.randn(8, 4, generator=torch.Generator().manual_seed(step * n + r))
+        model(x).pow(2).mean().backward()
+        opt.step()
+    flat = torch.cat([p.detach().flatten() for p in model.parameters()])
+    every = hvd.allgather(flat.unsqueeze(0))
+    assert all(torch.equal(every[0], every[k]) for k in range(n)), "DDP ranks disagree"
+
+
+@case
+def missing_name_says_what_instead():
+    try:
+        hvd.SyncBatchNorm
+    except AttributeError as e:
+        assert "convert_sync_batchnorm" in str(e)
+    else:
+        raise AssertionError("SyncBatchNorm should be absent with advice")
+
+
+report({"rank": r, "size": n, "cases": cases})

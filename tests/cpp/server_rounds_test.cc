@@ -1,0 +1,210 @@
+// Server rounds: an in-process Server over the MemoryStore, driven by workers
+// that are real loopback TCP connections after the real handshake.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "common/hashing.h"
+#include "common/net_util.h"
+#include "server/server.h"
+#include "store/memory_store.h"
+#include "transport/handshake.h"
+#include "transport/tcp/connection.h"
+
+namespace bps {
+namespace {
+
+constexpr char kToken[] = "server-rounds-test-token";
+
+// One fake worker: a handshaken connection that collects responses and errors.
+class FakeWorker : public ConnectionHandler {
+ public:
+  FakeWorker(EventLoop* loop, const std::string& address, int rank) : rank_(rank) {
+    HostPort hp;
+    EXPECT_TRUE(ParseHostPort(address, &hp).ok());
+    int fd = -1;
+    Status st = ConnectWithRetry(hp, 10, &fd);
+    EXPECT_TRUE(st.ok()) << st.message();
+    st = ConnectHandshake(fd, kToken, Role::kWorker, rank, 10000);
+    EXPECT_TRUE(st.ok()) << st.message();
+    conn_ = std::make_shared<Connection>(fd, loop, this, "server");
+    conn_->Start();
+  }
+  ~FakeWorker() override {
+    // The connection calls back into this handler until it reports closed.
+    conn_->Close(Status::Shutdown("test over"));
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, std::chrono::seconds(10), [&] { return closed_; });
+  }
+
+  void Push(uint64_t key, uint32_t round, const std::vector<float>& data, uint16_t contributors,
+            uint64_t signature = 1) {
+    auto copy = std::make_shared<std::vector<float>>(data);
+    OutMessage m;
+    m.header.type = static_cast<uint16_t>(MessageType::kPush);
+    m.header.key = key;
+    m.header.name_hash = key;
+    m.header.round = round;
+    m.header.payload_bytes = copy->size() * sizeof(float);
+    m.header.sender_rank = static_cast<uint32_t>(rank_);
+    m.header.dtype = static_cast<uint8_t>(DataType::kFloat32);
+    m.header.num_contributors = contributors;
+    m.header.signature = signature;
+    m.header.tensor_bytes = m.header.payload_bytes;
+    m.payload = copy->data();
+    m.keepalive = copy;
+    conn_->Send(std::move(m));
+  }
+  void Bye() {
+    OutMessage m;
+    m.header.type = static_cast<uint16_t>(MessageType::kBye);
+    conn_->Send(std::move(m));
+  }
+
+  void* OnHeader(Connection*, const MessageHeader& h, Status*) override {
+    if (h.type != static_cast<uint16_t>(MessageType::kResponse)) return nullptr;
+    std::lock_guard<std::mutex> lock(mu_);
+    rx_.assign(h.payload_bytes / sizeof(float), 0.f);
+    return rx_.data();
+  }
+  void OnMessage(Connection*, const MessageHeader& h, void* payload) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (h.type == static_cast<uint16_t>(MessageType::kResponse)) {
+      responses_[{h.key, h.round}] = rx_;
+    } else if (h.type == static_cast<uint16_t>(MessageType::kError)) {
+      errors_.emplace_back(static_cast<char*>(payload), h.payload_bytes);
+    }
+    cv_.notify_all();
+  }
+  void OnClosed(Connection*, const Status&) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+    cv_.notify_all();
+  }
+
+  std::vector<float> WaitResponse(uint64_t key, uint32_t round) {
+    std::unique_lock<std::mutex> lock(mu_);
+    bool got = cv_.wait_for(lock, std::chrono::seconds(10), [&] { return responses_.count({key, round}) > 0; });
+    EXPECT_TRUE(got) << "no response for key " << key << " round " << round;
+    return got ? responses_[{key, round}] : std::vector<float>();
+  }
+  std::string WaitError() {
+    std::unique_lock<std::mutex> lock(mu_);
+    bool got = cv_.wait_for(lock, std::chrono::seconds(10), [&] { return !errors_.empty(); });
+    EXPECT_TRUE(got) << "no error frame";
+    return got ? errors_.front() : "";
+  }
+  bool HasResponse(uint64_t key, uint32_t round) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return responses_.count({key, round}) > 0;
+  }
+
+ private:
+  int rank_;
+  std::shared_ptr<Connection> conn_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<float> rx_;
+  std::map<std::pair<uint64_t, uint32_t>, std::vector<float>> responses_;
+  std::vector<std::string> errors_;
+  bool closed_ = false;
+};
+
+class ServerRounds : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_.job_token = kToken;
+    config_.server_engine_threads = 2;
+    config_.timeout_seconds = 10;
+    config_.rendezvous_timeout_seconds = 10;
+    store_ = std::make_shared<MemoryStore>();
+    server_.reset(new Server(config_, store_, 0, "127.0.0.1"));
+    ASSERT_TRUE(server_->Start().ok());
+    ASSERT_TRUE(store_->Get("server/0", 5, &address_).ok());
+    loop_.reset(new EventLoop("fake-workers"));
+    loop_->Start();
+  }
+  void TearDown() override {
+    workers_.clear();
+    server_->Stop();
+    loop_->Stop();
+  }
+  FakeWorker& AddWorker(int rank) {
+    workers_.emplace_back(new FakeWorker(loop_.get(), address_, rank));
+    return *workers_.back();
+  }
+
+  Config config_;
+  std::shared_ptr<MemoryStore> store_;
+  std::unique_ptr<Server> server_;
+  std::string address_;
+  std::unique_ptr<EventLoop> loop_;
+  std::vector<std::unique_ptr<FakeWorker>> workers_;
+};
+
+TEST_F(ServerRounds, SumsEachRoundAndAnswersEveryContributor) {
+  FakeWorker& a = AddWorker(0);
+  FakeWorker& b = AddWorker(1);
+  const uint64_t key = HashName("w");
+  for (uint32_t round = 0; round < 5; ++round) {
+    a.Push(key, round, std::vector<float>(1000, 1.0f + round), 2);
+    b.Push(key, round, std::vector<float>(1000, 10.0f), 2);
+    for (FakeWorker* w : {&a, &b}) {
+      auto got = w->WaitResponse(key, round);
+      ASSERT_EQ(got.size(), 1000u);
+      for (float v : got) ASSERT_EQ(v, 11.0f + round);
+    }
+  }
+}
+
+TEST_F(ServerRounds, ARoundCompletesOnlyWithEveryContribution) {
+  FakeWorker& a = AddWorker(0);
+  FakeWorker& b = AddWorker(1);
+  const uint64_t key = HashName("late");
+  a.Push(key, 0, std::vector<float>(64, 2.0f), 2);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(a.HasResponse(key, 0)) << "answered before the second contribution";
+  b.Push(key, 0, std::vector<float>(64, 3.0f), 2);
+  auto got = a.WaitResponse(key, 0);
+  ASSERT_EQ(got.size(), 64u);
+  EXPECT_EQ(got[0], 5.0f);
+}
+
+TEST_F(ServerRounds, KeysAreIndependent) {
+  FakeWorker& a = AddWorker(0);
+  FakeWorker& b = AddWorker(1);
+  for (uint64_t k = 1; k <= 16; ++k) a.Push(k, 0, std::vector<float>(32, static_cast<float>(k)), 2);
+  for (uint64_t k = 16; k >= 1; --k) b.Push(k, 0, std::vector<float>(32, 1.0f), 2);
+  for (uint64_t k = 1; k <= 16; ++k) EXPECT_EQ(b.WaitResponse(k, 0).at(0), k + 1.0f);
+}
+
+TEST_F(ServerRounds, DisagreeingContributionsFailBothWorkersNamingTheRanks) {
+  FakeWorker& a = AddWorker(0);
+  FakeWorker& b = AddWorker(1);
+  const uint64_t key = HashName("fc1.weight");
+  a.Push(key, 0, std::vector<float>(50, 1.0f), 2, /*signature=*/111);
+  b.Push(key, 0, std::vector<float>(60, 1.0f), 2, /*signature=*/222);
+  for (FakeWorker* w : {&a, &b}) {
+    std::string err = w->WaitError();
+    EXPECT_NE(err.find("rank 0"), std::string::npos) << err;
+    EXPECT_NE(err.find("rank 1"), std::string::npos) << err;
+  }
+}
+
+TEST_F(ServerRounds, WaitEndsWhenEveryWorkerSaidGoodbye) {
+  ASSERT_TRUE(store_->Set("size", "2").ok());
+  FakeWorker& a = AddWorker(0);
+  FakeWorker& b = AddWorker(1);
+  a.Bye();
+  b.Bye();
+  Status st = server_->Wait(10);
+  EXPECT_TRUE(st.ok()) << st.message();
+}
+
+}  // namespace
+}  // namespace bps

@@ -1,0 +1,44 @@
+"""bpslaunch never leaves a process behind, and says what is missing."""
+import glob
+import subprocess
+import sys
+import time
+
+from cluster import REPO, base_env
+
+LAUNCH = [sys.executable, "-m", "byteps_native.launch"]
+
+
+def _processes_of_job(job_id):
+    found = []
+    for path in glob.glob("/proc/[0-9]*/environ"):
+        try:
+            with open(path, "rb") as f:
+                if f"BYTEPS_JOB_ID={job_id}".encode() in f.read().split(b"\0"):
+                    found.append(path.split("/")[2])
+        except OSError:
+            pass
+    return found
+
+
+def test_a_worker_command_that_cannot_start_stops_the_job():
+    env = base_env()
+    for argv in (["--local-workers", "2", "--", "pyhton", "x.py"],
+                 ["--local-workers", "1", "--machines", "2", "--servers", "1", "--", "pyhton", "x.py"]):
+        r = subprocess.run(LAUNCH + argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2, r.stderr
+        assert "cannot start worker 0 (pyhton x.py)" in r.stderr and "No such file" in r.stderr, r.stderr
+        deadline = time.monotonic() + 10
+        while _processes_of_job(env["BYTEPS_JOB_ID"]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        # Before: the scheduler (and servers) ran on for good.
+        assert not _processes_of_job(env["BYTEPS_JOB_ID"]), argv
+
+
+def test_role_unset_says_what_to_set():
+    env = base_env()
+    r = subprocess.run(LAUNCH + ["--", sys.executable, "-c", "pass"], env=env, cwd=REPO, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert "DMLC_ROLE is not set" in r.stderr and "--local-workers" in r.stderr, r.stderr
+    assert "None" not in r.stderr, r.stderr

@@ -1,0 +1,132 @@
+"""Strategy combinations for TensorFlow's own distribute tests: BytePSOps and
+the reference TensorFlow strategy of one layout (processes x local devices).
+
+The layout comes from BPS_UPSTREAM_LAYOUT (1x2, 2x1 or 2x2; set by
+run_upstream.py); ``STRATEGIES`` replaces the strategy lists of the adapted
+test files, so each case runs with the reference and with BytePSOps in the
+same run:
+
+* 1x2: MirroredStrategy on 2 CPUs (TF's Mirrored2CPUs) vs
+  MirroredStrategy(["/cpu:0", "/cpu:1"], BytePSOps()) in a 1-worker job;
+* 2x1: MultiWorkerMirroredStrategy chief + worker (TF's
+  MultiWorkerMirrored2x1CPU) vs MirroredStrategy(["/cpu:0"], BytePSOps()) in
+  each of 2 processes;
+* 2x2: BytePSOps on 2 CPUs in each of 2 processes; TensorFlow has no 2x2 CPU
+  reference (MWMS uses one CPU device per worker), so run_upstream.py compares
+  it with the 2x1 reference.
+
+The processes of the multi-process layouts come from TensorFlow's own
+MultiProcessPoolRunner (chief = BytePS worker 0); this module starts the
+BytePS scheduler and server in the main process before the pool, and every
+process of the pool joins the job from its TF_CONFIG task.
+"""
+import atexit
+import json
+import os
+import subprocess
+import sys
+
+from tensorflow.python.distribute import combinations
+from tensorflow.python.distribute import mirrored_strategy
+from tensorflow.python.distribute import multi_process_runner
+from tensorflow.python.distribute import multi_worker_test_base
+from tensorflow.python.distribute import strategy_combinations
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))  # tests/tf: tf_cluster
+import tf_cluster  # noqa: E402
+
+LAYOUT = os.environ.get("BPS_UPSTREAM_LAYOUT", "2x1")
+PROCESSES, LOCAL_DEVICES = (int(n) for n in LAYOUT.split("x"))
+_engine_job = []
+
+
+def _start_engine_job():
+    """Scheduler and server for PROCESSES workers; the DMLC environment goes
+    into os.environ so that the pool's processes inherit it."""
+    if _engine_job:
+        return
+    env = tf_cluster.job_env(PROCESSES, 1, {"BYTEPS_TIMEOUT": os.environ.get("BYTEPS_TIMEOUT", "30")})
+    for key in ("DMLC_PS_ROOT_URI", "DMLC_PS_ROOT_PORT", "DMLC_NUM_WORKER", "DMLC_NUM_SERVER",
+                "DMLC_INTERFACE", "BYTEPS_LOCAL_RANK", "BYTEPS_LOCAL_SIZE", "BYTEPS_TIMEOUT",
+                "BYTEPS_RENDEZVOUS_TIMEOUT", "PYTHONPATH"):
+        os.environ[key] = env[key]
+    log_dir = os.environ.get("BPS_UPSTREAM_LOG_DIR", "/tmp")
+    for role in ("scheduler", "server"):
+        log = open(os.path.join(log_dir, f"bps_upstream_{LAYOUT}_{role}.log"), "w")
+        proc = subprocess.Popen([sys.executable, "-c", tf_cluster._ROLE_MAIN, tf_cluster.ENGINE_LIB, role],  # pylint: disable=protected-access
+                                env=dict(env, DMLC_ROLE=role), stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        _engine_job.append(proc)
+        atexit.register(tf_cluster._stop, proc)  # pylint: disable=protected-access
+
+
+def _join_engine_job():
+    """In a pool process: this process is BytePS worker <chief 0, worker i+1>."""
+    task = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {})
+    worker_id = 0 if task.get("type", "chief") == "chief" else task["index"] + 1
+    os.environ["DMLC_ROLE"] = "worker"
+    os.environ["DMLC_WORKER_ID"] = str(worker_id)
+
+
+def _devices():
+    return [f"/cpu:{i}" for i in range(LOCAL_DEVICES)]
+
+
+def _create_bytepsops_strategy():
+    if PROCESSES == 1:
+        _start_engine_job()
+        os.environ.update(DMLC_ROLE="worker", DMLC_WORKER_ID="0")
+    elif "TF_CONFIG" not in os.environ:
+        # The main process builds every combination's strategy before handing
+        # the test to the pool (as TF's MWMS creator does, locally); it is not
+        # a member of the engine job.
+        return mirrored_strategy.MirroredStrategy(_devices())
+    else:
+        _join_engine_job()
+    import byteps_native.tf as bps  # late: the engine starts from the environment set above
+    return mirrored_strategy.MirroredStrategy(_devices(), cross_device_ops=bps.BytePSOps())
+
+
+def _pool_initializer():
+    _create_bytepsops_strategy()  # joins the engine job once, before any test
+
+
+_pool = []
+
+
+def _bytepsops_pool():
+    if not _pool:
+        _start_engine_job()
+        cluster_spec = multi_worker_test_base.create_cluster_spec(
+            has_chief=True, num_workers=PROCESSES - 1, num_ps=0, has_eval=False)
+        _pool.append(multi_process_runner.MultiProcessPoolRunner(
+            cluster_spec, initializer=_pool_initializer))
+    return _pool[0]
+
+
+def _bytepsops_distribution():
+    name = f"BytePSOps{LAYOUT}CPU"
+    if PROCESSES == 1:
+        return combinations.NamedDistribution(name, _create_bytepsops_strategy, required_gpus=0)
+    return combinations.NamedDistribution(name, _create_bytepsops_strategy, has_chief=True,
+                                          num_workers=PROCESSES - 1, pool_runner_fn=_bytepsops_pool,
+                                          no_xla=True)
+
+
+def _references():
+    if LAYOUT == "1x2":
+        return [strategy_combinations.mirrored_strategy_with_two_cpus]
+    if LAYOUT == "2x1":
+        return [strategy_combinations.multi_worker_mirrored_2x1_cpu]
+    return []
+
+
+bytepsops = _bytepsops_distribution()
+STRATEGIES = _references() + [bytepsops]
+
+
+def is_bytepsops(strategy):
+    """Whether `strategy` reduces through BytePSOps (its replica count is global)."""
+    from byteps_native.tf.cross_device_ops import BytePSOps
+    return isinstance(getattr(strategy.extended, "_cross_device_ops", None), BytePSOps)
