@@ -35,7 +35,7 @@ CI_CASES = [
 ]
 
 
-def run(backend, targets, junit, timeout):
+def start(backend, targets, junit, timeout):
     env = dict(os.environ)
     env["CONFORMANCE_BACKEND"] = backend
     env["PYTHONPATH"] = os.pathsep.join([os.path.join(HERE, "swap_site"), REPO, env.get("PYTHONPATH", "")])
@@ -46,8 +46,7 @@ def run(backend, targets, junit, timeout):
     if not _has_pytest_timeout():
         cmd.remove("--timeout")
         cmd.remove(str(timeout))
-    subprocess.run(cmd, cwd=HERE, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return parse(junit)
+    return subprocess.Popen(cmd, cwd=HERE, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def _has_pytest_timeout():
@@ -81,8 +80,12 @@ def main(argv=None):
     targets = CI_CASES if args.subset == "ci" else SUITES + (["-k", args.k] if args.k else [])
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for backend in ("gloo", "byteps"):
-            results[backend] = run(backend, targets, os.path.join(tmp, f"{backend}.xml"), args.timeout)
+        # Both backends at once (ports and stores are per case): half the wall time.
+        junits = {b: os.path.join(tmp, f"{b}.xml") for b in ("gloo", "byteps")}
+        runs = {b: start(b, targets, junits[b], args.timeout) for b in junits}
+        for backend, proc in runs.items():
+            proc.wait()
+            results[backend] = parse(junits[backend])
     cases = sorted(set(results["gloo"]) | set(results["byteps"]))
     table = {c: {b: results[b].get(c, "missing") for b in ("gloo", "byteps")} for c in cases}
     for case, row in table.items():
