@@ -263,6 +263,11 @@ setup(
         "cuda": [TORCH_PIN],
         "examples": ["scikit-learn"],
     },
-    entry_points={"console_scripts": ["bpslaunch=byteps_native.launch:main"]},
+    entry_points={
+        "console_scripts": ["bpslaunch=byteps_native.launch:main"],
+        # torch imports this group's entries at `import torch`, so
+        # init_process_group("byteps") works without importing byteps_native.torch.
+        "torch.backends": ["byteps = byteps_native.torch_autoload:register"],
+    },
     zip_safe=False,
 )
