@@ -39,7 +39,10 @@ def _delegates(store, rank, size, timeout, group_name, global_ranks):
     """gloo for CPU tensors; NCCL for CUDA tensors when both are there. Each
     under its own prefix of the group's store, so their keys never meet the
     engine's. NCCL connects lazily, on its first collective."""
-    cpu = dist.ProcessGroupGloo(dist.PrefixStore("byteps_delegate_gloo", store), rank, size, timeout)
+    # torchrun keeps one agent store across restarts: a key from the attempt
+    # before (a dead rank's address) must never be read by this one.
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or "0"
+    cpu = dist.ProcessGroupGloo(dist.PrefixStore(f"byteps_delegate_gloo/{attempt}", store), rank, size, timeout)
     cpu._set_sequence_number_for_group()
     cuda = None
     if torch.cuda.is_available() and dist.is_nccl_available():
@@ -47,7 +50,7 @@ def _delegates(store, rank, size, timeout, group_name, global_ranks):
         options._timeout = timeout
         options.group_name = group_name + ":byteps_delegate_nccl"
         options.global_ranks_in_group = global_ranks
-        cuda = dist.ProcessGroupNCCL(dist.PrefixStore("byteps_delegate_nccl", store), rank, size, options)
+        cuda = dist.ProcessGroupNCCL(dist.PrefixStore(f"byteps_delegate_nccl/{attempt}", store), rank, size, options)
     return cpu, cuda
 
 

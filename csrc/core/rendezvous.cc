@@ -76,9 +76,12 @@ Status RendezvousWorkers(Store* store, Config* config) {
   // with a rank missing and silently wrong sums: refuse it, and tell everyone.
   int64_t claims = 0;
   BPS_RETURN_IF_ERROR(store->Add("worker_claim/" + std::to_string(c.rank()), 1, &claims));
-  if (claims > 1) {
-    std::string first;
-    store->Get("worker/" + std::to_string(c.rank()), 5, &first);  // "local_size host pid"
+  std::string first;  // "local_size host pid" of the earlier claim
+  if (claims > 1) store->Get("worker/" + std::to_string(c.rank()), 5, &first);
+  // This very process retrying Init (after a timed-out rendezvous) is no duplicate.
+  const std::string me = std::string(host) + " " + std::to_string(getpid());
+  const bool retry_by_me = first.find(' ') != std::string::npos && first.substr(first.find(' ') + 1) == me;
+  if (claims > 1 && !retry_by_me) {
     std::string why = "rank " + std::to_string(c.rank()) + " (DMLC_WORKER_ID=" + std::to_string(c.worker_id) +
                       ", BYTEPS_LOCAL_RANK=" + std::to_string(c.local_rank) + ") joined twice: by " + host +
                       " pid " + std::to_string(getpid()) + " and earlier by " +
