@@ -9,14 +9,16 @@ whole gathered buffer, i.e. size() times what a ring allgather moves; see
 docs/migration.md. Buffer lengths come from a power-of-two ladder, because
 each distinct engine name (which includes the length) costs memory for good.
 """
-import time
+import concurrent.futures
 
 import torch
 
+from byteps_native.torch import join_protocol as _join
 from byteps_native.torch import ops
 from byteps_native.torch.compression import Compression
 from byteps_native.torch.extension import _c10d
-from byteps_native.torch.process_sets import check_process_set, global_process_set
+from byteps_native.torch import process_set_collectives as subset
+from byteps_native.torch.process_sets import global_process_set, subgroup_of
 from byteps_native.torch.reduce_ops import Average, Sum, reduce_gathered, resolve_op
 
 
@@ -32,9 +34,9 @@ def _padded(length):
     return size
 
 
-def _sum_now(tensor, name):
+def _sum_now(tensor, name, mark_stride=None):
     try:
-        return _c10d.push_pull_async(tensor, name, 0, False, None).wait()
+        return _join.push_pull_async(tensor, name, 0, False, None, mark_stride).wait()
     except RuntimeError as e:
         raise HorovodInternalError(str(e)) from e
 
@@ -42,7 +44,8 @@ def _sum_now(tensor, name):
 def _gather_lengths(length, name):
     lengths = torch.zeros(ops.size(), dtype=torch.int64)
     lengths[ops.rank()] = length
-    _sum_now(lengths, f"{name}.lengths.{ops.size()}")
+    _sum_now(lengths, f"{name}.lengths.{ops.size()}", mark_stride=1)
+    _join.check_not_joined(lengths, f"gather '{name}'")
     return [int(x) for x in lengths]
 
 
@@ -106,31 +109,72 @@ def _handle_of(value):
     return ops._handles.add(_done(value), lambda: value)
 
 
+# Gathers take several engine rounds; they run on one background thread, in
+# submission order, so that *_async returns at once (as Horovod's do) and
+# unnamed gathers of one shape keep their order on every rank.
+_gather_thread = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="byteps-gather")
+
+
+class _BackgroundResult:
+    """poll()/synchronize() over a concurrent.futures.Future."""
+
+    def __init__(self, future):
+        self._future = future
+
+    def done(self):
+        return self._future.done()
+
+    def wait(self):
+        return self._future.result()
+
+
+def _in_background(work, name=None):
+    if name:
+        ops._handles.claim(name)
+    result = _BackgroundResult(_gather_thread.submit(work))
+    return ops._handles.add(result, result.wait, name=name)
+
+
+def _scale(tensor, factor):
+    """In-place scaling as Horovod does it: integers in float64 (truncated back),
+    half precision in float32 on the CPU."""
+    if factor == 1.0:
+        return tensor
+    if not tensor.is_floating_point():
+        return tensor.copy_(tensor.double().mul_(factor).to(tensor.dtype))
+    if tensor.dtype in (torch.float16, torch.bfloat16) and tensor.device.type == "cpu":
+        return tensor.copy_(tensor.float().mul_(factor).to(tensor.dtype))
+    return tensor.mul_(factor)
+
+
 # -------------------------------------------------------------------- allreduce
 
 def _allreduce_into(output, name, op, prescale_factor, postscale_factor, compression):
     """Reduce `output` in place; returns (future, finish)."""
-    if prescale_factor != 1.0:
-        output.mul_(prescale_factor)
+    _scale(output, prescale_factor)
     if op in (Average, Sum):
         future, finish = ops._submit(output, op == Average, name, 0, compression)
         if postscale_factor == 1.0:
             return future, finish
-        return future, lambda: finish().mul_(postscale_factor)
+        return future, lambda: _scale(finish(), postscale_factor)
     gathered = _gather_tensors(output, f"{name}.{op._name}")
     output.copy_(reduce_gathered(op, [g.reshape(output.shape) for g in gathered]))
-    if postscale_factor != 1.0:
-        output.mul_(postscale_factor)
+    _scale(output, postscale_factor)
     return _done(output), lambda: output
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                      postscale_factor=1.0, process_set=global_process_set, compression=Compression.none):
     """In-place reduction of `tensor` across ranks; returns a handle."""
-    check_process_set(process_set)
     op = resolve_op(op, average, "allreduce")
-    name = _name("allreduce", tensor, name)
-    return ops._handles.add(*_allreduce_into(tensor, name, op, prescale_factor, postscale_factor, compression))
+    ps = subgroup_of(process_set, "allreduce")
+    if ps is not None:
+        return _handle_of(tensor.copy_(subset.allreduce(tensor, op, prescale_factor, postscale_factor, ps,
+                                                        _scale)))
+    if name:
+        ops._handles.claim(name)
+    return ops._handles.add(*_allreduce_into(tensor, _name("allreduce", tensor, name), op, prescale_factor,
+                                             postscale_factor, compression), name=name)
 
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -142,31 +186,31 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
 
 class _AllreduceFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, compression):
-        ctx.args = (op, prescale_factor, postscale_factor)
-        handle = allreduce_async(tensor, None, name, op, prescale_factor, postscale_factor,
+    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, compression, process_set):
+        ctx.args = (op, prescale_factor, postscale_factor, process_set)
+        handle = allreduce_async(tensor, None, name, op, prescale_factor, postscale_factor, process_set,
                                  compression=compression)
         return ops.synchronize(handle)
 
     @staticmethod
     def backward(ctx, grad_output):
-        op, prescale_factor, postscale_factor = ctx.args
+        op, prescale_factor, postscale_factor, process_set = ctx.args
         grad = allreduce(grad_output, op=Average if op == Average else Sum, prescale_factor=prescale_factor,
-                         postscale_factor=postscale_factor)
-        return grad, None, None, None, None, None
+                         postscale_factor=postscale_factor, process_set=process_set)
+        return grad, None, None, None, None, None, None
 
 
 def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None, prescale_factor=1.0,
               postscale_factor=1.0, process_set=global_process_set):
     """Horovod's allreduce: the reduction (default: average) of `tensor` over
     all ranks, as a new tensor; differentiable."""
-    check_process_set(process_set)
     op = resolve_op(op, average, "allreduce")
     name = _name("allreduce", tensor, name)
     if tensor.requires_grad:
-        return _AllreduceFunction.apply(tensor, name, op, prescale_factor, postscale_factor, compression)
+        return _AllreduceFunction.apply(tensor, name, op, prescale_factor, postscale_factor, compression,
+                                        process_set)
     return ops.synchronize(allreduce_async(tensor, None, name, op, prescale_factor, postscale_factor,
-                                           compression=compression))
+                                           process_set, compression=compression))
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
@@ -205,8 +249,11 @@ def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_facto
 
 
 def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
-    """A sparse tensor's reduction, through an allgather of its indices and values."""
-    check_process_set(process_set)
+    """A sparse tensor's reduction, through an allgather of its indices and values.
+    Returns a function that waits for the result (as Horovod's does)."""
+    if subgroup_of(process_set, "sparse_allreduce_async") is not None:
+        dense = allreduce(tensor.to_dense(), name=name, op=op, process_set=process_set)
+        return lambda: dense.to_sparse()
     op = resolve_op(op, None, "sparse_allreduce_async")
     if op not in (Average, Sum):
         raise ValueError(f"sparse_allreduce_async supports op=Average or Sum, got {op!r}")
@@ -216,55 +263,72 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
     if op == Average:
         values = values / ops.size()
     result = torch.sparse_coo_tensor(indices, values, sparse.shape).coalesce()
-    return _handle_of(result)
+    return lambda: result
 
 
 # -------------------------------------------------------------------- allgather
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
-    check_process_set(process_set)
+    ps = subgroup_of(process_set, "allgather")
+    if ps is not None:
+        return _handle_of(subset.allgather(tensor, ps))
+    claim = name
     name = _gather_name("allgather", tensor, name)
-    pieces = _gather_tensors(tensor, name)
-    return _handle_of(torch.cat(pieces) if tensor.dim() else torch.stack(pieces))
+    tensor = tensor.detach()
+
+    def gather():
+        pieces = _gather_tensors(tensor, name)
+        return torch.cat(pieces) if tensor.dim() else torch.stack(pieces)
+    return _in_background(gather, claim)
 
 
 class _AllgatherFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, tensor, name):
+    def forward(ctx, tensor, name, process_set):
         ctx.rows = tensor.shape[0] if tensor.dim() else 1
-        return ops.synchronize(allgather_async(tensor, name))
+        ctx.process_set = process_set
+        return ops.synchronize(allgather_async(tensor, name, process_set))
 
     @staticmethod
     def backward(ctx, grad_output):
-        grad = allreduce(grad_output, op=Sum)
-        rows = _gather_lengths(ctx.rows, "allgather.grad")
-        start = sum(rows[:ops.rank()])
-        return grad[start:start + ctx.rows], None
+        ps = subgroup_of(ctx.process_set, "allgather")
+        grad = allreduce(grad_output, op=Sum, process_set=ctx.process_set)
+        if ps is None:
+            rows = _gather_lengths(ctx.rows, "allgather.grad")
+            me = ops.rank()
+        else:
+            rows = [int(r) for r in subset.allgather(torch.tensor([ctx.rows]), ps)]
+            me = ps.rank()
+        start = sum(rows[:me])
+        return grad[start:start + ctx.rows], None, None
 
 
 def allgather(tensor, name=None, process_set=global_process_set):
     """Concatenation along the first dimension of every rank's `tensor`
     (first dimensions may differ); differentiable."""
-    check_process_set(process_set)
     name = _gather_name("allgather", tensor, name)
     if tensor.requires_grad:
-        return _AllgatherFunction.apply(tensor, name)
-    return ops.synchronize(allgather_async(tensor, name))
+        return _AllgatherFunction.apply(tensor, name, process_set)
+    return ops.synchronize(allgather_async(tensor, name, process_set))
 
 
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     name = name or "grouped_allgather"
-    return _handle_of([allgather(t, f"{name}.{i}.{ops.default_name('g', t)}", process_set)
-                       for i, t in enumerate(tensors)])
+    handles = [allgather_async(t, f"{name}.{i}.{ops.default_name('g', t)}", process_set)
+               for i, t in enumerate(tensors)]
+    return ops._handles.add(_done(None), lambda: [ops.synchronize(h) for h in handles])
 
 
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
     return ops.synchronize(grouped_allgather_async(tensors, name, process_set))
 
 
-def allgather_object(obj, name=None):
+def allgather_object(obj, name=None, process_set=global_process_set):
     """Every rank's picklable `obj`, as a list in rank order."""
     import pickle
+    ps = subgroup_of(process_set, "allgather_object")
+    if ps is not None:
+        return subset.allgather_object(obj, ps)
     name = name or "allgather_object"
     payload = torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8)
     return [pickle.loads(p.numpy().tobytes()) for p in gather_bytes(payload, name)]
@@ -273,11 +337,15 @@ def allgather_object(obj, name=None):
 # -------------------------------------------------------------------- broadcast
 
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
-    check_process_set(process_set)
     ops._require_init("broadcast")
-    name = _name("broadcast", tensor, name)
-    future = _c10d.broadcast_async(tensor.detach(), root_rank, name)
-    return ops._handles.add(future, lambda: tensor)
+    ps = subgroup_of(process_set, "broadcast")
+    if ps is not None:
+        return _handle_of(tensor.copy_(subset.broadcast(tensor, root_rank, ps)))
+    if name:
+        ops._handles.claim(name)
+    engine_name = ops.engine_name(name, tensor) if name else _name("broadcast", tensor, None)
+    future = _join.broadcast_async(tensor.detach(), root_rank, engine_name)
+    return ops._handles.add(future, lambda: tensor, name=name)
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
@@ -290,23 +358,22 @@ def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
 
 class _BroadcastFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, tensor, root_rank, name):
-        ctx.root_rank = root_rank
-        return ops.synchronize(broadcast_async(tensor, root_rank, name))
+    def forward(ctx, tensor, root_rank, name, process_set):
+        ctx.root_rank, ctx.process_set = root_rank, process_set
+        return ops.synchronize(broadcast_async(tensor, root_rank, name, process_set))
 
     @staticmethod
     def backward(ctx, grad_output):
-        grad = allreduce(grad_output, op=Sum)
-        return (grad if ops.rank() == ctx.root_rank else torch.zeros_like(grad)), None, None
+        grad = allreduce(grad_output, op=Sum, process_set=ctx.process_set)
+        return (grad if ops.rank() == ctx.root_rank else torch.zeros_like(grad)), None, None, None
 
 
 def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
     """`root_rank`'s `tensor` on every rank, as a new tensor; differentiable."""
-    check_process_set(process_set)
     name = _name("broadcast", tensor, name)
     if tensor.requires_grad:
-        return _BroadcastFunction.apply(tensor, root_rank, name)
-    return ops.synchronize(broadcast_async(tensor, root_rank, name))
+        return _BroadcastFunction.apply(tensor, root_rank, name, process_set)
+    return ops.synchronize(broadcast_async(tensor, root_rank, name, process_set))
 
 
 # -------------------------------------------------------------------- alltoall
@@ -327,21 +394,29 @@ def _split_rows(tensor, splits):
 
 
 def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
-    check_process_set(process_set)
+    ps = subgroup_of(process_set, "alltoall")
+    if ps is not None:
+        return _handle_of(subset.alltoall(tensor.detach(), splits, ps))
+    claim = name
     name = _gather_name("alltoall", tensor, name)
     my_splits = _split_rows(tensor, splits)
+    tensor = tensor.detach()
+    return _in_background(lambda: _alltoall(tensor, my_splits, name), claim)
+
+
+def _alltoall(tensor, my_splits, name):
     n, me = ops.size(), ops.rank()
     matrix = torch.zeros(n * n, dtype=torch.int64)
     matrix[me * n:(me + 1) * n] = torch.tensor(my_splits, dtype=torch.int64)
-    _sum_now(matrix, f"{name}.splits.{n}")
+    _sum_now(matrix, f"{name}.splits.{n}", mark_stride=n)
+    _join.check_not_joined(matrix, f"alltoall '{name}'")
     matrix = matrix.reshape(n, n)
     gathered = _gather_tensors(tensor, name)  # every rank's rows, in rank order
     pieces = []
     for src in range(n):
         start = int(matrix[src, :me].sum())
         pieces.append(gathered[src][start:start + int(matrix[src, me])])
-    received = matrix[:, me].to(torch.int32)
-    return _handle_of((torch.cat(pieces), received))
+    return torch.cat(pieces), matrix[:, me].to(torch.int32)
 
 
 def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
@@ -355,10 +430,12 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
 
 def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set, prescale_factor=1.0,
                         postscale_factor=1.0, compression=Compression.none):
-    check_process_set(process_set)
     op = resolve_op(op, None, "reducescatter")
     if op not in (Average, Sum):
-        raise ValueError(f"reducescatter supports op=Average or Sum, got {op!r}")
+        raise NotImplementedError(f"reducescatter supports op=Average or Sum, got {op!r} (as Horovod)")
+    ps = subgroup_of(process_set, "reducescatter")
+    if ps is not None:
+        return _handle_of(subset.reducescatter(tensor, op, prescale_factor, postscale_factor, ps, _scale))
     reduced = allreduce(tensor, name=_name("reducescatter", tensor, name), op=op, compression=compression,
                         prescale_factor=prescale_factor, postscale_factor=postscale_factor)
     n, rows = ops.size(), tensor.shape[0]
@@ -389,20 +466,17 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
 # -------------------------------------------------------------------- join, barrier
 
 def join(device=-1):
-    """Blocks until every rank has called join(); returns the rank that joined last.
-
-    Subset of Horovod's semantics: ranks that joined do not stand in (with
-    zeros) for collectives the others still issue, so every rank must issue
-    the same collectives before joining (see docs/migration.md)."""
+    """Horovod's join: this rank has no more data; until every rank has joined it
+    contributes zeros to the others' collectives. Returns the last rank to join
+    (byteps_native/torch/join_protocol.py says how)."""
     ops._require_init("join")
-    arrival = torch.zeros(ops.size(), dtype=torch.float64)
-    arrival[ops.rank()] = time.time()
-    _sum_now(arrival, f"join.{ops.size()}")
-    return int(torch.argmax(arrival))
+    return _join.join(device)
 
 
 def barrier(process_set=global_process_set):
     """Returns once every rank has called barrier()."""
-    check_process_set(process_set)
     ops._require_init("barrier")
+    ps = subgroup_of(process_set, "barrier")
+    if ps is not None:
+        return subset.barrier(ps)
     _sum_now(torch.zeros(1, dtype=torch.int32), "barrier")

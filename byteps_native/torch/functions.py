@@ -4,6 +4,7 @@ import pickle
 
 import torch
 
+from byteps_native.torch import join_protocol as _join
 from byteps_native.torch.extension import _c10d
 from byteps_native.torch.ops import _require_init
 
@@ -29,7 +30,7 @@ def broadcast_parameters(params, root_rank=0, prefix="broadcast_parameters"):
     for name, tensor in _named_tensors(params):
         if tensor is None:
             continue
-        futures.append(_c10d.broadcast_async(tensor.detach(), root_rank, f"{prefix}.{name}"))
+        futures.append(_join.broadcast_async(tensor.detach(), root_rank, f"{prefix}.{name}"))
     for future in futures:
         future.wait()
 
@@ -43,17 +44,23 @@ def _padded_size(length):
     return size
 
 
-def broadcast_object(obj, root_rank=0, name="broadcast_object"):
-    """Root's `obj` (any picklable object) on every rank."""
+def broadcast_object(obj, root_rank=0, name=None, process_set=None):
+    """Root's `obj` (any picklable object) on every rank (of `process_set`)."""
     _require_init("broadcast_object")
+    from byteps_native.torch.process_sets import subgroup_of
+    ps = subgroup_of(process_set, "broadcast_object")
+    if ps is not None:
+        from byteps_native.torch.process_set_collectives import broadcast_object as subset_broadcast_object
+        return subset_broadcast_object(obj, root_rank, ps)
+    name = name or "broadcast_object"
     is_root = _c10d.rank() == root_rank
     payload = pickle.dumps(obj) if is_root else b""
     length = torch.tensor([len(payload)], dtype=torch.int64)
-    _c10d.broadcast_async(length, root_rank, f"{name}.length").wait()
+    _join.broadcast_async(length, root_rank, f"{name}.length").wait()
     buffer = torch.zeros(_padded_size(int(length)), dtype=torch.uint8)
     if is_root:
         buffer[:len(payload)] = torch.frombuffer(bytearray(payload), dtype=torch.uint8)
-    _c10d.broadcast_async(buffer, root_rank, f"{name}.{buffer.numel()}").wait()
+    _join.broadcast_async(buffer, root_rank, f"{name}.{buffer.numel()}").wait()
     return obj if is_root else pickle.load(io.BytesIO(buffer[:int(length)].numpy().tobytes()))
 
 

@@ -11,6 +11,7 @@ import torch
 import torch.distributed as dist
 
 from byteps_native.torch.compression import Compression, wire_dtype_for, wire_name
+from byteps_native.torch import join_protocol as _join
 from byteps_native.torch.extension import _c10d
 
 
@@ -90,6 +91,20 @@ def default_name(prefix, tensor):
     return f"{prefix}.noname.{str(tensor.dtype).replace('torch.', '')}.{tensor.numel()}"
 
 
+_shape_at_first_use = {}
+
+
+def engine_name(name, tensor):
+    """The engine fixes a name's dtype and size at first use; Horovod lets a
+    name be reused for another shape later (e.g. 'exp_avg' per parameter).
+    A later use with another dtype/size gets its own engine name; every rank
+    does the same, so names still match, and a cross-rank mismatch at first
+    use is still reported by the engine."""
+    key = (str(tensor.dtype).replace("torch.", ""), tensor.numel())
+    first = _shape_at_first_use.setdefault(name, key)
+    return name if first == key else f"{name}.{key[0]}.{key[1]}"
+
+
 class _Handles:
     """Horovod-style integer handles over torch Futures."""
 
@@ -97,11 +112,23 @@ class _Handles:
         self._lock = threading.Lock()
         self._futures = {}
         self._ids = itertools.count()
+        self._in_flight = {}  # user-given name -> future
 
-    def add(self, future, finish):
+    def claim(self, name):
+        """Horovod's rule: two operations of one name may not be in flight at once
+        (unnamed ones are told apart by submission order instead)."""
+        with self._lock:
+            future = self._in_flight.get(name)
+            if future is not None and not future.done():
+                raise ValueError(f"a collective named {name!r} is already in flight on this rank; "
+                                 "synchronize it first or give the second one another name")
+
+    def add(self, future, finish, name=None):
         with self._lock:
             handle = next(self._ids)
             self._futures[handle] = (future, finish)
+            if name is not None:
+                self._in_flight[name] = future
         return handle
 
     def get(self, handle):
@@ -122,15 +149,15 @@ def _submit(output, average, name, priority, compression):
     """In-place push_pull of `output`; returns (future, finish) where finish()
     turns the completed future's value into the caller's result tensor."""
     _require_init("push_pull")
-    name = name or default_name("push_pull", output)
+    name = engine_name(name, output) if name else default_name("push_pull", output)
     if hasattr(compression, "wire_dtype"):
         wire_dtype = wire_dtype_for(compression, output)
-        future = _c10d.push_pull_async(output, wire_name(name, wire_dtype), priority, average, wire_dtype)
+        future = _join.push_pull_async(output, wire_name(name, wire_dtype), priority, average, wire_dtype)
         return future, lambda: output
     # A Horovod-style compressor without a wire dtype: compress in Python.
     compressed, ctx = compression.compress(output)
     compressed = compressed.contiguous()
-    future = _c10d.push_pull_async(compressed, wire_name(name, compressed.dtype), priority, average)
+    future = _join.push_pull_async(compressed, wire_name(name, compressed.dtype), priority, average)
     return future, lambda: output.copy_(compression.decompress(compressed, ctx))
 
 
@@ -138,12 +165,16 @@ def push_pull_async_inplace(tensor, average=True, name=None, version=0, priority
                             compression=Compression.none):
     # `version` is BytePS's; it numbered rounds of one name, which the engine tracks itself.
     """Start summing (average=True: averaging) `tensor` across ranks in place; returns a handle."""
-    return _handles.add(*_submit(tensor, average, name, priority, compression))
+    if name:
+        _handles.claim(name)
+    return _handles.add(*_submit(tensor, average, name, priority, compression), name=name)
 
 
 def push_pull_async(tensor, average=True, name=None, version=0, priority=0, compression=Compression.none):
     """Like push_pull_async_inplace, into a new tensor (`tensor` is left unchanged)."""
-    return _handles.add(*_submit(tensor.detach().clone(), average, name, priority, compression))
+    if name:
+        _handles.claim(name)
+    return _handles.add(*_submit(tensor.detach().clone(), average, name, priority, compression), name=name)
 
 
 def poll(handle):

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 import torch
 
 from byteps_native.torch.compression import Compression, wire_dtype_for, wire_name
+from byteps_native.torch import join_protocol as _join
 from byteps_native.torch.extension import _c10d
 from byteps_native.torch.ops import _require_init
 from byteps_native.torch.process_sets import check_process_set, global_process_set
@@ -39,7 +40,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._backward_passes_per_step = backward_passes_per_step
         self._should_sync = True
         all_params = [p for group in self.param_groups for p in group["params"]]
-        self._names = self._parameter_names(named_parameters, all_params)
+        self._names = self._names_of(named_parameters, all_params)
+        self._parameter_names = self._names  # Horovod's attribute: {parameter: name}
         # Forward order ~ parameter order: earlier parameters are needed first
         # by the next forward pass, so they get the higher priority.
         self._priority = {p: -i for i, p in enumerate(all_params)}
@@ -57,7 +59,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                        for p in all_params if p.requires_grad and communicates_gradients]
 
     @staticmethod
-    def _parameter_names(named_parameters, all_params):
+    def _names_of(named_parameters, all_params):
         if named_parameters is None:
             return {p: f"param.{i}" for i, p in enumerate(all_params)}
         named = list(named_parameters)
@@ -89,7 +91,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         name = wire_name(f"DistributedOptimizer.grad.{self._names[p]}", wire_dtype)
         # predivide: sum of grad/f, then times f/size -- Horovod's split of the average
         average = self._op == Average and self._predivide == 1.0
-        self._futures[p] = _c10d.push_pull_async(p.grad, name, self._priority[p], average, wire_dtype)
+        self._futures[p] = _join.push_pull_async(p.grad, name, self._priority[p], average, wire_dtype)
 
     def _on_grad_ready(self, p):
         if p in self._futures:

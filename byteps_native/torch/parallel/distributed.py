@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from byteps_native.torch.compression import Compression, wire_dtype_for, wire_name
+from byteps_native.torch import join_protocol as _join
 from byteps_native.torch.extension import _c10d
 from byteps_native.torch.functions import broadcast_parameters
 from byteps_native.torch.ops import _require_init
@@ -72,7 +73,7 @@ class DistributedDataParallel(nn.Module):
             p.grad = torch.zeros_like(p)
         wire_dtype = wire_dtype_for(self._compression, p.grad)
         name = wire_name(f"DistributedDataParallel.grad.{self._names[p]}", wire_dtype)
-        self._futures[p] = _c10d.push_pull_async(p.grad, name, self._priority[p], True, wire_dtype)
+        self._futures[p] = _join.push_pull_async(p.grad, name, self._priority[p], True, wire_dtype)
 
     def synchronize(self):
         """Wait for every gradient's push_pull of this backward pass."""

@@ -127,6 +127,93 @@ def join_and_barrier():
     assert 0 <= last < n
 
 
+def batches_of(rank):
+    """Uneven data: rank k has 3 + 2k batches."""
+    g = torch.Generator().manual_seed(100 + rank)
+    return [(torch.randn(4, 3, generator=g), torch.randn(4, 1, generator=g)) for _ in range(3 + 2 * rank)]
+
+
+@case
+def join_uneven_batches():
+    """A rank that runs out of data joins; the others keep training, the joined
+    rank contributing zero gradients (Horovod's join), and join() returns the
+    last rank to join."""
+    torch.manual_seed(0)
+    model = nn.Linear(3, 1)
+    reference = nn.Linear(3, 1)
+    reference.load_state_dict(model.state_dict())
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                   named_parameters=model.named_parameters(), op=hvd.Average)
+    for x, y in batches_of(r):
+        opt.zero_grad()
+        nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+    # Plain allreduces and a named in-place one also go on with zeros from joined ranks.
+    extra = hvd.allreduce(torch.ones(5), name="after_data", op=hvd.Sum) if r == n - 1 else None
+    last = hvd.join()
+    assert last == n - 1, f"join() returned {last}; rank {n - 1} has the most batches and joins last"
+    if extra is not None:
+        assert torch.equal(extra, torch.ones(5)), extra
+    # The same steps on one process: step i averages the gradients of the ranks
+    # that still have batch i, zeros standing in for the others.
+    ref_opt = torch.optim.SGD(reference.parameters(), lr=0.1)
+    data = [batches_of(k) for k in range(n)]
+    for i in range(3 + 2 * (n - 1)):
+        ref_opt.zero_grad()
+        grads = [torch.zeros_like(p) for p in reference.parameters()]
+        for k in range(n):
+            if i < len(data[k]):
+                reference.zero_grad()
+                nn.functional.mse_loss(reference(data[k][i][0]), data[k][i][1]).backward()
+                grads = [g + p.grad for g, p in zip(grads, reference.parameters())]
+        for p, g in zip(reference.parameters(), grads):
+            p.grad = g / n
+        ref_opt.step()
+        if i + 1 == len(data[r]):  # a joined rank stops stepping (as under Horovod)
+            for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+                assert torch.allclose(p, q, atol=1e-6), f"{name} after {i + 1} steps: {p} vs reference {q}"
+    try:
+        if r == 0:
+            hvd.join()
+        else:
+            hvd.allgather(torch.ones(2))
+            raise AssertionError("allgather after a rank joined should fail, as in Horovod")
+    except RuntimeError as e:
+        assert "joined" in str(e), e
+        hvd.join()
+    hvd.barrier()
+
+
+@case
+def process_sets():
+    """Collectives restricted to registered process sets (torch subgroups)."""
+    singles = [hvd.add_process_set([k]) for k in range(n)]
+    both = hvd.add_process_set(hvd.ProcessSet(list(range(n))))
+    mine = singles[r]
+    assert mine.included() and mine.size() == 1 and mine.rank() == 0 and not singles[1 - r].included()
+    assert torch.equal(hvd.allreduce(value(r), op=hvd.Sum, process_set=mine), value(r))
+    every = [value(k) for k in range(n)]
+    assert torch.allclose(hvd.allreduce(value(r), process_set=both), sum(every) / n)
+    assert torch.equal(hvd.allreduce(value(r), op=hvd.Max, process_set=both), torch.stack(every).max(0).values)
+    ragged = torch.full((r + 1, 2), float(r))
+    assert torch.equal(hvd.allgather(ragged, process_set=both),
+                       torch.cat([torch.full((k + 1, 2), float(k)) for k in range(n)]))
+    assert torch.equal(hvd.broadcast(value(r), n - 1, process_set=both), value(n - 1))
+    assert hvd.allgather_object({"rank": r}, process_set=both) == [{"rank": k} for k in range(n)]
+    hvd.barrier(process_set=mine)
+    try:
+        hvd.allreduce(value(r), process_set=singles[1 - r])
+        raise AssertionError("a collective on a set without this rank should fail")
+    except ValueError as e:
+        assert "not in" in str(e), e
+    try:
+        hvd.allreduce(value(r), process_set=hvd.ProcessSet([0]))
+        raise AssertionError("an unregistered set should fail")
+    except ValueError as e:
+        assert "add_process_set" in str(e), e
+    assert all(hvd.remove_process_set(ps) for ps in singles + [both])
+
+
 @case
 def built_flags():
     assert hvd.nccl_built() in (0, False) and hvd.mpi_threads_supported() is False

@@ -1,0 +1,193 @@
+"""Horovod's ``join()``: a rank that ran out of data joins; the others'
+collectives go on, the joined rank contributing zeros, until every rank has
+joined. join() returns the rank that joined last.
+
+The engine reduces by name and needs every rank's push for each round, so a
+joined rank must learn which engine operations the others still issue. Every
+engine call of the Horovod API goes through ``push_pull_async`` /
+``broadcast_async`` below, which count them (and keep the recent ones). Once a
+rank announces in the c10d store that it joined (with its count), a watcher
+thread on every other rank publishes the operations past that count, and from
+then on each new one before it is submitted. The joined rank follows the log of
+the lowest rank still training and submits zeros of the same name, dtype and
+shape. All ranks issue the same sequence until they join, so operation i is the
+same on every rank. Gathers (allgather, alltoall, allgather_object) fail on
+the ranks still training, as in Horovod: the joined rank answers their length
+round with -1 in its slot.
+
+Needs the c10d store (torchrun); under bpslaunch join() is a barrier that
+returns the last rank to arrive, and every rank must issue the same
+collectives before joining.
+"""
+import collections
+import pickle
+import threading
+import time
+
+import torch
+import torch.distributed as dist
+
+from byteps_native.torch.extension import _c10d
+
+_POLL_S = 0.02
+_KEEP = 100000  # operations kept for a rank that joins later than the others' watchers look
+
+
+class _Log:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.epoch = 0           # one per join(): keys are per epoch
+        self.count = 0           # engine operations issued in this epoch
+        self.recent = collections.deque(maxlen=_KEEP)
+        self.publishing = False  # some rank joined: publish each operation first
+        self.joined = False      # this rank is inside join()
+        self.watcher = None
+
+
+_log = _Log()
+
+
+def _store():
+    if not dist.is_initialized():
+        return None
+    return dist.PrefixStore("byteps_native/join/", dist.distributed_c10d._get_default_store())
+
+
+def _key(epoch, *parts):
+    return "/".join([str(epoch), *map(str, parts)])
+
+
+def _record(descriptor):
+    """Count (and, once some rank joined, publish) one engine operation."""
+    with _log.lock:
+        if _log.joined:
+            return
+        index = _log.count
+        _log.count += 1
+        _log.recent.append(descriptor)
+        if _log.publishing:
+            _store().set(_key(_log.epoch, "op", _c10d.rank(), index), pickle.dumps(descriptor))
+        elif _log.watcher is None and _c10d.size() > 1 and dist.is_initialized():
+            _log.watcher = threading.Thread(target=_watch, name="byteps-join-watcher", daemon=True)
+            _log.watcher.start()
+
+
+def _watch():
+    """Starts publishing this rank's operations once another rank has joined."""
+    store = _store()
+    while True:
+        time.sleep(_POLL_S)
+        with _log.lock:
+            if _log.publishing or _log.joined:
+                continue
+            epoch = _log.epoch
+        try:
+            if int(store.add(_key(epoch, "joined"), 0)) == 0:
+                continue
+            counts = [int(store.get(_key(epoch, "count", r))) for r in range(_c10d.size())
+                      if store.check([_key(epoch, "count", r)])]
+        except Exception:  # the job is ending (store gone): nothing to publish for
+            return
+        with _log.lock:
+            if _log.epoch != epoch or _log.joined or not counts:
+                continue
+            start = min(counts)
+            backlog = list(_log.recent)[len(_log.recent) - (_log.count - start):] if _log.count > start else []
+            for offset, descriptor in enumerate(backlog):
+                store.set(_key(epoch, "op", _c10d.rank(), start + offset), pickle.dumps(descriptor))
+            _log.publishing = True
+
+
+def push_pull_async(tensor, name, priority, average, wire_dtype=None, mark_stride=None):
+    """_c10d.push_pull_async, counted for join(). `mark_stride`: a gather's
+    length round; a joined rank sets element rank * mark_stride to -1 there, so
+    that the gather fails on the ranks still training (check_not_joined)."""
+    _record(("push_pull", name, tensor.dtype, tuple(tensor.shape), priority, average, wire_dtype, mark_stride))
+    return _c10d.push_pull_async(tensor, name, priority, average, wire_dtype)
+
+
+def check_not_joined(counts, what):
+    """Raise Horovod's error when a joined rank answered a gather's length round."""
+    joined = sorted({int(i) for i in torch.nonzero(counts.reshape(-1) < 0).flatten()})
+    if joined:
+        raise RuntimeError(f"{what} cannot run while a rank has joined (Horovod's rule): element(s) {joined} "
+                           "came from joined ranks; only allreduce-style collectives continue after join()")
+
+
+def broadcast_async(tensor, root_rank, name):
+    _record(("broadcast", name, tensor.dtype, tuple(tensor.shape), root_rank))
+    return _c10d.broadcast_async(tensor, root_rank, name)
+
+
+def _stand_in(descriptor):
+    """Submit this joined rank's part of another rank's operation."""
+    if descriptor[0] == "broadcast":
+        _, name, dtype, shape, root = descriptor
+        return _c10d.broadcast_async(torch.zeros(shape, dtype=dtype), root, name)
+    _, name, dtype, shape, priority, average, wire_dtype, mark_stride = descriptor
+    zeros = torch.zeros(shape, dtype=dtype)
+    if mark_stride is not None:
+        zeros.view(-1)[_c10d.rank() * mark_stride] = -1
+    return _c10d.push_pull_async(zeros, name, priority, average, wire_dtype)
+
+
+def join(device=-1):
+    """Horovod's join (see the module docstring); returns the last rank to join."""
+    store = _store()
+    me, size = _c10d.rank(), _c10d.size()
+    if store is None or size == 1:
+        return _join_as_barrier()
+    with _log.lock:
+        _log.joined = True
+        epoch, position = _log.epoch, _log.count
+    store.set(_key(epoch, "count", me), str(position))
+    if int(store.add(_key(epoch, "joined"), 1)) == size:
+        store.set(_key(epoch, "last"), str(me))
+    pending = []
+    while True:
+        present = [r for r in range(size) if store.check([_key(epoch, "count", r)])]
+        training = [r for r in range(size) if r not in present]
+        if training:
+            leader, target = training[0], None
+        else:
+            finals = {r: int(store.get(_key(epoch, "count", r))) for r in range(size)}
+            leader = max(finals, key=finals.get)
+            target = finals[leader]
+            if position >= target:
+                break
+        op_key = _key(epoch, "op", leader, position)
+        if store.check([op_key]):
+            pending.append(_stand_in(pickle.loads(store.get(op_key))))
+            position += 1
+        elif target is not None:
+            raise RuntimeError(f"join(): rank {leader} finished with {target} operations but published only "
+                               f"{position}; this is a byteps_native bug")
+        else:
+            time.sleep(0.001)
+    for future in pending:
+        future.wait()
+    last = int(store.get(_key(epoch, "last")))
+    _finish_epoch(store, epoch)
+    return last
+
+
+def _finish_epoch(store, epoch):
+    """Every rank has joined and stood in up to the longest log: start a new epoch.
+    A small barrier keeps a fast rank's next epoch from mixing with this one."""
+    size = _c10d.size()
+    store.add(_key(epoch, "left"), 1)
+    while int(store.add(_key(epoch, "left"), 0)) < size:
+        time.sleep(0.001)
+    with _log.lock:
+        _log.epoch += 1
+        _log.count = 0
+        _log.recent.clear()
+        _log.publishing = False
+        _log.joined = False
+
+
+def _join_as_barrier():
+    arrival = torch.zeros(_c10d.size(), dtype=torch.float64)
+    arrival[_c10d.rank()] = time.time()
+    _c10d.push_pull_async(arrival, f"join.{_c10d.size()}", 0, False, None).wait()
+    return int(torch.argmax(arrival))

@@ -1,0 +1,122 @@
+"""Run Horovod's and BytePS's own unit tests (stored under this folder, import
+lines swapped) with 2 processes under torchrun, one pytest per rank, and print
+per-test outcomes: a test passes when it passes on every rank.
+
+    PYTHONPATH=. python3 tests/compat/upstream/run_upstream.py            # every stored suite
+    PYTHONPATH=. python3 tests/compat/upstream/run_upstream.py horovod/test_torch.py -k allreduce
+"""
+import argparse
+import os
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+from harness import torchrun  # noqa: E402
+from upstream.expected import SUITES, expected_failure  # noqa: E402
+
+
+def _outcomes(report):
+    """{(class, test name): (outcome, message)} from one rank's JUnit report."""
+    found = {}
+    for case in ET.parse(report).getroot().iter("testcase"):
+        outcome, message = "passed", ""
+        for tag, kind in (("failure", "failed"), ("error", "failed"), ("skipped", "skipped")):
+            node = case.find(tag)
+            if node is not None:
+                outcome = kind
+                lines = (node.get("message") or node.text or "").strip().splitlines()
+                message = lines[0][:200] if lines else ""
+                break
+        found[(case.get("classname").split(".")[-1], case.get("name"))] = (outcome, message)
+    return found
+
+
+def _merge(outcomes):
+    failed = [o for o in outcomes if o[0] in ("failed", "missing")]
+    skipped = [o for o in outcomes if o[0] == "skipped"]
+    return failed[0] if failed else (skipped[0] if skipped else ("passed", ""))
+
+
+def run_suite(path, pytest_args=(), nproc=2, timeout=1800, env=None, max_jobs=30):
+    """Returns ({test: (outcome, message)} merged over ranks, log). A job that
+    stopped after an engine failure is followed by a fresh job for the tests
+    it did not reach."""
+    suite = os.path.join(HERE, path)
+    results, log = {}, ""
+    for _ in range(max_jobs):
+        deselect = [arg for (cls, name) in results for arg in ("--deselect", f"{suite}::{cls}::{name}")]
+        with tempfile.TemporaryDirectory() as result_dir:
+            extra = {"BYTEPS_TIMEOUT": "15", "PYTHONPATH": os.path.join(HERE, "utils")}
+            extra.update(env or {})
+            code, job_log = torchrun(os.path.join(HERE, "rank_pytest.py"), [suite, *pytest_args, *deselect],
+                                     nproc=nproc, result_dir=result_dir, env=extra, timeout=timeout)
+            log += job_log
+            restart = any(name.startswith("restart.") for name in os.listdir(result_dir))
+            per_rank = [_outcomes(os.path.join(result_dir, f"junit.{r}.xml")) for r in range(nproc)
+                        if os.path.exists(os.path.join(result_dir, f"junit.{r}.xml"))]
+        if not per_rank:
+            break
+        reached = set().union(*per_rank)
+        if not reached:
+            break
+        for test in reached:
+            results[test] = _merge([rank.get(test, ("missing", "not reached on every rank")) for rank in per_rank]
+                                   + [("missing", "no report from a rank")] * (nproc - len(per_rank)))
+        if not restart:
+            break
+    if not results:
+        return None, log
+    return {name: outcome for (cls, name), outcome in results.items()}, log
+
+
+def summarize(path, merged):
+    counts = {"passed": 0, "skipped": 0, "expected": 0, "unexpected": 0}
+    unexpected = []
+    for name, (outcome, message) in sorted(merged.items()):
+        if outcome in ("passed", "skipped"):
+            counts[outcome] += 1
+            continue
+        why = expected_failure(path, name)
+        if why:
+            counts["expected"] += 1
+        else:
+            counts["unexpected"] += 1
+            unexpected.append(f"{name}: {message}")
+    return counts, unexpected
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("suites", nargs="*", default=list(SUITES))
+    parser.add_argument("-k", default=None, help="pytest -k expression")
+    parser.add_argument("-v", action="store_true", help="print every test's outcome")
+    args = parser.parse_args()
+    status = 0
+    for path in args.suites:
+        merged, log = run_suite(path, ["-k", args.k] if args.k else [])
+        if merged is None:
+            print(f"{path}: no report from every rank\n{log[-4000:]}")
+            status = 1
+            continue
+        counts, unexpected = summarize(path, merged)
+        failed_classes = {}
+        for name, (outcome, _) in merged.items():
+            why = expected_failure(path, name) if outcome == "failed" else None
+            if why:
+                failed_classes[why[0]] = failed_classes.get(why[0], 0) + 1
+        print(f"{path}: {len(merged)} tests: {counts['passed']} passed, {counts['skipped']} skipped, "
+              f"{counts['expected']} failed as classified {failed_classes}, {counts['unexpected']} unexpected")
+        if args.v:
+            for name, (outcome, message) in sorted(merged.items()):
+                print(f"  {outcome:8} {name} {message}")
+        for line in unexpected:
+            print(f"  UNEXPECTED {line}")
+        status = status or (1 if unexpected else 0)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
