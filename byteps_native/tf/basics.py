@@ -2,67 +2,23 @@
 answers that hold here, and BytePS calls the engine makes unnecessary."""
 import tensorflow as tf
 
+from byteps_native import horovod_basics
+from byteps_native.horovod_basics import (  # noqa: F401  (re-exported)
+    ccl_built, check_num_rank_power_of_2, ddl_built, gloo_built, gloo_enabled, is_homogeneous, mpi_built, mpi_enabled,
+    mpi_threads_supported, nccl_built, rocm_built, start_timeline, stop_timeline)
 from byteps_native.tf import engine
 
 
 def cross_size():
-    return engine.size() // max(1, engine.local_size())
+    return horovod_basics.cross_size(engine.size(), engine.local_size())
 
 
 def cross_rank():
-    return engine.rank() // max(1, engine.local_size())
-
-
-def is_homogeneous():
-    return True
-
-
-def mpi_threads_supported():
-    return False
-
-
-def mpi_enabled():
-    return False
-
-
-def mpi_built():
-    return False
-
-
-def gloo_enabled():
-    return False
-
-
-def gloo_built():
-    return False
-
-
-def nccl_built():
-    return 0
-
-
-def ddl_built():
-    return False
-
-
-def ccl_built():
-    return False
+    return horovod_basics.cross_rank(engine.rank(), engine.local_size())
 
 
 def cuda_built():
     return False  # the TF op has a CPU kernel only (docs/tf.md)
-
-
-def rocm_built():
-    return False
-
-
-def start_timeline(file_path, mark_cycles=False):
-    """Accepted; the engine's own trace is BYTEPS_TRACE_ON (docs/env.md)."""
-
-
-def stop_timeline():
-    """Accepted; see start_timeline."""
 
 
 def rank_op(name=None, process_set=None):
@@ -83,10 +39,6 @@ def local_size_op(name=None):
 
 def process_set_included_op(process_set=None, name=None):
     return tf.constant(1, tf.int32)
-
-
-def check_num_rank_power_of_2(num_rank):
-    return num_rank != 0 and (num_rank & (num_rank - 1)) == 0
 
 
 def suspend():

@@ -1,32 +1,15 @@
-"""Horovod's and BytePS's TF ``Compression``: cast floating tensors to 16 bits
-for the wire and back after the reduction."""
+"""Horovod's and BytePS's TF ``Compression``: floating tensors travel as
+float16 and are cast back after the reduction (the interface is
+byteps_native/compression.py, shared with torch)."""
 import tensorflow as tf
 
-
-class Compressor:
-    @staticmethod
-    def compress(tensor):
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor
+from byteps_native.compression import CastCompressor, Compressor, NoneCompressor  # noqa: F401
 
 
-class NoneCompressor(Compressor):
-    pass
-
-
-class FP16Compressor(Compressor):
-    @staticmethod
-    def compress(tensor):
-        if tensor.dtype.is_floating and tensor.dtype != tf.float16:
-            return tf.cast(tensor, tf.float16), tensor.dtype
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor if ctx is None else tf.cast(tensor, ctx)
+class FP16Compressor(CastCompressor):
+    wire_dtype = tf.float16
+    is_floating = staticmethod(lambda tensor: tensor.dtype.is_floating)
+    cast = staticmethod(lambda tensor, dtype: tf.cast(tensor, dtype))
 
 
 class Compression:

@@ -1,20 +1,13 @@
-"""Horovod's ``hvd.elastic`` for TF 2 and Keras (State, commit, run,
+"""Horovod's ``hvd.elastic`` for TF 2 and Keras (TensorFlowState,
 TensorFlowKerasState, KerasState and the Keras state callbacks) over
-torchrun's restart mechanism, as byteps_native.torch.elastic does for torch:
-torchrun restarts every worker when one fails, so commit() also writes the
-committed state to disk (rank 0, atomically) and the restarted job resumes
-from it. The file lives in $BYTEPS_ELASTIC_DIR (default: the temp dir per
-torchrun run id) and is removed when the decorated function returns.
-"""
-import copy
-import functools
-import os
-import pickle
-import tempfile
+torchrun's restarts; the framework-neutral part (commit file, restart rules,
+ObjectState, run) is byteps_native/elastic_state.py."""
 
 import keras
 import tensorflow as tf
 
+from byteps_native import elastic_state
+from byteps_native.elastic_state import HostsUpdatedInterrupt  # noqa: F401  (hvd.elastic.HostsUpdatedInterrupt)
 from byteps_native.tf import engine
 from byteps_native.tf.api import broadcast_variables
 from byteps_native.tf.collectives import broadcast_object
@@ -24,89 +17,17 @@ class HorovodInternalError(RuntimeError):
     """A collective failed; elastic training restores its last commit."""
 
 
-class HostsUpdatedInterrupt(RuntimeError):
-    def __init__(self, skip_sync=False):
-        super().__init__("hosts updated")
-        self.skip_sync = skip_sync
+class State(elastic_state.State):
+    """Horovod's State for TF and Keras (commits pickled)."""
+
+    commit_file = "commit_tf.pkl"
+
+    def __init__(self, bcast_object=None, get_rank=None):
+        super().__init__(bcast_object or broadcast_object, get_rank or engine.rank)
 
 
-def _commit_path():
-    folder = os.environ.get("BYTEPS_ELASTIC_DIR") or os.path.join(
-        tempfile.gettempdir(), "byteps_native_elastic", os.environ.get("TORCHELASTIC_RUN_ID", "job"))
-    return os.path.join(folder, "commit_tf.pkl")
-
-
-class State:
-    def __init__(self, bcast_object=broadcast_object, get_rank=None):
-        self._bcast_object = bcast_object
-        self._rank = get_rank or engine.rank
-        self._reset_callbacks = []
-
-    def register_reset_callbacks(self, callbacks):
-        self._reset_callbacks.extend(callbacks)
-
-    def on_reset(self):
-        self.reset()
-        for callback in self._reset_callbacks:
-            callback()
-
-    def on_hosts_updated(self, timestamp, update_res):
-        pass
-
-    def commit(self):
-        """Save in memory and on disk; a restarted job resumes here."""
-        self.save()
-        if self._rank() == 0:
-            path = _commit_path()
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            tmp = f"{path}.tmp.{os.getpid()}"
-            with open(tmp, "wb") as f:
-                pickle.dump(self._persistent(), f)
-            os.replace(tmp, path)
-        self.check_host_updates()
-
-    def check_host_updates(self):
-        """Never raises: under torchrun a membership change restarts the workers."""
-
-    def reset(self):
-        pass
-
-    def resume_from_disk(self):
-        path = _commit_path()
-        if int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0) == 0 or not os.path.exists(path):
-            return False
-        with open(path, "rb") as f:
-            self._load_persistent(pickle.load(f))
-        return True
-
-
-class ObjectState(State):
-    def __init__(self, bcast_object=broadcast_object, get_rank=None, **kwargs):
-        self._saved_state = kwargs
-        self._set_attrs()
-        super().__init__(bcast_object=bcast_object, get_rank=get_rank)
-
-    def save(self):
-        self._saved_state = {attr: copy.deepcopy(getattr(self, attr)) for attr in self._saved_state}
-
-    def restore(self):
-        self._set_attrs()
-
-    def sync(self):
-        if self._saved_state:
-            self._saved_state = self._bcast_object(self._saved_state)
-            self._set_attrs()
-
-    def _set_attrs(self):
-        for attr, value in self._saved_state.items():
-            setattr(self, attr, copy.deepcopy(value))
-
-    def _persistent(self):
-        return {"objects": self._saved_state}
-
-    def _load_persistent(self, saved):
-        self._saved_state = saved["objects"]
-        self._set_attrs()
+class ObjectState(elastic_state.ObjectState, State):
+    """Keyword arguments become attributes, saved, restored and broadcast from rank 0."""
 
 
 class TensorFlowState(ObjectState):
@@ -150,7 +71,7 @@ class TensorFlowState(ObjectState):
         variables = self._all_variables()
         if len(variables) != len(self._values):
             raise RuntimeError(f"elastic commit on disk has {len(self._values)} variables but the state has "
-                               f"{len(variables)}; remove {_commit_path()} if the model changed")
+                               f"{len(variables)}; remove {elastic_state.commit_path(self.commit_file)} if the model changed")
         for v, value in zip(variables, self._values):
             v.assign(value)
 
@@ -214,25 +135,7 @@ class UpdateEpochStateCallback(keras.callbacks.Callback):
         self.state.epoch = epoch + 1
 
 
-def run(func):
-    """Horovod's decorator over torchrun restarts (see byteps_native.torch.elastic.run)."""
-
-    @functools.wraps(func)
-    def wrapper(state, *args, **kwargs):
-        engine.init()
-        if engine.rank() == 0:
-            state.resume_from_disk()
-        state.sync()
-        try:
-            result = func(state, *args, **kwargs)
-        except HorovodInternalError:
-            state.restore()
-            raise
-        if engine.rank() == 0 and os.path.exists(_commit_path()):
-            os.remove(_commit_path())
-        return result
-
-    return wrapper
+run = elastic_state.make_run(engine.init, engine.rank, HorovodInternalError)
 
 
 __all__ = ["State", "ObjectState", "TensorFlowState", "TensorFlowKerasState", "KerasState", "CommitStateCallback",

@@ -1,5 +1,9 @@
 """Horovod's and BytePS's capability and topology queries that have a fixed
 answer here, and BytePS calls that the engine makes unnecessary."""
+from byteps_native import horovod_basics
+from byteps_native.horovod_basics import (  # noqa: F401  (re-exported)
+    ccl_built, ddl_built, gloo_built, gloo_enabled, is_homogeneous, mpi_built, mpi_enabled, mpi_threads_supported,
+    nccl_built, rocm_built, start_timeline, stop_timeline)
 from byteps_native.torch import ops
 from byteps_native.torch.extension import _c10d
 
@@ -9,68 +13,17 @@ def is_initialized():
 
 
 def cross_size():
-    """Number of machines (Horovod: processes with the same local rank)."""
-    return ops.size() // max(1, ops.local_size())
+    return horovod_basics.cross_size(ops.size(), ops.local_size())
 
 
 def cross_rank():
-    """This process's machine index."""
-    return ops.rank() // max(1, ops.local_size())
-
-
-def is_homogeneous():
-    return True
-
-
-def mpi_threads_supported():
-    return False  # no MPI: the engine runs its own threads, never MPI's
-
-
-def mpi_enabled():
-    return False
-
-
-def mpi_built():
-    return False
-
-
-def gloo_enabled():
-    return False
-
-
-def gloo_built():
-    return False
-
-
-def nccl_built():
-    """0 like Horovod without NCCL: the GPU path stages through pinned host memory."""
-    return 0
-
-
-def ddl_built():
-    return False
-
-
-def ccl_built():
-    return False
+    return horovod_basics.cross_rank(ops.rank(), ops.local_size())
 
 
 def cuda_built():
     """True when this build's torch adapter handles CUDA tensors."""
     info = _c10d.build_info().lower()  # "...; cuda: no" or "...; cuda: <version>"
     return "cuda:" in info and "cuda: no" not in info
-
-
-def rocm_built():
-    return False
-
-
-def start_timeline(file_path, mark_cycles=False):
-    """Accepted; the engine's own trace is BYTEPS_TRACE_ON (docs/env.md)."""
-
-
-def stop_timeline():
-    """Accepted; see start_timeline."""
 
 
 def declare(name):

@@ -6,33 +6,12 @@ engine and back into the caller's tensor, with no Python per tensor.
 """
 import torch
 
-
-class Compressor:
-    wire_dtype = None  # None: the tensor travels in its own dtype
-
-    @classmethod
-    def compress(cls, tensor):
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor
+from byteps_native.compression import CastCompressor, Compressor, NoneCompressor  # noqa: F401
 
 
-class NoneCompressor(Compressor):
-    pass
-
-
-class _CastCompressor(Compressor):
-    @classmethod
-    def compress(cls, tensor):
-        if tensor.dtype.is_floating_point and tensor.dtype != cls.wire_dtype:
-            return tensor.to(cls.wire_dtype), tensor.dtype
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor if ctx is None else tensor.to(ctx)
+class _CastCompressor(CastCompressor):
+    is_floating = staticmethod(lambda tensor: tensor.dtype.is_floating_point)
+    cast = staticmethod(lambda tensor, dtype: tensor.to(dtype))
 
 
 class FP16Compressor(_CastCompressor):

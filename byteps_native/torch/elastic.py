@@ -1,24 +1,12 @@
-"""Horovod's ``hvd.elastic`` (State, commit, run, TorchState, ElasticSampler)
-over torchrun's restart mechanism.
-
-Horovod keeps the surviving processes alive and re-forms the ring; torchrun
-instead restarts every worker of the group when one fails
-(``--max-restarts``). So ``commit()`` also writes the committed state to disk
-(rank 0, atomically), and a restarted worker's State starts from it: the
-training function resumes from the last commit, as under Horovod. Membership
-changes without a failure (Horovod's host discovery) are torchrun's
-``--nnodes=MIN:MAX`` business; ``check_host_updates()`` never interrupts.
-
-The commit file lives in $BYTEPS_ELASTIC_DIR (default: the temp dir, per
-torchrun run id); it is removed when the decorated function returns.
-"""
+"""Horovod's ``hvd.elastic`` for torch (State, commit, run, TorchState,
+ElasticSampler) over torchrun's restarts; the framework-neutral part (commit
+file, restart rules, ObjectState, run) is byteps_native/elastic_state.py."""
 import copy
-import functools
-import os
-import tempfile
 
 import torch
 
+from byteps_native import elastic_state
+from byteps_native.elastic_state import HostsUpdatedInterrupt  # noqa: F401  (hvd.elastic.HostsUpdatedInterrupt)
 from byteps_native.torch import ops
 from byteps_native.torch.collectives import HorovodInternalError
 from byteps_native.torch.extension import _c10d
@@ -26,114 +14,23 @@ from byteps_native.torch.functions import broadcast_object, broadcast_optimizer_
 from byteps_native.torch.ops import init, shutdown  # noqa: F401  (hvd.elastic.init, as in Horovod)
 
 
-class HostsUpdatedInterrupt(RuntimeError):
-    """Horovod raises it when hosts join or leave; torchrun restarts instead."""
+class State(elastic_state.State):
+    """Horovod's State for torch (commits saved with torch.save)."""
 
-    def __init__(self, skip_sync=False):
-        super().__init__("hosts updated")
-        self.skip_sync = skip_sync
+    commit_file = "commit.pt"
 
+    def __init__(self, bcast_object=None, get_rank=None):
+        super().__init__(bcast_object or broadcast_object, get_rank or ops.rank)
 
-def _commit_path():
-    folder = os.environ.get("BYTEPS_ELASTIC_DIR") or os.path.join(
-        tempfile.gettempdir(), "byteps_native_elastic", os.environ.get("TORCHELASTIC_RUN_ID", "job"))
-    return os.path.join(folder, "commit.pt")
+    _dump = staticmethod(torch.save)
 
-
-def _restart_count():
-    return int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0)
+    @staticmethod
+    def _load(path):
+        return torch.load(path, weights_only=False)
 
 
-class State:
-    """Horovod's State: save/restore/sync plus reset callbacks."""
-
-    def __init__(self, bcast_object=broadcast_object, get_rank=None):
-        self._bcast_object = bcast_object
-        self._rank = get_rank or ops.rank
-        self._reset_callbacks = []
-
-    def register_reset_callbacks(self, callbacks):
-        self._reset_callbacks.extend(callbacks)
-
-    def on_reset(self):
-        self.reset()
-        for callback in self._reset_callbacks:
-            callback()
-
-    def on_hosts_updated(self, timestamp, update_res):
-        pass
-
-    def commit(self):
-        """Save the state in memory and on disk; a restarted job resumes here."""
-        self.save()
-        if self._rank() == 0:
-            path = _commit_path()
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            tmp = f"{path}.tmp.{os.getpid()}"
-            torch.save(self._persistent(), tmp)
-            os.replace(tmp, path)
-        self.check_host_updates()
-
-    def check_host_updates(self):
-        """Never raises: under torchrun a membership change restarts the workers."""
-
-    def save(self):
-        raise NotImplementedError()
-
-    def restore(self):
-        raise NotImplementedError()
-
-    def sync(self):
-        raise NotImplementedError()
-
-    def reset(self):
-        pass
-
-    def _persistent(self):
-        raise NotImplementedError()
-
-    def _load_persistent(self, saved):
-        raise NotImplementedError()
-
-    def resume_from_disk(self):
-        """After a torchrun restart: load the last commit (rank 0; sync() spreads it). True if one existed."""
-        path = _commit_path()
-        if _restart_count() == 0 or not os.path.exists(path):
-            return False
-        self._load_persistent(torch.load(path, weights_only=False))
-        self.save()
-        return True
-
-
-class ObjectState(State):
+class ObjectState(elastic_state.ObjectState, State):
     """Keyword arguments become attributes, saved, restored and broadcast from rank 0."""
-
-    def __init__(self, bcast_object=broadcast_object, get_rank=None, **kwargs):
-        self._saved_state = kwargs
-        self._set_attrs()
-        super().__init__(bcast_object=bcast_object, get_rank=get_rank)
-
-    def save(self):
-        self._saved_state = {attr: copy.deepcopy(getattr(self, attr)) for attr in self._saved_state}
-
-    def restore(self):
-        self._set_attrs()
-
-    def sync(self):
-        if self._saved_state:
-            self._saved_state = self._bcast_object(self._saved_state)
-            self._set_attrs()
-
-    def _set_attrs(self):
-        for attr, value in self._saved_state.items():
-            setattr(self, attr, copy.deepcopy(value))
-
-    def _persistent(self):
-        return {"objects": self._saved_state}
-
-    def _load_persistent(self, saved):
-        self._saved_state = saved["objects"]
-        self._set_attrs()
 
 
 class TorchState(ObjectState):
@@ -238,29 +135,7 @@ class ElasticSampler(torch.utils.data.Sampler):
         return self.num_samples
 
 
-def run(func):
-    """Horovod's decorator: `func(state, ...)` starts from rank 0's state
-    (after a torchrun restart: from the last commit) and, on a collective
-    failure, rolls back to the last commit. A failure that took a peer away
-    cannot be healed in-process under torchrun: it is re-raised, the worker
-    exits, and torchrun restarts the group, which resumes from disk."""
-
-    @functools.wraps(func)
-    def wrapper(state, *args, **kwargs):
-        ops.init()
-        if ops.rank() == 0:
-            state.resume_from_disk()
-        state.sync()
-        try:
-            result = func(state, *args, **kwargs)
-        except HorovodInternalError:
-            state.restore()
-            raise
-        if ops.rank() == 0 and os.path.exists(_commit_path()):
-            os.remove(_commit_path())
-        return result
-
-    return wrapper
+run = elastic_state.make_run(ops.init, ops.rank, HorovodInternalError)
 
 
 __all__ = ["State", "ObjectState", "TorchState", "ElasticSampler", "run", "HostsUpdatedInterrupt",

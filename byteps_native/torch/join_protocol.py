@@ -19,6 +19,7 @@ Needs the c10d store (torchrun); under bpslaunch join() is a barrier that
 returns the last rank to arrive, and every rank must issue the same
 collectives before joining.
 """
+import atexit
 import collections
 import pickle
 import threading
@@ -42,9 +43,18 @@ class _Log:
         self.publishing = False  # some rank joined: publish each operation first
         self.joined = False      # this rank is inside join()
         self.watcher = None
+        self.stop = threading.Event()
 
 
 _log = _Log()
+
+
+@atexit.register
+def _stop_watcher():
+    """The watcher calls into the c10d store: it must be gone before the store is."""
+    _log.stop.set()
+    if _log.watcher is not None:
+        _log.watcher.join(timeout=5)
 
 
 def _store():
@@ -75,8 +85,7 @@ def _record(descriptor):
 def _watch():
     """Starts publishing this rank's operations once another rank has joined."""
     store = _store()
-    while True:
-        time.sleep(_POLL_S)
+    while not _log.stop.wait(_POLL_S):
         with _log.lock:
             if _log.publishing or _log.joined:
                 continue
