@@ -21,6 +21,7 @@ collectives before joining.
 """
 import atexit
 import collections
+import os
 import pickle
 import threading
 import time
@@ -153,7 +154,14 @@ def join(device=-1):
     if int(store.add(_key(epoch, "joined"), 1)) == size:
         store.set(_key(epoch, "last"), str(me))
     pending = []
+    patience = float(os.environ.get("BYTEPS_TIMEOUT", "300"))
+    progress_at = time.monotonic()
     while True:
+        if time.monotonic() - progress_at > patience:
+            missing = [r for r in range(size) if not store.check([_key(epoch, "count", r)])]
+            raise RuntimeError(f"join(): no progress for {patience:.0f} s (BYTEPS_TIMEOUT); ranks {missing} have "
+                               "not joined and published no operation: every rank must call join() once its "
+                               "data ends")
         present = [r for r in range(size) if store.check([_key(epoch, "count", r)])]
         training = [r for r in range(size) if r not in present]
         if training:
@@ -168,6 +176,7 @@ def join(device=-1):
         if store.check([op_key]):
             pending.append(_stand_in(pickle.loads(store.get(op_key))))
             position += 1
+            progress_at = time.monotonic()
         elif target is not None:
             raise RuntimeError(f"join(): rank {leader} finished with {target} operations but published only "
                                f"{position}; this is a byteps_native bug")

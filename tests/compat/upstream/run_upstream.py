@@ -40,18 +40,18 @@ def _merge(outcomes):
     return failed[0] if failed else (skipped[0] if skipped else ("passed", ""))
 
 
-def run_suite(path, pytest_args=(), nproc=2, timeout=1800, env=None, max_jobs=30):
+def run_suite(path, pytest_args=(), nproc=2, timeout=600, env=None, max_jobs=40, progress=None, tests=None):
     """Returns ({test: (outcome, message)} merged over ranks, log). A job that
     stopped after an engine failure is followed by a fresh job for the tests
     it did not reach."""
     suite = os.path.join(HERE, path)
     results, log = {}, ""
-    for _ in range(max_jobs):
-        deselect = [arg for (cls, name) in results for arg in ("--deselect", f"{suite}::{cls}::{name}")]
+    for job in range(max_jobs):
+        deselect = [arg for (cls, name) in results for arg in ("--deselect", f"{path}::{cls}::{name}")]
         with tempfile.TemporaryDirectory() as result_dir:
-            extra = {"BYTEPS_TIMEOUT": "15", "PYTHONPATH": os.path.join(HERE, "utils")}
+            extra = {"BYTEPS_TIMEOUT": "10", "PYTHONPATH": os.path.join(HERE, "utils")}
             extra.update(env or {})
-            code, job_log = torchrun(os.path.join(HERE, "rank_pytest.py"), [suite, *pytest_args, *deselect],
+            code, job_log = torchrun(os.path.join(HERE, "rank_pytest.py"), [*([f"{suite}::{t}" for t in tests] if tests else [suite]), *pytest_args, *deselect],
                                      nproc=nproc, result_dir=result_dir, env=extra, timeout=timeout)
             log += job_log
             restart = any(name.startswith("restart.") for name in os.listdir(result_dir))
@@ -60,6 +60,9 @@ def run_suite(path, pytest_args=(), nproc=2, timeout=1800, env=None, max_jobs=30
         if not per_rank:
             break
         reached = set().union(*per_rank)
+        if progress:
+            progress(f"{path}: job {job + 1}: {len(reached)} tests reached, "
+                     f"{'restarting after an engine failure' if restart else 'done'}")
         if not reached:
             break
         for test in reached:
@@ -96,7 +99,7 @@ def main():
     args = parser.parse_args()
     status = 0
     for path in args.suites:
-        merged, log = run_suite(path, ["-k", args.k] if args.k else [])
+        merged, log = run_suite(path, ["-k", args.k] if args.k else [], progress=lambda m: print(m, flush=True))
         if merged is None:
             print(f"{path}: no report from every rank\n{log[-4000:]}")
             status = 1
