@@ -4,6 +4,7 @@ but byteps does not.
 
     PYTHONPATH=$PWD python3 tests/torch/upstream/run_conformance.py            # full run
     PYTHONPATH=$PWD python3 tests/torch/upstream/run_conformance.py --subset ci
+    PYTHONPATH=$PWD python3 tests/torch/upstream/run_conformance.py --jobs 8   # on a many-core host
 
 Suites: the DistributedTest suite shipped in the torch wheel (through
 test_distributed_suite.py) and the upstream files stored under pytorch/
@@ -33,6 +34,20 @@ CI_CASES = [
     "pytorch/test_c10d_object_collectives.py::TestObjectCollectivesCPU::test_scatter_object_list_cpu",
     "pytorch/test_c10d_object_collectives.py::TestObjectCollectivesCPU::test_subpg_scatter_object_cpu",
 ]
+
+
+def collect(targets):
+    """The case ids of `targets`, as pytest names them from this folder."""
+    env = dict(os.environ, CONFORMANCE_BACKEND="gloo")
+    env["PYTHONPATH"] = os.pathsep.join([REPO, env.get("PYTHONPATH", "")])
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only",
+                          *targets], cwd=HERE, env=env, capture_output=True, text=True)
+    # pytest names cases from the rootdir (the repository); runs start here.
+    here = os.path.relpath(HERE, REPO) + "/"
+    ids = [line.strip().removeprefix(here) for line in out.stdout.splitlines() if "::" in line]
+    if not ids:
+        raise SystemExit("collected no cases:\n" + out.stdout[-3000:] + out.stderr[-3000:])
+    return ids
 
 
 def start(backend, targets, junit, timeout):
@@ -76,16 +91,25 @@ def main(argv=None):
     parser.add_argument("-k", default=None, help="pytest -k expression to narrow the full run")
     parser.add_argument("--json", default=None, help="write {case: {gloo:, byteps:}} here")
     parser.add_argument("--timeout", type=int, default=300, help="per case, seconds (pytest-timeout)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="split the cases into this many shards, each run on both backends at once")
     args = parser.parse_args(argv)
     targets = CI_CASES if args.subset == "ci" else SUITES + (["-k", args.k] if args.k else [])
-    results = {}
+    # Round-robin shards keep each shard's mix of slow and quick cases alike.
+    shards = [targets] if args.jobs <= 1 else [ids for ids in
+                                               (collect(targets)[j::args.jobs] for j in range(args.jobs)) if ids]
+    results = {"gloo": {}, "byteps": {}}
     with tempfile.TemporaryDirectory() as tmp:
         # Both backends at once (ports and stores are per case): half the wall time.
-        junits = {b: os.path.join(tmp, f"{b}.xml") for b in ("gloo", "byteps")}
-        runs = {b: start(b, targets, junits[b], args.timeout) for b in junits}
-        for backend, proc in runs.items():
+        runs = []
+        for j, shard in enumerate(shards):
+            for backend in results:
+                junit = os.path.join(tmp, f"{backend}.{j}.xml")
+                runs.append((backend, junit, start(backend, shard, junit, args.timeout)))
+        for backend, junit, proc in runs:
             proc.wait()
-            results[backend] = parse(junits[backend])
+            if os.path.exists(junit):
+                results[backend].update(parse(junit))
     cases = sorted(set(results["gloo"]) | set(results["byteps"]))
     table = {c: {b: results[b].get(c, "missing") for b in ("gloo", "byteps")} for c in cases}
     for case, row in table.items():
