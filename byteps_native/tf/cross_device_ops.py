@@ -31,7 +31,6 @@ import tensorflow as tf
 from tensorflow.python.distribute import collective_util
 from tensorflow.python.distribute import cross_device_ops as cross_device_ops_lib
 from tensorflow.python.distribute import cross_device_utils
-from tensorflow.python.distribute import distribute_lib
 from tensorflow.python.distribute import distribute_utils
 from tensorflow.python.distribute import reduce_util
 from tensorflow.python.distribute import values as value_lib
@@ -252,8 +251,8 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
     def _all_reduce(self, reduce_op, value, replica_id, options):
         """All-reduce in a replica context without merge_call (one local replica)."""
         del replica_id
-        context = distribute_lib.get_replica_context()
-        local = context.num_replicas_in_sync // engine.size() if context is not None else 1
+        # Without a strategy (CrossDeviceOps used directly) a process is one replica.
+        local = len(self._strategy_devices) if self._strategy_devices else 1
         if local != 1:
             raise NotImplementedError(
                 f"BytePSOps' merge_call-free all-reduce needs one local replica per process, this "
