@@ -70,6 +70,8 @@ Status ProcessEngine::InitSteps(const bps_init_options* options) {
   const bool have_store = options && options->store;
   std::shared_ptr<Store> store;
   EngineOptions engine_options;
+  engine_options.trace = TraceSettingsFromEnvironment();
+  std::string route_to_scheduler;  // this host's address as the scheduler sees it
   if (have_store) {
     store = AdapterStore(*options->store);
     BPS_RETURN_IF_ERROR(ShareJobSecret(store.get(), &c));
@@ -86,9 +88,13 @@ Status ProcessEngine::InitSteps(const bps_init_options* options) {
     HostPort at{c.root_uri, c.root_port};
     BPS_RETURN_IF_ERROR(TcpStoreClient::Connect(at, c.job_token, Role::kWorker, c.rank(), c.rendezvous_timeout_seconds,
                                                 c.timeout_seconds, &scheduler_client_));
-    engine_options.route_to_scheduler = scheduler_client_->local_address();
+    route_to_scheduler = scheduler_client_->local_address();
     store = std::shared_ptr<Store>(scheduler_client_.get(), [](Store*) {});
     StartAbortWatcher(at, c);
+  }
+
+  if (engine_options.colocated_servers && c.distributed() && c.local_rank == 0) {
+    engine_options.colocated_server_host = ChooseListenHost(c, route_to_scheduler);
   }
 
   std::unique_ptr<transport::Transport> transport;

@@ -108,7 +108,7 @@ Status Engine::StartSteps() {
     }
   }
   if (options_.colocated_servers && c.distributed() && c.num_server == 0 && c.local_rank == 0) {
-    colocated_server_.reset(new Server(c, store_, c.worker_id, ChooseListenHost(c, options_.route_to_scheduler)));
+    colocated_server_.reset(new Server(c, store_, c.worker_id, options_.colocated_server_host));
     BPS_RETURN_IF_ERROR(colocated_server_->Start());
   }
   BPS_RETURN_IF_ERROR(RendezvousWorkers(store_.get(), &config_));
@@ -120,7 +120,7 @@ Status Engine::StartSteps() {
                          : 0);
   last_peer_check_ = Clock::now();
   last_stats_log_ = Clock::now();
-  timeline_.Configure("worker " + std::to_string(rank()), "rank" + std::to_string(rank()));
+  timeline_.Configure("worker " + std::to_string(rank()), "rank" + std::to_string(rank()), options_.trace);
   running_ = true;
   {
     std::lock_guard<std::mutex> lock(submit_mu_);

@@ -141,12 +141,13 @@ struct EngineOptions {
   // Plain torchrun without dedicated servers: local rank 0 of each machine
   // runs that machine's server inside its engine.
   bool colocated_servers = false;
-  // This host's address as the scheduler sees it: where a colocated server
-  // listens when neither DMLC_NODE_HOST nor DMLC_INTERFACE says.
-  std::string route_to_scheduler;
+  // Where a colocated server listens (ChooseListenHost, by the bootstrap).
+  std::string colocated_server_host = "127.0.0.1";
   // The machine-local reduce-scatter / all-gather among local ranks
   // (csrc/local/local_reducer.h), by name.
   std::string local_reducer = "shm";
+  // The timeline (off unless the bootstrap read BYTEPS_TRACE_ON=1).
+  TraceSettings trace;
 };
 
 // One worker rank. Built from a parsed Config, the job's rendezvous Store and
