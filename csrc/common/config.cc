@@ -200,10 +200,16 @@ Status ConfigFromEnvironment(bool require_rendezvous, Config* out) {
   BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_LOCAL_RANK", 0, 255, &c.local_rank));
   BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_PARTITION_BYTES", 1024, int64_t(1) << 32, &c.partition_bytes));
   BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_SCHEDULING_CREDIT", 0, 1 << 20, &c.scheduling_credit));
-  // Summation threads: BytePS's 4 on big hosts; on small ones extra threads
-  // only contend with the I/O threads (measured on 2 cores: 1 is fastest).
-  c.server_engine_threads = std::max(1, std::min(4, static_cast<int>(std::thread::hardware_concurrency()) / 2));
+  // A server's event loops, each receiving and summing on its own core: one
+  // per connection up to half the cores (on 2 cores: 1, which measured
+  // fastest there; loops only start as connections arrive).
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  c.server_engine_threads = std::max(1, std::min(16, cores / 2));
   BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_SERVER_ENGINE_THREAD", 1, 256, &c.server_engine_threads));
+  // Connections (each with its own I/O thread) from a worker to each server:
+  // one per 4 cores, at most 4. Servers do not count them, so processes may
+  // differ.
+  c.connections_per_server = std::max(1, std::min(4, cores / 4));
   BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_TCP_CONNECTIONS", 1, 64, &c.connections_per_server));
   BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_TCP_RCVLOWAT", 0, 64 << 20, &c.tcp_receive_low_water));
   const std::string congestion = ReadString("BYTEPS_TCP_CONGESTION");
