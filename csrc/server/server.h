@@ -80,6 +80,8 @@ class Server : public ConnectionHandler {
   void EngineMain(EngineThread* t);
   void HandlePush(EngineThread* t, PushWork& w);
   void SendError(const std::shared_ptr<Connection>& conn, uint64_t key, uint64_t name_hash, const std::string& msg);
+  // A tensor-scoped error (name_hash) to every worker connection but `except`.
+  void TellEveryone(uint64_t key, uint64_t name_hash, const std::string& msg, Connection* except);
   std::shared_ptr<AlignedBuffer> TakeBuffer(size_t bytes);
   void ReturnBuffer(std::shared_ptr<AlignedBuffer> b);
   std::shared_ptr<Connection> Find(Connection* raw);

@@ -12,7 +12,9 @@
 namespace bps {
 
 constexpr uint32_t kWireMagic = 0x4E535042;  // "BPSN" little-endian
-constexpr uint16_t kWireVersion = 1;
+// 2: the push header carries what every rank must agree on (flags,
+// partition size) and a 32-bit shape signature.
+constexpr uint16_t kWireVersion = 2;
 // Largest data payload accepted from a peer: a partition slice. Bigger frames
 // close the connection (a peer that sends them is broken or hostile).
 constexpr uint64_t kMaxPayloadBytes = uint64_t(1) << 31;
@@ -24,6 +26,13 @@ enum class MessageType : uint16_t {
   kError = 3,     // either way: payload is a UTF-8 message; key 0 = whole job
   kBye = 4,       // worker -> server: orderly shutdown
   kHeartbeat = 5,
+};
+
+// MessageHeader::flags.
+enum WireFlags : uint8_t {
+  kFlagAverage = 1,      // push: the sender averages (else sums) this tensor
+  kFlagAsync = 2,        // push: the sender runs BYTEPS_ENABLE_ASYNC=1
+  kFlagTensorError = 4,  // error: concerns the tensor `name_hash` only, not the job
 };
 
 #pragma pack(push, 1)
@@ -38,10 +47,11 @@ struct MessageHeader {
   uint64_t payload_bytes = 0;
   uint32_t sender_rank = 0;
   uint8_t dtype = 0;
-  uint8_t flags = 0;
+  uint8_t flags = 0;          // WireFlags
   uint16_t num_contributors = 0;  // pushes per round for this key (machines)
-  uint64_t signature = 0;     // hash of the tensor's dtype and shape
-  uint64_t tensor_bytes = 0;  // the whole tensor's size, for mismatch messages
+  uint32_t signature = 0;     // hash of the tensor's dtype, shape and reduce op
+  uint32_t partition_bytes = 0;  // the sender's BYTEPS_PARTITION_BYTES (push)
+  uint64_t tensor_bytes = 0;  // the whole tensor's size
 };
 #pragma pack(pop)
 static_assert(sizeof(MessageHeader) == 64, "wire header must stay 64 bytes");
