@@ -4,6 +4,7 @@
 #   scripts/gpu_suite.sh                 # build + tests + benchmarks
 #   scripts/gpu_suite.sh --no-bench      # build + tests
 #   scripts/gpu_suite.sh --bench-only    # build + benchmarks
+#   scripts/gpu_suite.sh --build-only    # build + info (then run what you need)
 #   GPU_SUITE_PYTEST_ARGS="-k cupy" scripts/gpu_suite.sh --no-bench
 #
 # Logs go to $OUT (the device tool's folder) or out/gpu/. Exits non-zero when
@@ -20,6 +21,7 @@ for arg in "$@"; do
   case "$arg" in
     --no-bench) RUN_BENCH=0 ;;
     --bench-only) RUN_TESTS=0 ;;
+    --build-only) RUN_TESTS=0; RUN_BENCH=0 ;;
     *) echo "unknown option $arg" >&2; exit 2 ;;
   esac
 done

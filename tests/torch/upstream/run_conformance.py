@@ -4,6 +4,7 @@ but byteps does not.
 
     PYTHONPATH=$PWD python3 tests/torch/upstream/run_conformance.py            # full run
     PYTHONPATH=$PWD python3 tests/torch/upstream/run_conformance.py --subset ci
+    PYTHONPATH=$PWD python3 tests/torch/upstream/run_conformance.py --jobs 8   # on a many-core host
 
 Suites: the DistributedTest suite shipped in the torch wheel (through
 test_distributed_suite.py) and the upstream files stored under pytorch/
@@ -35,6 +36,20 @@ CI_CASES = [
 ]
 
 
+def collect(targets):
+    """The case ids of `targets`, as pytest names them from this folder."""
+    env = dict(os.environ, CONFORMANCE_BACKEND="gloo")
+    env["PYTHONPATH"] = os.pathsep.join([REPO, env.get("PYTHONPATH", "")])
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only",
+                          *targets], cwd=HERE, env=env, capture_output=True, text=True)
+    # pytest names cases from the rootdir (the repository); runs start here.
+    here = os.path.relpath(HERE, REPO) + "/"
+    ids = [line.strip().removeprefix(here) for line in out.stdout.splitlines() if "::" in line]
+    if not ids:
+        raise SystemExit("collected no cases:\n" + out.stdout[-3000:] + out.stderr[-3000:])
+    return ids
+
+
 def start(backend, targets, junit, timeout):
     env = dict(os.environ)
     env["CONFORMANCE_BACKEND"] = backend
@@ -46,7 +61,28 @@ def start(backend, targets, junit, timeout):
     if not _has_pytest_timeout():
         cmd.remove("--timeout")
         cmd.remove(str(timeout))
-    return subprocess.Popen(cmd, cwd=HERE, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(cmd, cwd=HERE, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+
+
+def stop_at(deadline, procs):
+    """Past `deadline`, interrupt what still runs: pytest answers SIGINT by
+    writing its report of the cases done so far; then kill what is left."""
+    import signal
+    import time
+
+    while time.monotonic() < deadline and any(p.poll() is None for p in procs):
+        time.sleep(1)
+    for p in procs:
+        if p.poll() is None:
+            os.kill(p.pid, signal.SIGINT)
+    grace = time.monotonic() + 30
+    while time.monotonic() < grace and any(p.poll() is None for p in procs):
+        time.sleep(1)
+    for p in procs:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    return any(p.returncode == -signal.SIGINT or p.returncode == 2 for p in procs)
 
 
 def _has_pytest_timeout():
@@ -60,6 +96,8 @@ def _has_pytest_timeout():
 def parse(junit):
     outcomes = {}
     for case in ET.parse(junit).getroot().iter("testcase"):
+        if not case.get("classname"):
+            continue  # the entry pytest writes for an interrupted session
         name = f"{case.get('classname')}::{case.get('name')}"
         if case.find("failure") is not None or case.find("error") is not None:
             outcomes[name] = "fail"
@@ -76,16 +114,32 @@ def main(argv=None):
     parser.add_argument("-k", default=None, help="pytest -k expression to narrow the full run")
     parser.add_argument("--json", default=None, help="write {case: {gloo:, byteps:}} here")
     parser.add_argument("--timeout", type=int, default=300, help="per case, seconds (pytest-timeout)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="split the cases into this many shards, each run on both backends at once")
+    parser.add_argument("--deadline", type=float, default=None,
+                        help="seconds: interrupt the run then and report the cases done (the rest: missing)")
     args = parser.parse_args(argv)
     targets = CI_CASES if args.subset == "ci" else SUITES + (["-k", args.k] if args.k else [])
-    results = {}
+    # Round-robin shards keep each shard's mix of slow and quick cases alike.
+    shards = [targets] if args.jobs <= 1 else [ids for ids in
+                                               (collect(targets)[j::args.jobs] for j in range(args.jobs)) if ids]
+    results = {"gloo": {}, "byteps": {}}
     with tempfile.TemporaryDirectory() as tmp:
         # Both backends at once (ports and stores are per case): half the wall time.
-        junits = {b: os.path.join(tmp, f"{b}.xml") for b in ("gloo", "byteps")}
-        runs = {b: start(b, targets, junits[b], args.timeout) for b in junits}
-        for backend, proc in runs.items():
+        runs = []
+        for j, shard in enumerate(shards):
+            for backend in results:
+                junit = os.path.join(tmp, f"{backend}.{j}.xml")
+                runs.append((backend, junit, start(backend, shard, junit, args.timeout)))
+        if args.deadline:
+            import time
+
+            if stop_at(time.monotonic() + args.deadline, [proc for _, _, proc in runs]):
+                print(f"interrupted at the {args.deadline:.0f} s deadline: cases not reached show as missing")
+        for backend, junit, proc in runs:
             proc.wait()
-            results[backend] = parse(junits[backend])
+            if os.path.exists(junit):
+                results[backend].update(parse(junit))
     cases = sorted(set(results["gloo"]) | set(results["byteps"]))
     table = {c: {b: results[b].get(c, "missing") for b in ("gloo", "byteps")} for c in cases}
     for case, row in table.items():
