@@ -35,7 +35,10 @@ enum WireFlags : uint8_t {
   kFlagTensorError = 4,  // error: concerns the tensor `name_hash` only, not the job
 };
 
-#pragma pack(push, 1)
+// Every field sits at a multiple of its size, so the layout has no padding
+// without packing; not packed, so the header is 8-byte aligned wherever it is
+// kept and references to its fields are aligned (UBSan reported misaligned
+// binding of `key` when the struct was packed and placed at an odd address).
 struct MessageHeader {
   uint32_t magic = kWireMagic;
   uint16_t version = kWireVersion;
@@ -53,8 +56,10 @@ struct MessageHeader {
   uint32_t partition_bytes = 0;  // the sender's BYTEPS_PARTITION_BYTES (push)
   uint64_t tensor_bytes = 0;  // the whole tensor's size
 };
-#pragma pack(pop)
 static_assert(sizeof(MessageHeader) == 64, "wire header must stay 64 bytes");
+static_assert(offsetof(MessageHeader, key) == 8 && offsetof(MessageHeader, payload_bytes) == 32 &&
+                  offsetof(MessageHeader, num_contributors) == 46 && offsetof(MessageHeader, tensor_bytes) == 56,
+              "wire header fields moved: the layout is the wire format");
 
 // Checks everything that can be checked without context. Returns a message
 // naming the problem (never throws, never allocates beyond the message).
