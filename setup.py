@@ -21,13 +21,19 @@ BYTEPS_WITH_PYTORCH / BYTEPS_WITH_TENSORFLOW: 0 skips an adapter (a quick
 engine-only rebuild), 1 makes a missing framework an error.
 
 Rebuilds are incremental (build_tools/cache.py): a second install of an
-unchanged tree compiles nothing.
+unchanged tree, or of a fresh clone of it, compiles nothing. The cache is
+keyed by content: ~/.cache/byteps-native, or $BYTEPS_BUILD_CACHE.
 
 GPU build: when a CUDA toolkit (BYTEPS_CUDA_HOME, else `nvcc` on PATH) and
 NCCL (BYTEPS_NCCL_HOME, else the nvidia-nccl-cu* package torch uses) are both
 found, csrc/gpu is compiled into the same engine library with -DBPS_WITH_CUDA.
 BYTEPS_WITH_CUDA=0 forces the CPU-only build, =1 makes a missing toolkit or
 NCCL an error.
+
+Compilers: CC/CXX as usual; BYTEPS_CC/BYTEPS_CXX override them for this build
+(engine and extensions). A compiler that links libstdc++ statically is refused
+before anything compiles, and every linked library is checked for the shared
+C++ runtime (build_tools/cxx_runtime.py says why).
 """
 import glob
 import os
@@ -40,18 +46,26 @@ from setuptools.command.build_ext import build_ext
 ROOT = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, ROOT)  # build_tools/, also when a PEP 517 backend runs this file
 
-from build_tools import cache, frameworks  # noqa: E402
+from build_tools import cache, cxx_runtime, frameworks  # noqa: E402
 
 CSRC = os.path.join(ROOT, "csrc")
 # csrc/ folders that are not part of the engine library: adapters, the GPU
 # engine part (added only in the CUDA build), fuzz drivers and C++ tests.
 ADAPTER_DIRS = {"torch", "tf", "python", "gpu", "fuzz", "test", "tests"}
+# BYTEPS_CC/BYTEPS_CXX win over an environment's CC/CXX (setuptools reads
+# these for the Python extensions, the engine build reads CXX).
+for _ours, _theirs in (("BYTEPS_CC", "CC"), ("BYTEPS_CXX", "CXX")):
+    if os.environ.get(_ours):
+        os.environ[_theirs] = os.environ[_ours]
 CXX = os.environ.get("CXX", "g++")
 OPT = ["-O3", "-g1"] if os.environ.get("BYTEPS_DEBUG_BUILD") != "1" else ["-O0", "-g"]
 ENGINE_FLAGS = ["-std=c++17", "-fPIC", "-pthread", "-fvisibility=hidden", "-Wall", "-Wextra",
                 "-Wno-unused-parameter", "-march=x86-64-v2", "-I" + CSRC] + OPT
 ENGINE_LIBS = ["-pthread", "-lrt"]
-CACHE = os.path.join(ROOT, "build")
+# Build cache (build_tools/cache.py), keyed by content and shared by every
+# clone and build of this user: $BYTEPS_BUILD_CACHE, else ~/.cache/byteps-native.
+CACHE = os.environ.get("BYTEPS_BUILD_CACHE") or os.path.join(
+    os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "byteps-native")
 VERSION = "0.1.0"
 
 
@@ -106,6 +120,7 @@ class BuildAll(build_ext):
         lib_dir = os.path.join(package_dir, "lib")
         os.makedirs(lib_dir, exist_ok=True)
         objects_dir = os.path.join(CACHE, "objects")
+        cxx_runtime.probe_compiler(CXX, CACHE)  # seconds, before minutes of compiling
 
         sources = engine_sources()
         cuda = frameworks.cuda_config([TORCH.site_dir] if TORCH else [])
@@ -120,6 +135,7 @@ class BuildAll(build_ext):
         engine_so = os.path.join(lib_dir, "libbyteps_engine.so")
         subprocess.check_call([CXX, "-shared", "-o", engine_so] + objects + libs +
                               ["-Wl,-soname,libbyteps_engine.so"])
+        cxx_runtime.require_shared_runtime(engine_so, CXX)
         for ext in self.extensions:
             ext.library_dirs.append(lib_dir)
             if ext.name == "byteps_native.torch._c10d" and cuda and TORCH_HAS_CUDA:
@@ -130,6 +146,8 @@ class BuildAll(build_ext):
         self._build_tf_ops(package_dir, lib_dir, objects_dir)
         self._write_build_record(package_dir, cuda)
         super().run()
+        for ext in self.extensions:
+            cxx_runtime.require_shared_runtime(self.get_ext_fullpath(ext.name), os.environ.get("CXX", CXX))
 
     def build_extension(self, ext):
         target = self.get_ext_fullpath(ext.name)
@@ -160,6 +178,7 @@ class BuildAll(build_ext):
         out = os.path.join(package_dir, "tf", "libbyteps_tf_ops.so")
         subprocess.check_call([CXX, "-shared", "-o", out] + objects + link_flags +
                               ["-L" + lib_dir, "-lbyteps_engine", "-Wl,-rpath,$ORIGIN/../lib"])
+        cxx_runtime.require_shared_runtime(out, CXX)
         self._tf_version = tf.version
 
     def _write_build_record(self, package_dir, cuda):
@@ -172,8 +191,12 @@ class BuildAll(build_ext):
             scope = {}
             exec(open(path).read(), scope)
             previous = scope.get("BUILD", {})
+        built = {"torch": glob.glob(os.path.join(package_dir, "torch", "_c10d*.so")),
+                 "tensorflow": glob.glob(os.path.join(package_dir, "tf", "libbyteps_tf_ops.so"))}
         for adapter, variable in (("torch", "BYTEPS_WITH_PYTORCH"), ("tensorflow", "BYTEPS_WITH_TENSORFLOW")):
-            if _wanted(variable) == "0":
+            # Only while that adapter's library is still there (an in-place
+            # tree); a wheel's fresh build folder has none.
+            if _wanted(variable) == "0" and built[adapter]:
                 record[adapter] = previous.get(adapter)
         with open(path, "w") as f:
             f.write('"""Written by setup.py at build time."""\nBUILD = ' + repr(record) + "\n")

@@ -162,7 +162,22 @@ WORKER_ENV = {"OMP_NUM_THREADS": "4", "NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_D
               "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
 
+# NCCL's socket transport tuned for fast links (issue 14's "NCCL tuned"):
+# more threads and sockets per peer than its defaults.
+NCCL_TUNED_ENV = {"NCCL_SOCKET_NTHREADS": "4", "NCCL_NSOCKS_PERTHREAD": "4"}
+
+
+def _backend_env(backend, args):
+    """Extra environment of one run: the tuned NCCL variables, or --byteps-env."""
+    if backend == "nccl_tuned":
+        return dict(NCCL_TUNED_ENV)
+    if backend == "byteps":
+        return dict(kv.split("=", 1) for kv in args.byteps_env)
+    return {}
+
+
 def _worker_args(model, backend, args):
+    backend = "nccl" if backend == "nccl_tuned" else backend
     return [os.path.abspath(__file__), "--worker", "--model", model, "--backend", backend,
             "--steps", str(args.steps), "--warmup", str(args.warmup), "--batch", str(args.batch),
             "--hook", args.hook]
@@ -197,7 +212,7 @@ def run_config(model, backend, args, gpus):
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(args.machines), "--node_rank", str(m),
                "--nproc_per_node", str(per_machine), "--master_addr", "127.0.0.1", "--master_port", str(port),
                *_worker_args(model, backend, args)]
-        menv = dict(env, BENCH_GPU_OFFSET=str(m * per_machine))
+        menv = dict(env, BENCH_GPU_OFFSET=str(m * per_machine), **_backend_env(backend, args))
         if args.machines > 1:
             menv["NCCL_HOSTID"] = f"bench-machine-{m}"
         procs.append(subprocess.Popen(cmd, env=menv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
@@ -233,16 +248,23 @@ def run_config_shaped(cluster, model, backend, args, gpus):
                                     dict(dmlc, DMLC_ROLE="scheduler")))
         for s, host in enumerate(servers):
             others.append(cluster.start(host, f"{port}-server{s}", [sys.executable, "-m", "byteps_native.server"],
-                                        dict(dmlc, DMLC_ROLE="server")))
+                                        dict(dmlc, DMLC_ROLE="server", **_backend_env(backend, args))))
     for m, host in enumerate(machines):
         for local in range(L):
             env = dict(WORKER_ENV, RANK=m * L + local, WORLD_SIZE=M * L, LOCAL_RANK=local, LOCAL_WORLD_SIZE=L,
                        MASTER_ADDR=machines[0].address, MASTER_PORT=port + 1000, BENCH_GPU_OFFSET=m * L)
+            # Each machine is its own namespace with its own loopback: every
+            # socket between machines must use eth0. NCCL (the NCCL backend,
+            # and the byteps backend's NCCL delegate for DDP's broadcasts)
+            # must also know the machines are separate hosts, else it tries
+            # shared-memory paths across namespaces; the byteps backend's gloo
+            # delegate would otherwise bind to 127.0.0.1 (connection refused).
+            env.update(NCCL_HOSTID=f"bench-machine-{m}", NCCL_SOCKET_IFNAME="eth0", NCCL_IB_DISABLE=1,
+                       GLOO_SOCKET_IFNAME="eth0")
             if backend == "byteps":
                 env.update(dmlc, DMLC_ROLE="worker", DMLC_WORKER_ID=m, BYTEPS_LOCAL_RANK=local,
                            BYTEPS_LOCAL_SIZE=L)
-            else:
-                env.update(NCCL_HOSTID=f"bench-machine-{m}", NCCL_SOCKET_IFNAME="eth0", NCCL_IB_DISABLE=1)
+            env.update(_backend_env(backend, args))
             workers.append(cluster.start(host, f"{port}-{backend}-m{m}g{local}",
                                          [sys.executable, *_worker_args(model, backend, args)], env))
     before = cluster.link_stats()
@@ -279,6 +301,10 @@ def main():
     parser.add_argument("--batch", type=int, default=0, help="per GPU; default 128 (ResNet-50), 8 x 512 tokens (BERT)")
     parser.add_argument("--repeats", type=int, default=1, help="alternating nccl/byteps runs per model")
     parser.add_argument("--byteps-only", action="store_true", help="skip the NCCL runs (e.g. GPUs shared)")
+    parser.add_argument("--nccl-tuned", action="store_true", help="also run NCCL with NCCL_SOCKET_NTHREADS=4 "
+                        "NCCL_NSOCKS_PERTHREAD=4 (its socket transport tuned for fast links)")
+    parser.add_argument("--byteps-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="extra environment for the byteps workers and servers (repeatable)")
     parser.add_argument("--shaped", metavar="RATE", help="emulated machines in network namespaces, links "
                         "shaped to RATE (tc syntax, e.g. 25gbit; 'none' = namespaces, no shaping); needs root")
     parser.add_argument("--burst", default="32mbit", help="tbf bucket with --shaped (>= rate/1000)")
@@ -315,6 +341,9 @@ def main():
                 run = (lambda b: run_config_shaped(cluster, model, b, args, gpus)) if cluster else \
                     (lambda b: run_config(model, b, args, gpus))
                 nccl = None if args.byteps_only else run("nccl")
+                if nccl:  # printed at once: a failing byteps run must not lose it
+                    print(f"{'':<11} nccl {nccl['samples_per_s']:.1f} samples/s", flush=True)
+                tuned = run("nccl_tuned") if args.nccl_tuned and not args.byteps_only else None
                 byteps = run("byteps")
                 ratio = byteps["samples_per_s"] / nccl["samples_per_s"] if nccl else float("nan")
                 pinned = max(byteps["pinned_staging_bytes_per_machine"]) / 1e6
@@ -322,7 +351,17 @@ def main():
                       f"{nccl['samples_per_s'] if nccl else float('nan'):>15.1f} "
                       f"{byteps['samples_per_s']:>17.1f} {ratio:>11.3f} {pinned:>17.1f}", flush=True)
                 gb = lambda r, k: max(r[k]) / 1e9 if r else float("nan")  # noqa: E731
+                if tuned:
+                    print(f"{'':<11} nccl tuned ({' '.join(k + '=' + v for k, v in NCCL_TUNED_ENV.items())}): "
+                          f"{tuned['samples_per_s']:.1f} samples/s; byteps / nccl tuned "
+                          f"{byteps['samples_per_s'] / tuned['samples_per_s']:.3f}", flush=True)
                 if cluster:
+                    # Per machine, each way: link bytes per step x steps per second.
+                    def rate(r):
+                        return max(r["machine_tx_bytes_per_step"]) / r["step_ms"] / 1e6 if r else float("nan")
+                    print(f"{'':<11} link GB/s per machine (tx): nccl {rate(nccl):.2f}"
+                          + (f", nccl tuned {rate(tuned):.2f}" if tuned else "") + f", byteps {rate(byteps):.2f}",
+                          flush=True)
                     print(f"{'':<11} link GB/step per machine (tx, rx): nccl {gb(nccl, 'machine_tx_bytes_per_step'):.3f}, "
                           f"{gb(nccl, 'machine_rx_bytes_per_step'):.3f}; byteps "
                           f"{gb(byteps, 'machine_tx_bytes_per_step'):.3f}, {gb(byteps, 'machine_rx_bytes_per_step'):.3f}; "
@@ -330,7 +369,8 @@ def main():
                 print(f"{'':<11} pinned staging per machine {pinned:.1f} MB = "
                       f"{pinned * 1e6 / (byteps['gradient_bytes'] or 1):.3f} x the gradient bytes", flush=True)
                 rows.append({"model": model, "repeat": rep, "hook": args.hook, "gpus": gpus, "machines": args.machines,
-                             "shaped": args.shaped, "nccl": nccl, "byteps": byteps, "ratio": ratio})
+                             "shaped": args.shaped, "nccl": nccl, "nccl_tuned": tuned, "byteps": byteps, "ratio": ratio,
+                             "byteps_env": args.byteps_env})
     finally:
         if cluster:
             cluster.teardown()

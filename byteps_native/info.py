@@ -40,6 +40,28 @@ def _adapter_line(framework, module, subdir, load):
     return f"{framework} adapter: loads into {framework} {install_facts.installed_version(framework)}"
 
 
+def _why_no_core(error):
+    """Python says "partially initialized module ... circular import" for a
+    missing extension module; say what is missing instead."""
+    if not glob.glob(os.path.join(install_facts.PACKAGE_DIR, "core", "_core*.so")):
+        return f"no compiled core module (_core*.so) in {os.path.join(install_facts.PACKAGE_DIR, 'core')}"
+    return f"{type(error).__name__}: {error}"
+
+
+def _shadowed_install():
+    """Where an installed byteps-native lives when it is not the package running
+    (the source tree's own egg-info may be found first: look at every one)."""
+    try:
+        from importlib import metadata
+        found = [os.path.realpath(str(d.locate_file("byteps_native")))
+                 for d in metadata.distributions(name="byteps-native")]
+    except Exception:  # noqa: BLE001 (a broken install must not break a diagnostic)
+        return None
+    running = os.path.realpath(install_facts.PACKAGE_DIR)
+    others = [path for path in found if path != running and os.path.isdir(path)]
+    return os.path.dirname(others[0]) if others else None
+
+
 def report(load=False):
     lines = [f"byteps-native {__import__('byteps_native').__version__} (python {sys.version.split()[0]}, "
              f"{install_facts.PACKAGE_DIR})"]
@@ -47,7 +69,12 @@ def report(load=False):
         from byteps_native.core import _core
         lines.append("engine: " + _core.build_info())
     except Exception as e:  # noqa: BLE001
-        lines.append(f"engine: NOT BUILT ({e}); run: {install_facts.rebuild_command()}")
+        lines.append(f"engine: NOT BUILT ({_why_no_core(e)}); run: {install_facts.rebuild_command()}")
+        shadowed = _shadowed_install()
+        if shadowed:
+            lines.append(f"note: this is the source tree in {os.path.dirname(install_facts.PACKAGE_DIR)}, which "
+                         f"Python imports from the current folder ahead of the byteps-native installed in "
+                         f"{shadowed}; run from another folder to use the installed one")
     for framework, module, subdir in FRAMEWORKS:
         lines.append(f"{framework} installed: {install_facts.installed_version(framework) or 'no'}")
     for framework, module, subdir in FRAMEWORKS:

@@ -6,7 +6,7 @@ BytePS mode (one invocation per machine and role, configured by DMLC_* env):
     DMLC_ROLE=worker    bpslaunch -- python train.py     # BYTEPS_LOCAL_SIZE processes
 
 Local mode (scheduler, servers and workers on this machine):
-    bpslaunch --local-workers 2 --servers 1 -- python train.py
+    bpslaunch --local-workers 2 -- python train.py
     bpslaunch --machines 2 --local-workers 2 --servers 2 -- python train.py  # emulated machines
 
 A child that fails ends the job: the others are stopped and bpslaunch exits
@@ -205,6 +205,9 @@ def run_local_mode(args, command):
     distributed = args.machines > 1 or args.force_distributed
     if distributed and args.servers == 0:
         raise LaunchError(f"--machines {args.machines} needs --servers >= 1")
+    if args.servers and not distributed:
+        print(f"bpslaunch: --servers {args.servers} ignored: one machine reduces through shared memory and starts "
+              "no server (--machines >= 2 or --force-distributed use them)", file=sys.stderr, flush=True)
     base = dict(os.environ)
     base.update({
         "DMLC_NUM_WORKER": str(args.machines),

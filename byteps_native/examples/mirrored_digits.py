@@ -5,6 +5,12 @@ Each process is one "machine": its MirroredStrategy mirrors the model over its
 local devices (here logical CPU devices), BytePSOps sums gradients over those
 devices and then over all processes through the byteps-native engine.
 
+Written as TensorFlow's tutorials write it for MultiWorkerMirroredStrategy:
+every process builds the same dataset of the whole training set, batched by
+the global batch (per-replica batch x strategy.num_replicas_in_sync), and
+strategy.experimental_distribute_dataset shards it over the processes and
+splits each global batch over the replicas.
+
 One machine, one process with 2 logical CPU devices:
     bpslaunch --local-workers 1 -- python -m byteps_native.examples.mirrored_digits
 Two machines emulated on this host (2 processes x 2 logical CPU devices):
@@ -23,7 +29,7 @@ def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--logical-devices", type=int, default=2, help="logical CPU devices per process")
     parser.add_argument("--epochs", type=int, default=5)
-    parser.add_argument("--batch-size", type=int, default=64, help="per process, split over its devices")
+    parser.add_argument("--batch-size", type=int, default=32, help="per replica (global batch = this x replicas)")
     parser.add_argument("--lr", type=float, default=0.05)
     return parser.parse_args()
 
@@ -35,15 +41,16 @@ def configure_devices(count):
     return [d.name for d in tf.config.list_logical_devices("CPU")]
 
 
-def load_shard(rank, size):
+def load_digits_split():
+    """The same train/test split on every process."""
     from sklearn.datasets import load_digits
     digits = load_digits()
     x = (digits.data / 16.0).astype(np.float32)
     y = digits.target.astype(np.int32)
-    order = np.random.default_rng(0).permutation(len(x))  # same on every process
+    order = np.random.default_rng(0).permutation(len(x))
     x, y = x[order], y[order]
     split = int(0.8 * len(x))
-    return (x[:split][rank::size], y[:split][rank::size]), (x[split:], y[split:])
+    return (x[:split], y[:split]), (x[split:], y[split:])
 
 
 def main():
@@ -55,7 +62,8 @@ def main():
 
     strategy = tf.distribute.MirroredStrategy(devices=devices, cross_device_ops=bps.BytePSOps())
     rank, size = bps.rank(), bps.size()
-    (x_train, y_train), (x_test, y_test) = load_shard(rank, size)
+    (x_train, y_train), (x_test, y_test) = load_digits_split()
+    global_batch = args.batch_size * strategy.num_replicas_in_sync
 
     with strategy.scope():
         model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(128, activation="relu"),
@@ -69,15 +77,17 @@ def main():
 
     if rank == 0:
         print(f"{size} process(es) x {len(devices)} devices = {strategy.num_replicas_in_sync} replicas; "
-              f"global batch {args.batch_size * size}")
-    # Each process feeds its own shard, batched per process; MirroredStrategy
-    # splits every batch over the local devices. Every process must run the
-    # same number of steps, hence drop_remainder.
+              f"global batch {global_batch}")
+    # The whole training set in global batches, shuffled alike on every process
+    # (same seed); the strategy gives each process its share of every global
+    # batch and each replica global_batch / num_replicas_in_sync rows. The
+    # processes agree on the last, partial batch.
     train = (tf.data.Dataset.from_tensor_slices((x_train, y_train))
-             .shuffle(len(x_train), seed=rank, reshuffle_each_iteration=True)
-             .batch(args.batch_size, drop_remainder=True).prefetch(2))
-    steps = len(x_train) // args.batch_size
-    progress = Progress(args.epochs, steps, args.batch_size * size, enabled=rank == 0)
+             .shuffle(len(x_train), seed=0, reshuffle_each_iteration=True)
+             .batch(global_batch).prefetch(2))
+    train = strategy.experimental_distribute_dataset(train)
+    steps = -(-len(x_train) // global_batch)
+    progress = Progress(args.epochs, steps, global_batch, enabled=rank == 0)
 
     class ProgressLines(keras.callbacks.Callback):
         def on_epoch_begin(self, epoch, logs=None):

@@ -28,9 +28,9 @@ constructing BytePSOps adjusts MirroredStrategy, and docs/tf.md for limits:
   the engine takes one submission per name and process.
 """
 import tensorflow as tf
+from tensorflow.python.distribute import collective_util
 from tensorflow.python.distribute import cross_device_ops as cross_device_ops_lib
 from tensorflow.python.distribute import cross_device_utils
-from tensorflow.python.distribute import distribute_lib
 from tensorflow.python.distribute import distribute_utils
 from tensorflow.python.distribute import reduce_util
 from tensorflow.python.distribute import values as value_lib
@@ -60,10 +60,24 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
     Constructing it initialises the engine from the BytePS environment
     (idempotent) and installs the MirroredStrategy routing of
     mirrored_routing.py.
+
+    communication_options: a ``tf.distribute.experimental.CommunicationOptions``
+    whose ``timeout_seconds`` applies to every collective (as MWMS's
+    constructor argument of that name); options passed to one call override
+    it. A collective that does not complete in time fails with
+    ``DeadlineExceededError`` naming the tensors it waited for, on every
+    process that called it. Other fields are ignored (BytePS has its own
+    fusion and priorities).
     """
 
-    def __init__(self):
+    def __init__(self, communication_options=None):
         super().__init__()
+        if communication_options is None:
+            communication_options = collective_util.Options()
+        if not isinstance(communication_options, collective_util.Options):
+            raise ValueError("communication_options must be a tf.distribute.experimental.CommunicationOptions, "
+                             f"got {communication_options!r}")
+        self._options = communication_options
         self._strategy_devices = ()
         engine.init()
         from byteps_native.tf import mirrored_routing  # imports this module
@@ -108,7 +122,12 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
         """Called when a MirroredStrategy adopts these ops."""
         self._strategy_devices = tuple(devices)
 
-    def _reduce_pairs(self, reduce_op, value_destination_pairs, label):
+    def _timeout(self, options):
+        """timeout_seconds of this call: the call's options, else the constructor's."""
+        merged = self._options.merge(options) if options is not None else self._options
+        return merged.timeout_seconds or 0
+
+    def _reduce_pairs(self, reduce_op, value_destination_pairs, label, options=None):
         if reduce_op not in (reduce_util.ReduceOp.SUM, reduce_util.ReduceOp.MEAN):
             raise ValueError(f"BytePSOps supports ReduceOp.SUM and ReduceOp.MEAN, got {reduce_op}")
         replica_counts = {len(_local_values(v)) for v, _ in value_destination_pairs}
@@ -124,20 +143,21 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
             is_sparse = any(isinstance(v, tf.IndexedSlices) for v in _local_values(value))
             (sparse if is_sparse else dense).append((index, value, _hint(destinations, index)))
         results = [None] * len(value_destination_pairs)
+        timeout = self._timeout(options)
         with tf.device(self._host()):
             local_sums = []
             for _, value, _ in dense:
                 parts = [tf.convert_to_tensor(v) for v in _local_values(value)]
                 local_sums.append(parts[0] if len(parts) == 1 else tf.math.add_n(parts))
             reduced = fusion.push_pull_many(local_sums, label, [h for _, _, h in dense], divisor,
-                                            device=self._host())
+                                            device=self._host(), timeout_seconds=timeout)
             for (index, _, _), r in zip(dense, reduced):
                 results[index] = r
             for index, value, hint in sparse:
-                results[index] = self._all_gather_indexed_slices(value, divisor, f"{label}.sparse", hint)
+                results[index] = self._all_gather_indexed_slices(value, divisor, f"{label}.sparse", hint, timeout)
         return [self._mirror(r, d, v) for r, (v, d) in zip(results, value_destination_pairs)]
 
-    def _all_gather_indexed_slices(self, value, divisor, label, hint):
+    def _all_gather_indexed_slices(self, value, divisor, label, hint, timeout):
         """The sum of IndexedSlices as MWMS forms it: every replica's indices and
         values concatenated (rank 0's replicas first), values / divisor for MEAN."""
         parts = [v if isinstance(v, tf.IndexedSlices) else _dense_as_slices(v) for v in _local_values(value)]
@@ -145,13 +165,13 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
             raise ValueError("BytePSOps cannot reduce IndexedSlices without dense_shape")
         indices = tf.concat([tf.cast(p.indices, tf.int64) for p in parts], 0)
         values = tf.concat([p.values for p in parts], 0)
-        gathered_indices, gathered_values = self._all_gather_rows([indices, values], label, hint)
+        gathered_indices, gathered_values = self._all_gather_rows([indices, values], label, hint, timeout=timeout)
         if divisor != 1:
             gathered_values = fusion.divide(gathered_values, divisor)
         return tf.IndexedSlices(gathered_values, tf.cast(gathered_indices, parts[0].indices.dtype),
                                 parts[0].dense_shape)
 
-    def _all_gather_rows(self, tensors, label, hint, original_shape=None, axis=0):
+    def _all_gather_rows(self, tensors, label, hint, original_shape=None, axis=0, timeout=0):
         """Concatenate along axis 0 every process's `tensors` (which share their
         leading length), rank 0 first. Two engine calls: every process's length,
         rank, dtype and dimensions, then each process's rows placed at its offset
@@ -169,7 +189,8 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
             tf.shape(first, out_type=tf.int64)[:1],
             tf.pad(shape, [[0, _MAX_GATHER_RANK - first.shape.rank]], constant_values=-1)], 0)
         slot = tf.one_hot(rank, size, dtype=tf.int64)[:, None] * meta[None, :]
-        (all_meta,) = fusion.push_pull_many([slot], label, [f"{hint}.shapes"], device=self._host())
+        (all_meta,) = fusion.push_pull_many([slot], label, [f"{hint}.shapes"], device=self._host(),
+                                            timeout_seconds=timeout)
         check = _assert_same_shapes(all_meta, axis)
         with tf.control_dependencies([check]):
             lengths = tf.identity(all_meta[:, 2])
@@ -184,18 +205,16 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
             paddings[0] = [offset, after]
             padded.append(tf.pad(t, tf.cast(paddings, tf.int64)))
         gathered = fusion.push_pull_many(padded, label, [f"{hint}.rows{i}" for i in range(len(padded))],
-                                         device=self._host())
+                                         device=self._host(), timeout_seconds=timeout)
         return [tf.cast(g, d) if d == tf.bool else g for g, d in zip(gathered, casts)]
 
     # -- CrossDeviceOps ------------------------------------------------------
 
     def reduce_implementation(self, reduce_op, per_replica_value, destinations, options):
-        del options  # fusion and priorities are BytePS's own
-        return self._reduce_pairs(reduce_op, [(per_replica_value, destinations)], "reduce")[0]
+        return self._reduce_pairs(reduce_op, [(per_replica_value, destinations)], "reduce", options)[0]
 
     def batch_reduce_implementation(self, reduce_op, value_destination_pairs, options):
-        del options
-        return self._reduce_pairs(reduce_op, list(value_destination_pairs), "batch_reduce")
+        return self._reduce_pairs(reduce_op, list(value_destination_pairs), "batch_reduce", options)
 
     def broadcast_implementation(self, tensor, destinations):
         """Every process receives rank 0's `tensor` (root's value + zeros, summed)."""
@@ -206,13 +225,12 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
                 value = tf.cast(value, tf.uint8)
             contribution = value if engine.rank() == 0 else tf.zeros_like(value)
             (result,) = fusion.push_pull_many([contribution], "bps.tf.broadcast", ["value"],
-                                              device=self._host())
+                                              device=self._host(), timeout_seconds=self._timeout(None))
             result = tf.cast(result, original_dtype) if original_dtype == tf.bool else result
         return self._mirror(result, destinations, tensor)  # one device: the tensor itself
 
     def _gather_implementation(self, per_replica_value, destinations, axis, options):
         """Concatenate along `axis` the local replicas of rank 0, then rank 1, ..."""
-        del options
         with tf.device(self._host()):
             parts = [tf.convert_to_tensor(v) for v in _local_values(per_replica_value)]
             local = parts[0] if len(parts) == 1 else tf.concat(parts, axis)
@@ -224,16 +242,17 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
             axis = axis % ndim
             moved = local if axis == 0 else tf.experimental.numpy.moveaxis(local, axis, 0)
             (gathered,) = self._all_gather_rows([moved], "bps.tf.gather", f"axis{axis}",
-                                                original_shape=tf.shape(local, out_type=tf.int64), axis=axis)
+                                                original_shape=tf.shape(local, out_type=tf.int64), axis=axis,
+                                                timeout=self._timeout(options))
             if axis != 0:
                 gathered = tf.experimental.numpy.moveaxis(gathered, 0, axis)
         return self._mirror(gathered, destinations, per_replica_value)
 
     def _all_reduce(self, reduce_op, value, replica_id, options):
         """All-reduce in a replica context without merge_call (one local replica)."""
-        del replica_id, options
-        context = distribute_lib.get_replica_context()
-        local = context.num_replicas_in_sync // engine.size() if context is not None else 1
+        del replica_id
+        # Without a strategy (CrossDeviceOps used directly) a process is one replica.
+        local = len(self._strategy_devices) if self._strategy_devices else 1
         if local != 1:
             raise NotImplementedError(
                 f"BytePSOps' merge_call-free all-reduce needs one local replica per process, this "
@@ -242,7 +261,7 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
                 f"per process.")
         flat = nest.flatten(value, expand_composites=False)
         device = flat[0].device if flat and getattr(flat[0], "device", "") else self._host()
-        reduced = self._reduce_pairs(reduce_op, [(v, device) for v in flat], "all_reduce")
+        reduced = self._reduce_pairs(reduce_op, [(v, device) for v in flat], "all_reduce", options)
         return nest.pack_sequence_as(value, reduced, expand_composites=False)
 
 

@@ -73,13 +73,14 @@ def _make_buckets(tensors, limit):
     return buckets
 
 
-def push_pull_many(tensors, label, hints=None, divisor=1, device="/cpu:0"):
+def push_pull_many(tensors, label, hints=None, divisor=1, device="/cpu:0", timeout_seconds=None):
     """Sum every tensor across all processes, then divide by `divisor`.
 
     tensors: dense tensors or IndexedSlices (densified). label: what the call
     site is (part of every engine name). hints: per-tensor stable descriptions
     (variable paths); default their positions. divisor == engine size uses the
-    engine's own average. Returns dense tensors in input order.
+    engine's own average. timeout_seconds: see ops.push_pull_list. Returns
+    dense tensors in input order.
     """
     if not tensors:
         return []
@@ -89,21 +90,23 @@ def push_pull_many(tensors, label, hints=None, divisor=1, device="/cpu:0"):
         for t, hint in zip(dense, hints):
             check_dtype(t.dtype, f"'{hint}'")
         buckets = _make_buckets(dense, fusion_bytes())
+        sized = naming.sizes_in_names()
         payloads, names = [], []
         for members in buckets:
             if len(members) == 1:
                 t = dense[members[0]]
                 payloads.append(t)
-                names.append(naming.unique(f"{label}/{hints[members[0]]}:{naming.describe(t.dtype, t.shape)}"))
+                size = f":{naming.describe(t.dtype, t.shape)}" if sized else ""
+                names.append(naming.unique(f"{label}/{hints[members[0]]}{size}"))
             else:
                 flat = tf.concat([tf.reshape(dense[i], [-1]) for i in members], axis=0)
                 payloads.append(flat)
                 first, last = hints[members[0]], hints[members[-1]]
-                names.append(naming.unique(
-                    f"{label}/fused:{first}..{last}:{len(members)}x:{naming.describe(flat.dtype, flat.shape)}"))
+                size = f":{naming.describe(flat.dtype, flat.shape)}" if sized else f":{flat.dtype.name}"
+                names.append(naming.unique(f"{label}/fused:{first}..{last}:{len(members)}x{size}"))
         engine_average = divisor != 1 and divisor == engine.size()
         reduced = push_pull_list(payloads, names, priorities=[-k for k in range(len(buckets))],
-                                 average=engine_average)
+                                 average=engine_average, timeout_seconds=timeout_seconds)
         results = [None] * len(dense)
         for members, out in zip(buckets, reduced):
             if not engine_average:

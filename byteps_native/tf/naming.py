@@ -12,6 +12,7 @@ names. Eager ops run one after another, so an eager name needs no suffix:
 repeated submissions of one name are served as successive rounds.
 """
 import collections
+import os
 import re
 import threading
 import weakref
@@ -29,6 +30,25 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.,:/\[\]\-]")
 def sanitize(text):
     """Make `text` safe and readable inside an engine name."""
     return _UNSAFE.sub("_", str(text))
+
+
+def sizes_in_names():
+    """Whether engine names must carry a tensor's dtype and shape.
+
+    With one process per machine (every BytePSOps job) they must not: the
+    servers then see every process push the same name, compare the shapes and
+    dtypes each push declares, and fail a disagreement at once on every
+    process, naming the tensor -- where names that differ by shape would only
+    wait for each other until a timeout. A name may change size between
+    rounds (the servers re-size it). With several processes per machine the
+    engine's shared-memory staging fixes a name's size on first use, and with
+    BYTEPS_ENABLE_ASYNC so do the servers, so there the size goes into the name.
+    """
+    from byteps_native.tf import engine
+    asynchronous = os.environ.get("BYTEPS_ENABLE_ASYNC", "0").lower() not in ("", "0", "false", "no")
+    if not engine.is_initialized():
+        return False  # the op will fail, naming the missing init()
+    return engine.local_size() > 1 or asynchronous
 
 
 def describe(dtype, shape):

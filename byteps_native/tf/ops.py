@@ -1,6 +1,7 @@
 """Python face of the BytepsPushPull op, and its gradient."""
 import tensorflow as tf
 
+from byteps_native.tf import naming
 from byteps_native.tf._library import ops as _raw
 
 # dtypes the engine sums; others must be cast by the caller (see broadcast).
@@ -23,12 +24,14 @@ def shape_suffix(tensor):
     return tf.strings.reduce_join(tf.strings.as_string(tf.shape(tensor)), separator=",")
 
 
-def push_pull_list(tensors, names, priorities=None, average=False, name_suffixes=None):
+def push_pull_list(tensors, names, priorities=None, average=False, name_suffixes=None, timeout_seconds=None):
     """Sum (or average over processes) each tensor across all processes.
 
     All tensors are in flight in the engine at once. `names` must already be
     engine names (see naming.py). Tensors with a partly unknown static shape
     get their run-time shape appended to their name (see shape_suffix).
+    timeout_seconds > 0: the op fails with DeadlineExceededError naming the
+    tensors still pending after that many seconds (CommunicationOptions).
     Returns a list of tensors.
     """
     tensors = list(tensors)
@@ -36,6 +39,8 @@ def push_pull_list(tensors, names, priorities=None, average=False, name_suffixes
         return []
     for tensor, name in zip(tensors, names):
         check_dtype(tensor.dtype, f"tensor '{name}'")
+    if name_suffixes is None and not naming.sizes_in_names():
+        name_suffixes = tf.constant([], tf.string)  # one name whatever the size: see naming.sizes_in_names
     if name_suffixes is None:
         dynamic = [not t.shape.is_fully_defined() for t in tensors]
         if any(dynamic):
@@ -44,7 +49,18 @@ def push_pull_list(tensors, names, priorities=None, average=False, name_suffixes
         else:
             name_suffixes = tf.constant([], tf.string)
     return _raw.byteps_push_pull(tensors=tensors, name_suffixes=name_suffixes, tensor_names=list(names),
-                                 priorities=list(priorities or []), average=bool(average))
+                                 priorities=list(priorities or []), average=bool(average),
+                                 timeout_seconds=check_timeout(timeout_seconds))
+
+
+def check_timeout(timeout_seconds):
+    """CommunicationOptions.timeout_seconds as the op's attr (0: none)."""
+    if timeout_seconds is None:
+        return 0.0
+    value = float(timeout_seconds)
+    if value < 0:
+        raise ValueError(f"timeout_seconds must be >= 0 (0 or None: no timeout), got {timeout_seconds}")
+    return value
 
 
 @tf.RegisterGradient("BytepsPushPull")
@@ -57,7 +73,8 @@ def _push_pull_gradient(op, *grads):
         suffixes = tf.gather(suffixes, keep)
     reduced = push_pull_list([tf.convert_to_tensor(grads[i]) for i in keep],
                              [names[i] + ".grad" for i in keep],
-                             average=op.get_attr("average"), name_suffixes=suffixes)
+                             average=op.get_attr("average"), name_suffixes=suffixes,
+                             timeout_seconds=op.get_attr("timeout_seconds"))
     out = [None] * len(grads)
     for i, g in zip(keep, reduced):
         out[i] = g

@@ -6,7 +6,8 @@
 #include <string>
 
 #include "c_api/byteps_c.h"
-#include "core/engine.h"
+#include "c_api/process_engine.h"
+#include "core/roles.h"
 #include "transport/wire.h"
 #ifdef BPS_WITH_CUDA
 #include "gpu/gpu_engine.h"
@@ -15,7 +16,23 @@
 namespace {
 
 thread_local std::string g_last_error;
-std::mutex g_init_mu;
+
+std::shared_ptr<bps::Engine> RunningEngine() {
+  auto engine = bps::ProcessEngine::Get().engine();
+  return engine && engine->initialized() ? engine : nullptr;
+}
+
+bps::Status NotInitialised() {
+  return bps::Status(BPS_NOT_INITIALIZED, "byteps is not initialised: call init() first");
+}
+
+// Host tensors, and (without a CUDA handler) the engine's own refusal of device ones.
+bps::Status SubmitToEngine(const bps_tensor& input, void* output, const char* name, int32_t priority,
+                           int32_t reduce_op, bps_done_fn done, void* user_data) {
+  auto engine = bps::ProcessEngine::Get().engine();
+  if (!engine) return NotInitialised();
+  return engine->Submit(input, output, name, priority, reduce_op, done, user_data);
+}
 
 int Report(const bps::Status& st) {
   if (!st.ok()) g_last_error = st.message();
@@ -38,23 +55,29 @@ int Guarded(F&& f) {
 extern "C" {
 
 int bps_init(const bps_init_options* options) {
-  std::lock_guard<std::mutex> lock(g_init_mu);
-  return Guarded([&] { return bps::Engine::Get().Init(options); });
+  return Guarded([&] { return bps::ProcessEngine::Get().Init(options); });
 }
 
 int bps_shutdown(void) {
-  std::lock_guard<std::mutex> lock(g_init_mu);
-  return Guarded([] { return bps::Engine::Get().Shutdown(); });
+  return Guarded([] { return bps::ProcessEngine::Get().Shutdown(); });
 }
 
-int bps_initialized(void) { return bps::Engine::Get().initialized() ? 1 : 0; }
-int bps_rank(void) { return bps::Engine::Get().initialized() ? bps::Engine::Get().rank() : -1; }
-int bps_size(void) { return bps::Engine::Get().initialized() ? bps::Engine::Get().size() : -1; }
+int bps_initialized(void) { return RunningEngine() ? 1 : 0; }
+int bps_rank(void) {
+  auto engine = RunningEngine();
+  return engine ? engine->rank() : -1;
+}
+int bps_size(void) {
+  auto engine = RunningEngine();
+  return engine ? engine->size() : -1;
+}
 int bps_local_rank(void) {
-  return bps::Engine::Get().initialized() ? bps::Engine::Get().config().local_rank : -1;
+  auto engine = RunningEngine();
+  return engine ? engine->config().local_rank : -1;
 }
 int bps_local_size(void) {
-  return bps::Engine::Get().initialized() ? bps::Engine::Get().config().local_size : -1;
+  auto engine = RunningEngine();
+  return engine ? engine->config().local_size : -1;
 }
 
 const char* bps_last_error(void) { return g_last_error.c_str(); }
@@ -63,7 +86,7 @@ int bps_push_pull_async(const bps_tensor* input, void* output, const char* name,
                         int32_t reduce_op, bps_done_fn done, void* user_data) {
   return Guarded([&] {
     if (!input || !name) return bps::Status::Invalid("push_pull: null tensor or name");
-    return bps::Engine::Get().Submit(*input, output, name, priority, reduce_op, done, user_data);
+    return SubmitToEngine(*input, output, name, priority, reduce_op, done, user_data);
   });
 }
 
@@ -78,8 +101,7 @@ int SubmitOnStream(const bps_tensor* input, void* output, const char* name, int3
                                       caller_waits_on_stream);
     }
 #endif
-    // Host tensors (and, without CUDA, the engine's own refusal of device ones).
-    return bps::Engine::Get().Submit(*input, output, name, priority, reduce_op, done, user_data);
+    return SubmitToEngine(*input, output, name, priority, reduce_op, done, user_data);
   });
 }
 }  // namespace
@@ -94,25 +116,27 @@ int bps_push_pull_async_stream_ordered(const bps_tensor* input, void* output, co
   return SubmitOnStream(input, output, name, priority, reduce_op, cuda_stream, true, done, user_data);
 }
 
-int bps_device_stream_ordered(void) { return bps::DeviceStreamOrdered() ? 1 : 0; }
+int bps_device_stream_ordered(void) { return RunningEngine() && bps::DeviceStreamOrderedQuery() ? 1 : 0; }
 
 int bps_run_server(void) {
-  return Guarded([] { return bps::Engine::RunServer(); });
+  return Guarded([] { return bps::RunServerRole(); });
 }
 
 int bps_run_server_with_store(const bps_store* store) {
   return Guarded([&] {
     if (!store) return bps::Status::Invalid("bps_run_server_with_store: null store");
-    return bps::Engine::RunServerWithStore(*store);
+    return bps::RunServerRoleWithStore(*store);
   });
 }
 
 int bps_run_scheduler(void) {
-  return Guarded([] { return bps::Engine::RunScheduler(); });
+  return Guarded([] { return bps::RunSchedulerRole(); });
 }
 
 size_t bps_stats_json(char* buf, size_t cap) {
-  std::string s = bps::Engine::Get().StatsJson();
+  auto engine = bps::ProcessEngine::Get().engine();
+  // Without a running engine: the same fields, all zero, rank -1.
+  std::string s = engine ? engine->StatsJson() : bps::Engine(bps::Config(), nullptr, nullptr).StatsJson();
 #ifdef BPS_WITH_CUDA
   if (!s.empty() && s.back() == '}') s.insert(s.size() - 1, ", \"gpu\": " + bps::gpu::StatsJson());
 #endif

@@ -110,7 +110,7 @@ namespace {
 // setting of upstream BytePS that does nothing here: say so once.
 const char* const kKnownVariables[] = {
     "BYTEPS_ENABLE_ASYNC", "BYTEPS_FORCE_DISTRIBUTED", "BYTEPS_INSECURE", "BYTEPS_JOB_ID", "BYTEPS_JOB_TOKEN",
-    "BYTEPS_JOB_TOKEN_FILE", "BYTEPS_LOCAL_RANK", "BYTEPS_LOCAL_SIZE", "BYTEPS_LOG_LEVEL", "BYTEPS_NUMA_ON",
+    "BYTEPS_JOB_TOKEN_FILE", "BYTEPS_LOCAL_KEY_TABLE_SIZE", "BYTEPS_LOCAL_RANK", "BYTEPS_LOCAL_SIZE", "BYTEPS_LOG_LEVEL", "BYTEPS_NUMA_ON",
     "BYTEPS_PARTITION_BYTES", "BYTEPS_RENDEZVOUS_TIMEOUT", "BYTEPS_SCHEDULING_CREDIT", "BYTEPS_SERVER_ENGINE_THREAD",
     "BYTEPS_TCP_CONGESTION", "BYTEPS_TCP_CONNECTIONS", "BYTEPS_TCP_RCVLOWAT", "BYTEPS_TIMEOUT", "BYTEPS_TRACE_DIR",
     "BYTEPS_TRACE_END_STEP", "BYTEPS_TRACE_ON", "BYTEPS_TRACE_START_STEP", "BYTEPS_VISIBLE_CPU_CORES",
@@ -199,11 +199,18 @@ Status ConfigFromEnvironment(bool require_rendezvous, Config* out) {
   BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_LOCAL_SIZE", 1, 256, &c.local_size));
   BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_LOCAL_RANK", 0, 255, &c.local_rank));
   BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_PARTITION_BYTES", 1024, int64_t(1) << 31, &c.partition_bytes));
+  BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_LOCAL_KEY_TABLE_SIZE", 16, 1 << 22, &c.local_key_table_size));
   BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_SCHEDULING_CREDIT", 0, 1 << 20, &c.scheduling_credit));
-  // Summation threads: BytePS's 4 on big hosts; on small ones extra threads
-  // only contend with the I/O threads (measured on 2 cores: 1 is fastest).
-  c.server_engine_threads = std::max(1, std::min(4, static_cast<int>(std::thread::hardware_concurrency()) / 2));
+  // A server's event loops, each receiving and summing on its own core: one
+  // per connection up to half the cores (on 2 cores: 1, which measured
+  // fastest there; loops only start as connections arrive).
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  c.server_engine_threads = std::max(1, std::min(16, cores / 2));
   BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_SERVER_ENGINE_THREAD", 1, 256, &c.server_engine_threads));
+  // Connections (each with its own I/O thread) from a worker to each server:
+  // one per 4 cores, at most 4. Servers do not count them, so processes may
+  // differ.
+  c.connections_per_server = std::max(1, std::min(4, cores / 4));
   BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_TCP_CONNECTIONS", 1, 64, &c.connections_per_server));
   BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_TCP_RCVLOWAT", 0, 64 << 20, &c.tcp_receive_low_water));
   const std::string congestion = ReadString("BYTEPS_TCP_CONGESTION");

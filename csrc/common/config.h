@@ -23,15 +23,16 @@ struct Config {
   int local_rank = 0;            // BYTEPS_LOCAL_RANK
   int local_size = 1;            // BYTEPS_LOCAL_SIZE
   int64_t partition_bytes = 4096000;  // BYTEPS_PARTITION_BYTES
+  int local_key_table_size = 8192;  // BYTEPS_LOCAL_KEY_TABLE_SIZE: partition keys in a machine's shared memory
   int scheduling_credit = 4;     // BYTEPS_SCHEDULING_CREDIT: partitions queued to the network; 0 = unlimited
-  int server_engine_threads = 4; // BYTEPS_SERVER_ENGINE_THREAD (default min(4, cores/2))
+  int server_engine_threads = 4; // BYTEPS_SERVER_ENGINE_THREAD: a server's event loops (default cores/2, 1..16)
   bool enable_async = false;     // BYTEPS_ENABLE_ASYNC
   bool force_distributed = false;// BYTEPS_FORCE_DISTRIBUTED
   double timeout_seconds = 300;  // BYTEPS_TIMEOUT: an op without progress fails after this
   double rendezvous_timeout_seconds = 300;  // BYTEPS_RENDEZVOUS_TIMEOUT
   std::string job_token;         // BYTEPS_JOB_TOKEN, else the contents of BYTEPS_JOB_TOKEN_FILE
   std::string job_id;            // BYTEPS_JOB_ID: names shared memory; from the store if unset
-  int connections_per_server = 1;// BYTEPS_TCP_CONNECTIONS
+  int connections_per_server = 1;// BYTEPS_TCP_CONNECTIONS (default cores/4, 1..4)
   int64_t tcp_receive_low_water = 512 << 10;  // BYTEPS_TCP_RCVLOWAT: bytes per receive wakeup; 0 = every segment
   // BYTEPS_TCP_CONGESTION: the data connections' algorithm; "system" keeps
   // the host's default. Not BBR by default: a PS job runs n x k paced flows,

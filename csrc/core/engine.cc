@@ -13,9 +13,8 @@
 #include "common/net_util.h"
 #include "common/reduce_kernels.h"
 #include "core/rendezvous.h"
+#include "core/validation.h"
 #include "core/watchdog.h"
-#include "store/job_secret.h"
-#include "store/memory_store.h"
 #include "transport/handshake.h"
 
 namespace bps {
@@ -58,105 +57,63 @@ DeviceStreamOrderedFn g_stream_ordered = nullptr;
 }  // namespace
 
 void SetDeviceStreamOrderedQuery(DeviceStreamOrderedFn fn) { g_stream_ordered = fn; }
-bool DeviceStreamOrdered() { return g_stream_ordered != nullptr && Engine::Get().initialized() && g_stream_ordered(); }
+bool DeviceStreamOrderedQuery() { return g_stream_ordered != nullptr && g_stream_ordered(); }
 
-Engine& Engine::Get() {
-  static Engine* engine = new Engine();  // never destroyed: threads may outlive statics
-  return *engine;
-}
+Engine::Engine(Config config, std::shared_ptr<Store> store, std::unique_ptr<transport::Transport> transport,
+               EngineOptions options)
+    : config_(std::move(config)), options_(std::move(options)), store_(std::move(store)),
+      transport_(std::move(transport)) {}
 
-Status Engine::Init(const bps_init_options* options) {
-  if (initialized_) return Status::OK();
+Engine::~Engine() { Shutdown(); }
+
+Status Engine::Start() {
+  if (started_) return Status::Invalid("an engine starts once: make a new one to start again");
+  started_ = true;
   // Transactional: a failure at any step stops what the earlier steps
-  // started, so a retry starts from nothing (issue 13, bug 4).
-  Status st = InitSteps(options);
-  if (!st.ok()) ReleaseResources(/*failed=*/true);
+  // started (issue 13, bug 4).
+  Status st = StartSteps();
+  if (!st.ok()) ReleaseResources();
   return st;
 }
 
-Status Engine::InitSteps(const bps_init_options* options) {
+Status Engine::StartSteps() {
   shutting_down_ = false;
-  const bool have_store = options && options->store;
-  Config c;
-  BPS_RETURN_IF_ERROR(ConfigFromEnvironment(false, &c));
+  const Config& c = config_;
   if (c.role != Role::kWorker) {
     return Status::Invalid(std::string("init() called in a process with DMLC_ROLE=") + RoleName(c.role) +
                            ": servers and schedulers run bps_run_server / bps_run_scheduler");
   }
-  if (options) {
-    if (options->local_size > 0) c.local_size = options->local_size;
-    if (options->local_rank >= 0) c.local_rank = options->local_rank;
-    if (options->size > 0) {
-      if (options->size % c.local_size != 0) {
-        return Status::Invalid("world size " + std::to_string(options->size) + " is not a multiple of local size " +
-                               std::to_string(c.local_size) + ": every machine must run the same number of ranks");
-      }
-      c.num_worker = options->size / c.local_size;
-    }
-    if (options->rank >= 0) {
-      if (options->rank % c.local_size != c.local_rank) {
-        return Status::Invalid("rank " + std::to_string(options->rank) + " is not local rank " +
-                               std::to_string(c.local_rank) + " of a machine with " + std::to_string(c.local_size) +
-                               " ranks: ranks must be numbered machine by machine");
-      }
-      c.worker_id = options->rank / c.local_size;
-    }
+  if (c.local_size < 1 || c.local_size > kMaxLocalRanks) {
+    return Status::Invalid("local size " + std::to_string(c.local_size) + " must be in [1, " +
+                           std::to_string(kMaxLocalRanks) + "]");
   }
-  if (c.local_size > kMaxLocalRanks) {
-    return Status::Invalid("local size " + std::to_string(c.local_size) + " exceeds the supported " +
-                           std::to_string(kMaxLocalRanks));
+  if (c.local_rank < 0 || c.local_rank >= c.local_size) {
+    return Status::Invalid("local rank " + std::to_string(c.local_rank) + " must be < local size " +
+                           std::to_string(c.local_size));
   }
-  if (c.worker_id >= c.num_worker) {
+  if (c.worker_id < 0 || c.worker_id >= c.num_worker) {
     return Status::Invalid("machine index " + std::to_string(c.worker_id) + " must be < " + std::to_string(c.num_worker));
   }
-  config_ = c;
+  if (!store_) return Status::Invalid("an engine needs a rendezvous store");
+  if (!transport_ && c.distributed()) return Status::Invalid("a job across machines needs a transport to its servers");
   SetLogIdentity("worker " + std::to_string(c.rank()));
 
-  std::string route_to_scheduler;
-  if (have_store) {
-    store_ = AdapterStore(*options->store);
-    BPS_RETURN_IF_ERROR(ShareJobSecret(store_.get(), &config_));
-  } else if (config_.size() == 1 && !config_.force_distributed) {
-    store_ = std::make_shared<MemoryStore>();
-  } else {
-    if (config_.root_uri.empty() || config_.root_port == 0) {
-      return Status::Invalid(
-          "this job has " + std::to_string(config_.size()) +
-          " ranks but no rendezvous: set DMLC_PS_ROOT_URI and DMLC_PS_ROOT_PORT (the scheduler), launch with "
-          "bpslaunch, or use torch.distributed.init_process_group('byteps')");
-    }
-    HostPort at{c.root_uri, c.root_port};
-    BPS_RETURN_IF_ERROR(TcpStoreClient::Connect(at, c.job_token, Role::kWorker, c.rank(),
-                                                c.rendezvous_timeout_seconds, c.timeout_seconds,
-                                                &scheduler_client_));
-    route_to_scheduler = scheduler_client_->local_address();
-    store_ = std::shared_ptr<Store>(scheduler_client_.get(), [](Store*) {});
-    StartAbortWatcher(at);
-  }
-
-  if (config_.distributed()) {
-    if (config_.num_server > 0) {
-      num_servers_ = config_.num_server;
-    } else if (have_store) {
-      colocated_servers_ = true;  // plain torchrun: one server per machine
-      num_servers_ = config_.num_worker;
+  if (c.distributed()) {
+    if (c.num_server > 0) {
+      num_servers_ = c.num_server;
+    } else if (options_.colocated_servers) {
+      num_servers_ = c.num_worker;  // plain torchrun: one server per machine
     } else {
-      return Status::Invalid("DMLC_NUM_WORKER=" + std::to_string(config_.num_worker) +
+      return Status::Invalid("DMLC_NUM_WORKER=" + std::to_string(c.num_worker) +
                              " machines need parameter servers, but DMLC_NUM_SERVER=0");
     }
   }
-  if (colocated_servers_ && config_.local_rank == 0) {
-    colocated_server_.reset(new Server(config_, store_, config_.worker_id, ChooseListenHost(config_, route_to_scheduler)));
+  if (options_.colocated_servers && c.distributed() && c.num_server == 0 && c.local_rank == 0) {
+    colocated_server_.reset(new Server(c, store_, c.worker_id, options_.colocated_server_host));
     BPS_RETURN_IF_ERROR(colocated_server_->Start());
   }
   BPS_RETURN_IF_ERROR(RendezvousWorkers(store_.get(), &config_));
-  BPS_RETURN_IF_ERROR(SetUpSharedMemory());
-  transport::TransportOptions transport_options;
-  transport_options.auth = transport::PeerAuth{config_.job_token, Role::kWorker, config_.rank()};
-  transport_options.liveness_seconds = config_.timeout_seconds;
-  transport_options.receive_low_water = static_cast<size_t>(config_.tcp_receive_low_water);
-  transport_options.congestion = config_.tcp_congestion;
-  BPS_RETURN_IF_ERROR(transport::CreateTransport("tcp", transport_options, &transport_));
+  BPS_RETURN_IF_ERROR(SetUpLocalReducer());
   BPS_RETURN_IF_ERROR(ConnectServers());
   // BYTEPS_SCHEDULING_CREDIT counts partitions of BYTEPS_PARTITION_BYTES.
   credits_.SetBudget(config_.scheduling_credit > 0
@@ -164,7 +121,7 @@ Status Engine::InitSteps(const bps_init_options* options) {
                          : 0);
   last_peer_check_ = Clock::now();
   last_stats_log_ = Clock::now();
-  timeline_.Configure("worker " + std::to_string(rank()), "rank" + std::to_string(rank()));
+  timeline_.Configure("worker " + std::to_string(rank()), "rank" + std::to_string(rank()), options_.trace);
   running_ = true;
   {
     std::lock_guard<std::mutex> lock(submit_mu_);
@@ -174,63 +131,14 @@ Status Engine::InitSteps(const bps_init_options* options) {
   initialized_ = true;
   BPS_LOG(Info) << "initialised rank " << rank() << " of " << size() << " (local " << config_.local_rank << "/"
                 << config_.local_size << ", machine " << config_.worker_id << "/" << config_.num_worker << ", "
-                << num_servers_ << (colocated_servers_ ? " colocated" : "") << " servers)";
+                << num_servers_ << (colocated_server_ ? " colocated" : "") << " servers)";
   if (rank() == 0) BPS_LOG(Info) << "configuration: " << ConfigSummary(config_);
   return Status::OK();
 }
 
-void Engine::StartAbortWatcher(const HostPort& scheduler) {
-  Status st = TcpStoreClient::Connect(scheduler, config_.job_token, Role::kWorker, config_.rank(), 30, config_.timeout_seconds,
-                                      &abort_watch_client_);
-  if (!st.ok()) return;
-  abort_watcher_ = std::thread([this] {
-    std::string why;
-    while (true) {
-      Status s = abort_watch_client_->Get(kAbortKey, AbortWatchIntervalSeconds(config_.timeout_seconds), &why);
-      if (shutting_down_) return;
-      if (s.ok()) {
-        SetFatal(Status::PeerFailure("job aborted: " + why));
-        return;
-      }
-      if (s.code() != BPS_TIMEOUT) {
-        SetFatal(Status::PeerFailure("lost the scheduler " + config_.root_uri + ":" +
-                                     std::to_string(config_.root_port) + ": " + s.message()));
-        return;
-      }
-    }
-  });
-}
-
-Status Engine::SetUpSharedMemory() {
-  const Config& c = config_;
-  if (c.local_size == 1) return Status::OK();
-  const std::string machine = std::to_string(c.worker_id);
-  if (c.local_rank == 0) {
-    BPS_RETURN_IF_ERROR(LocalSharedMemory::Create(config_.job_id, c.worker_id, c.local_size, 0, &shm_));
-    BPS_RETURN_IF_ERROR(store_->Set("shm/" + machine, shm_->base_name()));
-  } else {
-    std::string name;
-    BPS_RETURN_IF_ERROR(store_->Get("shm/" + machine, c.rendezvous_timeout_seconds, &name));
-    BPS_RETURN_IF_ERROR(LocalSharedMemory::Open(name, c.local_size, &shm_));
-  }
-  shm_->control()->pids[c.local_rank] = getpid();
-  int64_t opened = 0;
-  BPS_RETURN_IF_ERROR(store_->Add("shm_opened/" + machine, 1, &opened));
-  if (c.local_rank == 0) {
-    // Once everyone has mapped the segments their names can go: nothing is
-    // left in /dev/shm even if the job is killed later.
-    auto deadline = Clock::now() + std::chrono::duration<double>(c.rendezvous_timeout_seconds);
-    while (opened < c.local_size) {
-      if (Clock::now() > deadline) {
-        return Status::Timeout("only " + std::to_string(opened) + " of " + std::to_string(c.local_size) +
-                               " local ranks opened the shared memory");
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      BPS_RETURN_IF_ERROR(store_->Add("shm_opened/" + machine, 0, &opened));
-    }
-    shm_->Unlink();
-  }
-  return Status::OK();
+Status Engine::SetUpLocalReducer() {
+  if (config_.local_size == 1) return Status::OK();
+  return CreateLocalReducer(options_.local_reducer, config_, store_.get(), &reducer_);
 }
 
 Status Engine::ConnectServers() {
@@ -279,24 +187,12 @@ Status Engine::SubmitOp(const bps_tensor& input, void* output, const std::string
     std::lock_guard<std::mutex> lock(fatal_mu_);
     return fatal_;
   }
-  if (!IsValidDataType(input.dtype)) {
-    return Status::Invalid("tensor '" + name + "': unsupported dtype code " + std::to_string(input.dtype) +
-                           " (supported: float32, float64, float16, bfloat16, int32, int64, uint8)");
-  }
+  BPS_RETURN_IF_ERROR(ValidatePushPull(input, output, name, reduce_op, done));
   if (input.device >= 0 && !machine_reduced) {
     if (g_device_submit) return g_device_submit(input, output, name, priority, reduce_op, done, user_data);
     return Status::Invalid("tensor '" + name + "' is on CUDA device " + std::to_string(input.device) +
                            " but this engine was built without CUDA (see `python -m byteps_native.info`)");
   }
-  if (input.num_elements < 0 || (input.num_elements > 0 && (!input.data || !output))) {
-    return Status::Invalid("tensor '" + name + "': null data or negative size");
-  }
-  if (name.empty()) return Status::Invalid("push_pull needs a non-empty tensor name");
-  if (reduce_op != BPS_REDUCE_SUM && reduce_op != BPS_REDUCE_AVERAGE) {
-    return Status::Invalid("tensor '" + name + "': unsupported reduce op " + std::to_string(reduce_op) +
-                           " (only sum and average)");
-  }
-  if (!done) return Status::Invalid("push_pull needs a completion callback");
   auto op = std::make_unique<TensorOp>();
   op->failure = Status::OK();
   op->name = name;
@@ -309,6 +205,7 @@ Status Engine::SubmitOp(const bps_tensor& input, void* output, const std::string
   op->signature = SignatureOf(op->dtype, op->shape, reduce_op == BPS_REDUCE_AVERAGE);
   op->priority = priority;
   op->average = reduce_op == BPS_REDUCE_AVERAGE;
+  op->shape_and_op = op->shape + (op->average ? " (average)" : " (sum)");
   op->machine_reduced = machine_reduced;
   op->done = done;
   op->user_data = user_data;
@@ -326,8 +223,8 @@ Status Engine::SubmitOp(const bps_tensor& input, void* output, const std::string
 }
 
 void Engine::Ring() {
-  if (shm_) {
-    shm_->Ring();
+  if (reducer_) {
+    reducer_->Ring();
   } else {
     local_doorbell_.fetch_add(1);
     FutexWakeAll(&local_doorbell_);
@@ -365,7 +262,7 @@ void Engine::Activate(std::unique_ptr<TensorOp> op) {
 
 void Engine::Loop() {
   while (true) {
-    uint32_t seen = shm_ ? shm_->control()->doorbell[config_.local_rank].load() : local_doorbell_.load();
+    uint32_t seen = reducer_ ? reducer_->Doorbell() : local_doorbell_.load();
     std::deque<std::unique_ptr<TensorOp>> fresh;
     {
       std::lock_guard<std::mutex> lock(submit_mu_);
@@ -416,8 +313,8 @@ void Engine::Loop() {
       BPS_LOG(Info) << "stats " << StatsJson();
     }
     if (!moved) {
-      if (shm_) {
-        shm_->WaitDoorbell(config_.local_rank, seen, 50);
+      if (reducer_) {
+        reducer_->WaitDoorbell(seen, 50);
       } else if (local_doorbell_.load() == seen) {
         FutexWait(&local_doorbell_, seen, 50);
       }
@@ -439,33 +336,38 @@ void Engine::Loop() {
 
 bool Engine::Advance(PartitionTask& t) {
   TensorOp* op = t.op;
-  // Ranks that reduce this op through shared memory (1: no local stage).
+  // Ranks that reduce this op through the local reducer (1: no local stage).
   const int L = op->machine_reduced ? 1 : config_.local_size;
-  const int me = config_.local_rank;
   const size_t esz = DataTypeSize(op->dtype);
   const bool distributed = config_.distributed();
   const int64_t divisor = op->average ? config_.size() : 1;
   const char* in = op->input + t.range.offset * esz;
   char* out = op->output + t.range.offset * esz;
   bool moved = false;
+  LocalContribution mine;
+  if (L > 1) {
+    mine.input = in;
+    mine.count = t.range.count;
+    mine.dtype = op->dtype;
+    mine.signature = op->signature;
+    mine.tensor_bytes = static_cast<uint64_t>(op->count) * esz;
+    mine.name = op->name.c_str();
+    mine.shape = op->shape_and_op.c_str();
+  }
 
   if (t.stage == Stage::kWaitTurn) {
     // Rounds of one key run in submission order on this rank.
     if (done_round_[t.local_key] != t.round) return false;
     if (L > 1) {
-      Status st = shm_->Lookup(t.local_key, t.range.count * esz, static_cast<uint32_t>(op->dtype), &t.entry);
+      Status st = reducer_->Acquire(t.local_key, t.range.count * esz, op->dtype, &t.entry);
       if (!st.ok()) {
         const bool mismatch = st.code() == BPS_MISMATCH;
         st = Status(st.code(), "tensor '" + op->name + "' (" + DataTypeName(op->dtype) + " " + op->shape +
                                    " on rank " + std::to_string(rank()) + ") partition " + std::to_string(t.index) +
                                    ": " + st.message() +
                                    (mismatch ? ": every rank must push the same shape and dtype under one name" : ""));
-        if (!mismatch) t.entry = nullptr;  // an entry without memory: never to be used or counted
-        if (t.entry) {  // make the other local ranks fail too, not time out
-          snprintf(t.entry->error, sizeof(t.entry->error), "%s", st.message().c_str());
-          t.entry->error_round.store(t.round + 1);
-          shm_->Ring();
-        }
+        // make the other local ranks fail too, not time out
+        if (t.entry) reducer_->FailRound(t.entry, t.round, st.message());
         FailOp(op, st);
         return true;
       }
@@ -474,94 +376,57 @@ bool Engine::Advance(PartitionTask& t) {
     moved = true;
   }
 
-  ShmEntry* e = t.entry;
-  auto slot = [&](int q) { return shm_->arena() + e->arena_offset + static_cast<uint64_t>(q) * e->bytes; };
+  LocalPartition* e = t.entry;
 
   if (t.stage == Stage::kStage) {
     if (L == 1) {
       t.stage = distributed ? Stage::kPush : Stage::kGather;
     } else {
-      if (e->released.load(std::memory_order_acquire) < t.round * static_cast<uint32_t>(L)) return moved;
       uint64_t t0 = NowNs();
       const uint64_t w0 = timeline_.Tracing(t.round) ? Timeline::NowMicros() : 0;
-      e->signature[me] = op->signature;
-      e->tensor_bytes[me] = static_cast<uint64_t>(op->count) * esz;
-      snprintf(e->shape[me], sizeof(e->shape[me]), "%s %s (%s)", DataTypeName(op->dtype), op->shape.c_str(),
-               op->average ? "average" : "sum");
-      for (int q = 0; q < L; ++q) {
-        if (q == me) continue;  // the owner reads its own slice in place
-        Range s = SliceOf(t.range.count, L, q);
-        if (s.count > 0) memcpy(slot(me) + s.offset * esz, in + s.offset * esz, s.count * esz);
-      }
+      if (reducer_->StageIn(e, t.round, mine) == LocalProgress::kWaiting) return moved;
       stats_.stage_ns += NowNs() - t0;
       if (w0) timeline_.Record(op->name, t.index, t.round, "stage_in", w0, Timeline::NowMicros());
-      e->arrived.fetch_add(1, std::memory_order_acq_rel);
       t.staged = true;
-      shm_->Ring();
       t.stage = Stage::kReduce;
     }
     moved = true;
   }
 
   if (t.stage == Stage::kReduce) {
-    if (e->error_round.load() == t.round + 1) {
-      FailOp(op, Status::Mismatch(std::string(e->error)));
-      return true;
-    }
-    if (e->arrived.load(std::memory_order_acquire) < (t.round + 1) * static_cast<uint32_t>(L)) return moved;
-    for (int q = 0; q < L; ++q) {
-      if (e->signature[q] != op->signature || e->tensor_bytes[q] != e->tensor_bytes[me]) {
-        std::string msg = "tensor '" + op->name + "' has " + e->shape[me] + " on rank " + std::to_string(rank()) +
-                          " but " + e->shape[q] + " on rank " + std::to_string(config_.worker_id * L + q) +
-                          ": every rank must push the same shape, dtype and reduce op under one name";
-        snprintf(e->error, sizeof(e->error), "%s", msg.c_str());
-        e->error_round.store(t.round + 1);
-        shm_->Ring();
-        FailOp(op, Status::Mismatch(msg));
-        return true;
-      }
-    }
     uint64_t t0 = NowNs();
     const uint64_t w0 = timeline_.Tracing(t.round) ? Timeline::NowMicros() : 0;
-    Range s = SliceOf(t.range.count, L, me);
-    if (s.count > 0) {
-      const void* inputs[kMaxLocalRanks];
-      int n = 0;
-      inputs[n++] = in + s.offset * esz;
-      for (int q = 0; q < L; ++q) {
-        if (q != me) inputs[n++] = slot(q) + s.offset * esz;
-      }
-      ReduceInputs(inputs, n, static_cast<size_t>(s.count), op->dtype, slot(me) + s.offset * esz,
-                   distributed ? nullptr : out + s.offset * esz, divisor);
+    LocalProgress progress;
+    Status st = reducer_->ReduceOwnSlice(e, t.round, mine, distributed ? nullptr : out, divisor, &progress);
+    if (!st.ok()) {
+      FailOp(op, st);
+      return true;
     }
+    if (progress == LocalProgress::kWaiting) return moved;
     stats_.local_reduce_ns += NowNs() - t0;
     if (w0) timeline_.Record(op->name, t.index, t.round, "local_reduce", w0, Timeline::NowMicros());
     if (distributed) {
       t.stage = Stage::kPush;
     } else {
-      e->ready[me].store(t.round + 1, std::memory_order_release);
-      shm_->Ring();
-      t.gathered_mask |= 1u << me;
+      reducer_->PublishOwnSlice(e, t.round);
+      t.gathered_mask |= 1u << config_.local_rank;
       t.stage = Stage::kGather;
     }
     moved = true;
   }
 
   if (t.stage == Stage::kPush) {
-    Range s = L > 1 ? SliceOf(t.range.count, L, me) : Range{0, t.range.count};
+    Range s = L > 1 ? SliceOf(t.range.count, L, config_.local_rank) : Range{0, t.range.count};
     if (s.count == 0 && t.range.count > 0) {
       // Empty slice: empty on every machine too (same plan), nothing to send.
-      if (e) {
-        e->ready[me].store(t.round + 1, std::memory_order_release);
-        shm_->Ring();
-      }
+      if (e) reducer_->PublishOwnSlice(e, t.round);
       t.stage = Stage::kGather;
       return true;
     }
     const uint64_t bytes = static_cast<uint64_t>(s.count) * esz;
     if (!credits_.TryAdmit(bytes)) return moved;  // wait for queued bytes to leave
-    const char* src = e ? slot(me) + s.offset * esz : in;
-    char* dst = e ? slot(me) + s.offset * esz : out;
+    const char* src = e ? reducer_->OwnSlice(e, mine) : in;
+    char* dst = e ? reducer_->OwnSlice(e, mine) : out;
     SendPush(t, src, bytes, dst);
     t.stage = Stage::kAwait;
     moved = true;
@@ -580,10 +445,7 @@ bool Engine::Advance(PartitionTask& t) {
     }
     stats_.bytes_pulled += t.pull->bytes;
     if (t.net_start_us) timeline_.Record(op->name, t.index, t.round, "push_pull", t.net_start_us, Timeline::NowMicros());
-    if (e) {
-      e->ready[me].store(t.round + 1, std::memory_order_release);
-      shm_->Ring();
-    }
+    if (e) reducer_->PublishOwnSlice(e, t.round);
     t.stage = Stage::kGather;
     moved = true;
   }
@@ -602,24 +464,17 @@ bool Engine::Advance(PartitionTask& t) {
       if (w0) timeline_.Record(op->name, t.index, t.round, "gather", w0, Timeline::NowMicros());
       return true;
     }
-    if (e->error_round.load() == t.round + 1) {
-      FailOp(op, Status::Mismatch(std::string(e->error)));
+    const uint32_t before = t.gathered_mask;
+    LocalProgress progress;
+    Status st = reducer_->Gather(e, t.round, mine, out, divisor, &t.gathered_mask, &progress);
+    if (!st.ok()) {
+      FailOp(op, st);
       return true;
     }
-    const uint32_t all = (L >= 32) ? 0xffffffffu : ((1u << L) - 1);
-    for (int q = 0; q < L; ++q) {
-      if (t.gathered_mask & (1u << q)) continue;
-      if (e->ready[q].load(std::memory_order_acquire) < t.round + 1) continue;
-      Range s = SliceOf(t.range.count, L, q);
-      if (s.count > 0) CopyScaled(out + s.offset * esz, slot(q) + s.offset * esz, s.count, op->dtype, divisor);
-      t.gathered_mask |= 1u << q;
-      moved = true;
-    }
+    moved |= t.gathered_mask != before;
     stats_.gather_ns += NowNs() - t0;
     if (w0 && moved) timeline_.Record(op->name, t.index, t.round, "gather", w0, Timeline::NowMicros());
-    if (t.gathered_mask == all) {
-      e->released.fetch_add(1, std::memory_order_acq_rel);
-      shm_->Ring();
+    if (progress == LocalProgress::kDone) {
       FinishPartition(t);
       return true;
     }
@@ -757,22 +612,8 @@ bool Engine::RetireFailed(PartitionTask& t) {
   TensorOp* op = t.op;
   const int L = op->machine_reduced ? 1 : config_.local_size;
   if (L > 1) {
-    // Close this round for the local ranks too: fail it for them (unless one
-    // already did), and count this rank in as a finished round would.
-    ShmEntry* e = t.entry;
-    if (!e) {
-      const size_t esz = DataTypeSize(op->dtype);
-      shm_->Lookup(t.local_key, t.range.count * esz, static_cast<uint32_t>(op->dtype), &e);
-    }
-    if (e && e->initialized.load(std::memory_order_acquire) && e->error_round.load() != UINT32_MAX) {
-      if (e->error_round.load() < t.round + 1) {
-        snprintf(e->error, sizeof(e->error), "%s", op->failure.message().c_str());
-        e->error_round.store(t.round + 1);
-      }
-      if (!t.staged) e->arrived.fetch_add(1, std::memory_order_acq_rel);
-      e->released.fetch_add(1, std::memory_order_acq_rel);
-      shm_->Ring();
-    }
+    reducer_->CloseFailedRound(t.entry, t.local_key, t.range.count * DataTypeSize(op->dtype), op->dtype, t.round,
+                               op->failure.message(), t.staged);
   }
   closed = t.round + 1;
   t.stage = Stage::kDone;
@@ -787,6 +628,13 @@ void Engine::CompleteFailedOp(TensorOp* op) {
   done(op->user_data, op->failure.code(), op->failure.message().c_str());
 }
 
+void Engine::Fail(const Status& why) { SetFatal(why); }
+
+Status Engine::failure() {
+  std::lock_guard<std::mutex> lock(fatal_mu_);
+  return has_fatal_ ? fatal_ : Status::OK();
+}
+
 void Engine::SetFatal(const Status& st) {
   {
     std::lock_guard<std::mutex> lock(fatal_mu_);
@@ -795,10 +643,7 @@ void Engine::SetFatal(const Status& st) {
     has_fatal_ = true;
   }
   BPS_LOG(Error) << st.message();
-  if (shm_) {
-    ShmControl* ctl = shm_->control();
-    if (ctl->job_failed.exchange(1) == 0) snprintf(ctl->job_error, sizeof(ctl->job_error), "%s", st.message().c_str());
-  }
+  if (reducer_) reducer_->FailMachine(st.message());
   Ring();
 }
 
@@ -869,11 +714,11 @@ Status Engine::Shutdown() {
     // Other machines may still be pushing to our server: serve them out.
     result = colocated_server_->Wait(config_.timeout_seconds);
   }
-  ReleaseResources(failed);
+  ReleaseResources();
   return result;
 }
 
-void Engine::ReleaseResources(bool failed) {
+void Engine::ReleaseResources() {
   shutting_down_ = true;  // connection closes below are not failures
   {
     std::lock_guard<std::mutex> lock(submit_mu_);
@@ -897,31 +742,11 @@ void Engine::ReleaseResources(bool failed) {
     std::lock_guard<std::mutex> lock(net_mu_);
     pending_.clear();
   }
-  if (shm_) {
-    shm_->control()->pids[config_.local_rank] = 0;
-    shm_.reset();
+  if (reducer_) {
+    reducer_->Leave();
+    reducer_.reset();
   }
-  if (scheduler_client_ && !failed) scheduler_client_->Goodbye();
-  if (abort_watch_client_) abort_watch_client_->ShutdownSocket();
-  if (abort_watcher_.joinable()) abort_watcher_.join();
-  abort_watch_client_.reset();
-  scheduler_client_.reset();
   store_.reset();
-  {
-    std::lock_guard<std::mutex> lock(fatal_mu_);
-    fatal_ = Status();
-    has_fatal_ = false;
-  }
-  next_round_.clear();
-  done_round_.clear();
-  mismatch_generation_.clear();
-  {
-    std::lock_guard<std::mutex> lock(net_mu_);
-    tensor_errors_.clear();
-  }
-  num_servers_ = 0;
-  colocated_servers_ = false;
-  server_addresses_.clear();
   initialized_ = false;
 }
 

@@ -34,10 +34,10 @@
 #include "core/partition_queue.h"
 #include "core/partitioner.h"
 #include "core/timeline.h"
+#include "local/local_reducer.h"
 #include "local/shared_memory.h"
 #include "server/server.h"
 #include "store/store.h"
-#include "store/tcp_store.h"
 #include "transport/transport.h"
 
 namespace bps {
@@ -78,7 +78,7 @@ struct PartitionTask {
   Stage stage = Stage::kWaitTurn;
   uint64_t local_key = 0;      // shared-memory entry key / per-rank round key
   uint32_t round = 0;
-  ShmEntry* entry = nullptr;   // null with one local rank
+  LocalPartition* entry = nullptr;  // the local reducer's state; null with one local rank
   uint32_t gathered_mask = 0;  // slices already copied to the output
   uint64_t net_key = 0;
   int server = -1;
@@ -98,6 +98,7 @@ struct TensorOp {
   DataType dtype = DataType::kFloat32;
   int64_t count = 0;
   std::string shape;  // "[10, 5]"
+  std::string shape_and_op;  // "[10, 5] (average)": what local ranks compare, for their errors
   uint64_t signature = 0;
   int32_t priority = 0;
   bool average = false;
@@ -132,18 +133,55 @@ void SetDeviceSubmitHandler(DeviceSubmitFn fn);
 // futures at once, stream-ordered, as ProcessGroupNCCL does.
 using DeviceStreamOrderedFn = bool (*)();
 void SetDeviceStreamOrderedQuery(DeviceStreamOrderedFn fn);
-bool DeviceStreamOrdered();
+// The registered query's answer (false without one); the C ABI asks it only
+// while the process engine runs.
+bool DeviceStreamOrderedQuery();
 
+// How an engine is wired into its job beyond Config (the process bootstrap in
+// csrc/c_api decides these; tests leave them at their defaults).
+struct EngineOptions {
+  // Plain torchrun without dedicated servers: local rank 0 of each machine
+  // runs that machine's server inside its engine.
+  bool colocated_servers = false;
+  // Where a colocated server listens (ChooseListenHost, by the bootstrap).
+  std::string colocated_server_host = "127.0.0.1";
+  // The machine-local reduce-scatter / all-gather among local ranks
+  // (csrc/local/local_reducer.h), by name.
+  std::string local_reducer = "shm";
+  // The timeline (off unless the bootstrap read BYTEPS_TRACE_ON=1).
+  TraceSettings trace;
+};
+
+// One worker rank. Built from a parsed Config, the job's rendezvous Store and
+// the transport that reaches the servers; it reads no environment, so a test
+// runs several ranks (and their servers) in one process. The process-wide
+// engine of the adapters lives in csrc/c_api/process_engine.
 class Engine {
  public:
-  static Engine& Get();
+  Engine(Config config, std::shared_ptr<Store> store, std::unique_ptr<transport::Transport> transport,
+         EngineOptions options = EngineOptions());
+  ~Engine();  // Shutdown()
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
 
-  Status Init(const bps_init_options* options);
+  // Rendezvous with the job's other ranks, machine-local shared memory,
+  // server connections, then the engine thread. Transactional: a failure
+  // stops whatever earlier steps started (issue 13, bug 4). Once per engine.
+  Status Start();
+  // Completes every accepted operation, tells the servers goodbye (or, after
+  // a failure, why), and stops every thread. Idempotent.
   Status Shutdown();
+  // Fails the job from outside (the scheduler's abort, a dead peer): every
+  // pending and later operation fails with `why`.
+  void Fail(const Status& why);
+  bool failed() const { return has_fatal_.load(); }
+  // Why the engine failed (OK while it has not): the one failure latch of
+  // this rank, which the GPU path shares.
+  Status failure();
   bool initialized() const { return initialized_.load(); }
   const Config& config() const { return config_; }
-  // The rendezvous store of this initialisation (null before Init / after
-  // Shutdown); csrc/gpu exchanges its NCCL unique ids through it.
+  // The rendezvous store of this engine; csrc/gpu exchanges its NCCL unique
+  // ids through it.
   std::shared_ptr<Store> store() const { return store_; }
   int rank() const { return config_.rank(); }
   int size() const { return config_.size(); }
@@ -157,25 +195,15 @@ class Engine {
                               int32_t reduce_op, bps_done_fn done, void* user_data);
   std::string StatsJson();
 
-  // Role entry points (dedicated server / scheduler processes).
-  static Status RunServer();
-  // A dedicated server of a job that rendezvouses through an adapter's store
-  // (torchrun's TCPStore at MASTER_ADDR:MASTER_PORT).
-  static Status RunServerWithStore(const bps_store& store);
-  static Status RunScheduler();
-
-
  private:
-  Engine() = default;
   Status SubmitOp(const bps_tensor& input, void* output, const std::string& name, int32_t priority, int32_t reduce_op,
                   bps_done_fn done, void* user_data, bool machine_reduced);
-  Status InitSteps(const bps_init_options* options);
-  // Stops and releases whatever Init started (threads, connections, shared
-  // memory, store clients); used by a failed Init and by Shutdown.
-  void ReleaseResources(bool failed);
-  Status SetUpSharedMemory();
+  Status StartSteps();
+  // Stops and releases whatever Start started (threads, connections, shared
+  // memory); used by a failed Start and by Shutdown.
+  void ReleaseResources();
+  Status SetUpLocalReducer();
   Status ConnectServers();
-  void StartAbortWatcher(const HostPort& scheduler);
   void Loop();
   void Activate(std::unique_ptr<TensorOp> op);
   bool Advance(PartitionTask& t);  // true when it moved
@@ -198,15 +226,13 @@ class Engine {
   std::string DescribeWait(const PartitionTask& t);
 
   Config config_;
+  const EngineOptions options_;
   std::atomic<bool> initialized_{false};
+  bool started_ = false;
   int num_servers_ = 0;
-  bool colocated_servers_ = false;
   std::shared_ptr<Store> store_;
-  std::unique_ptr<TcpStoreClient> scheduler_client_;  // keeps our membership alive
-  std::unique_ptr<TcpStoreClient> abort_watch_client_;
-  std::thread abort_watcher_;
   std::unique_ptr<Server> colocated_server_;
-  std::unique_ptr<LocalSharedMemory> shm_;
+  std::unique_ptr<LocalReducer> reducer_;  // null with one local rank
   std::unique_ptr<transport::Transport> transport_;
   std::vector<std::vector<std::shared_ptr<transport::Connection>>> server_conns_;
   std::vector<std::string> server_addresses_;

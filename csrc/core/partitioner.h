@@ -37,6 +37,22 @@ inline std::vector<Range> PlanPartitions(int64_t count, int64_t elem_size, int64
   return out;
 }
 
+// The device (NCCL) path's partitions: NCCL's reduce-scatter cuts equal
+// slices, so every partition but the last holds a multiple of L * 16
+// elements (equal, vector-aligned slices without padding); the last is
+// padded up to L equal slices by the caller. Same size bound as the host path.
+inline std::vector<Range> PlanEqualSlicePartitions(int64_t count, int64_t elem_size, int64_t partition_bytes,
+                                                   int local_size) {
+  const int64_t unit = static_cast<int64_t>(local_size) * 16;
+  const int64_t per = std::max<int64_t>(unit, partition_bytes / elem_size / unit * unit);
+  std::vector<Range> out;
+  for (int64_t off = 0; off < count || (count == 0 && out.empty()); off += per) {
+    out.push_back(Range{off, std::min(per, count - off)});
+    if (count == 0) break;
+  }
+  return out;
+}
+
 // Slice q of a partition of n elements across L local ranks (may be empty).
 inline Range SliceOf(int64_t n, int local_size, int q) {
   const int64_t per = std::max<int64_t>(16, ((n + local_size - 1) / local_size + 15) / 16 * 16);

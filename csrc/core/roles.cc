@@ -4,7 +4,7 @@
 #include <thread>
 
 #include "common/logging.h"
-#include "core/engine.h"
+#include "core/roles.h"
 #include "core/rendezvous.h"
 #include "server/server.h"
 #include "store/job_secret.h"
@@ -12,7 +12,7 @@
 
 namespace bps {
 
-Status Engine::RunServer() {
+Status RunServerRole() {
   Config c;
   BPS_RETURN_IF_ERROR(ConfigFromEnvironment(true, &c));
   if (c.role != Role::kServer) return Status::Invalid("bps_run_server needs DMLC_ROLE=server");
@@ -66,7 +66,7 @@ Status Engine::RunServer() {
   return st;
 }
 
-Status Engine::RunServerWithStore(const bps_store& vtable) {
+Status RunServerRoleWithStore(const bps_store& vtable) {
   Config c;
   BPS_RETURN_IF_ERROR(ConfigFromEnvironment(false, &c));
   if (c.role != Role::kServer) return Status::Invalid("bps_run_server_with_store needs DMLC_ROLE=server");
@@ -82,7 +82,7 @@ Status Engine::RunServerWithStore(const bps_store& vtable) {
   return st;
 }
 
-Status Engine::RunScheduler() {
+Status RunSchedulerRole() {
   Config c;
   BPS_RETURN_IF_ERROR(ConfigFromEnvironment(true, &c));
   SetLogIdentity("scheduler");

@@ -15,7 +15,8 @@ std::string Engine::StatsJson() {
     << ", \"stage_seconds\": {\"stage_in\": " << stats_.stage_ns.load() * 1e-9
     << ", \"local_reduce\": " << stats_.local_reduce_ns.load() * 1e-9
     << ", \"gather\": " << stats_.gather_ns.load() * 1e-9 << "}"
-    << ", \"staging_bytes\": " << (shm_ ? shm_->control()->arena_used.load() : 0)
+    << ", \"staging_bytes\": " << (reducer_ ? reducer_->staging_bytes() : 0)
+    << ", \"local_keys_used\": " << (reducer_ ? reducer_->keys_used() : 0)
     << ", \"num_servers\": " << num_servers_ << ", \"bytes_pushed_per_server\": [";
   for (int i = 0; i < std::min(num_servers_, EngineStats::kMaxTrackedServers); ++i) {
     s << (i ? ", " : "") << stats_.bytes_per_server[i].load();

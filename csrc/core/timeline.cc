@@ -40,14 +40,23 @@ uint64_t Timeline::NowMicros() {
           .count());
 }
 
-void Timeline::Configure(const std::string& who, const std::string& file_stem) {
+TraceSettings TraceSettingsFromEnvironment() {
+  TraceSettings t;
   const char* on = getenv("BYTEPS_TRACE_ON");
-  enabled_ = on && std::string(on) == "1";
-  if (!enabled_) return;
-  if (const char* s = getenv("BYTEPS_TRACE_START_STEP")) start_step_ = static_cast<uint32_t>(atoi(s));
-  if (const char* e = getenv("BYTEPS_TRACE_END_STEP")) end_step_ = static_cast<uint32_t>(atoi(e));
+  t.enabled = on && std::string(on) == "1";
+  if (const char* s = getenv("BYTEPS_TRACE_START_STEP")) t.start_step = static_cast<uint32_t>(atoi(s));
+  if (const char* e = getenv("BYTEPS_TRACE_END_STEP")) t.end_step = static_cast<uint32_t>(atoi(e));
   const char* dir = getenv("BYTEPS_TRACE_DIR");
-  std::string d = dir && *dir ? dir : "./traces";
+  if (dir && *dir) t.dir = dir;
+  return t;
+}
+
+void Timeline::Configure(const std::string& who, const std::string& file_stem, const TraceSettings& settings) {
+  enabled_ = settings.enabled;
+  if (!enabled_) return;
+  start_step_ = settings.start_step;
+  end_step_ = settings.end_step;
+  const std::string& d = settings.dir;
   mkdir(d.c_str(), 0755);
   who_ = who;
   path_ = d + "/" + file_stem + ".json";

@@ -14,10 +14,22 @@
 
 namespace bps {
 
+// Which rounds to trace and where (BYTEPS_TRACE_*).
+struct TraceSettings {
+  bool enabled = false;
+  uint32_t start_step = 0, end_step = UINT32_MAX;
+  std::string dir = "./traces";
+};
+TraceSettings TraceSettingsFromEnvironment();
+
 class Timeline {
  public:
   // `who` names the process in the trace ("worker 3", "server 0").
-  void Configure(const std::string& who, const std::string& file_stem);
+  void Configure(const std::string& who, const std::string& file_stem, const TraceSettings& settings);
+  // The same, with the settings of the environment.
+  void Configure(const std::string& who, const std::string& file_stem) {
+    Configure(who, file_stem, TraceSettingsFromEnvironment());
+  }
   bool Tracing(uint32_t round) const { return enabled_ && round >= start_step_ && round <= end_step_; }
   static uint64_t NowMicros();
   void Record(const std::string& tensor, uint32_t partition, uint32_t round, const char* stage, uint64_t start_us,

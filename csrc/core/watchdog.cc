@@ -38,11 +38,9 @@ std::string Engine::DescribeWait(const PartitionTask& t) {
   switch (t.stage) {
     case Stage::kWaitTurn: return what + "waited for its previous round";
     case Stage::kStage: return what + "waited for local ranks to finish the previous round";
-    case Stage::kReduce: {
-      uint32_t arrived = t.entry ? t.entry->arrived.load() - t.round * config_.local_size : 0;
-      return what + "waited for local ranks to submit it (" + std::to_string(arrived) + " of " +
-             std::to_string(config_.local_size) + " arrived)";
-    }
+    case Stage::kReduce:
+      return what + "waited for local ranks to submit it (" +
+             (reducer_ ? reducer_->DescribeStaging(t.entry, t.round) : std::string("?")) + ")";
     case Stage::kPush: return what + "waited for a scheduling credit";
     case Stage::kAwait:
       return what + "waited for server " + std::to_string(t.server) + " (" + server_addresses_[t.server] +
@@ -56,21 +54,9 @@ void Engine::CheckTimeoutsAndPeers() {
   auto now = Clock::now();
   if (now - last_peer_check_ < std::chrono::milliseconds(200)) return;
   last_peer_check_ = now;
-  if (shm_ && !has_fatal_) {
-    ShmControl* ctl = shm_->control();
-    if (ctl->job_failed.load()) {
-      SetFatal(Status::PeerFailure(std::string("a local rank failed: ") + ctl->job_error));
-    } else if (!active_.empty()) {
-      for (int q = 0; q < config_.local_size; ++q) {
-        int pid = ctl->pids[q];
-        if (q != config_.local_rank && pid > 0 && !ProcessAlive(pid)) {
-          SetFatal(Status::PeerFailure("local rank " + std::to_string(q) + " (worker rank " +
-                                       std::to_string(config_.worker_id * config_.local_size + q) + ", pid " +
-                                       std::to_string(pid) + ") died"));
-          break;
-        }
-      }
-    }
+  if (reducer_ && !has_fatal_) {
+    Status peers = reducer_->CheckPeers(/*check_alive=*/!active_.empty());
+    if (!peers.ok()) SetFatal(peers);
   }
   for (auto& entry : active_) {
     PartitionTask* t = entry.second;

@@ -8,7 +8,10 @@
 #include <sstream>
 
 #include "common/logging.h"
+#include "c_api/process_engine.h"
 #include "core/engine.h"
+#include "core/partitioner.h"
+#include "core/validation.h"
 #include "gpu/cuda_status.h"
 
 namespace bps {
@@ -41,7 +44,10 @@ Status HandleDeviceSubmit(const bps_tensor& input, void* output, const std::stri
 struct RegisterWithEngine {
   RegisterWithEngine() {
     SetDeviceSubmitHandler(&HandleDeviceSubmit);
-    SetDeviceStreamOrderedQuery([] { return !Engine::Get().config().distributed(); });
+    SetDeviceStreamOrderedQuery([] {
+      std::shared_ptr<Engine> engine = ProcessEngine::Get().engine();
+      return engine && !engine->config().distributed();
+    });
   }
 } register_with_engine;
 
@@ -63,8 +69,8 @@ GpuEngine& GpuEngine::Get() {
 
 Status GpuEngine::EnsureReady(int device) {
   std::lock_guard<std::mutex> lock(init_mu_);
-  Engine& engine = Engine::Get();
-  std::shared_ptr<Store> store = engine.store();
+  std::shared_ptr<Engine> engine = ProcessEngine::Get().engine();
+  std::shared_ptr<Store> store = engine ? engine->store() : nullptr;
   if (!store) return Status(BPS_NOT_INITIALIZED, "byteps is not initialised: call init() first");
   if (ready_) {
     if (device != device_) {
@@ -85,7 +91,7 @@ Status GpuEngine::EnsureReady(int device) {
     }
     ready_ = false;
   }
-  const Config& config = engine.config();
+  const Config& config = engine->config();
   int count = 0;
   BPS_CUDA_RETURN(cudaGetDeviceCount(&count));
   if (device < 0 || device >= count) {
@@ -141,22 +147,14 @@ Status GpuEngine::EnsureReady(int device) {
 Status GpuEngine::Submit(const bps_tensor& input, void* output, const std::string& name, int32_t priority,
                          int32_t reduce_op, bps_done_fn done, void* user_data, cudaStream_t stream,
                          bool caller_waits_on_stream) {
-  if (!Engine::Get().initialized()) {
+  std::shared_ptr<Engine> engine = ProcessEngine::Get().engine();
+  if (!engine || !engine->initialized()) {
     return Status(BPS_NOT_INITIALIZED, "byteps is not initialised: call init() first");
   }
-  if (!IsValidDataType(input.dtype)) {
-    return Status::Invalid("tensor '" + name + "': unsupported dtype code " + std::to_string(input.dtype) +
-                           " (supported: float32, float64, float16, bfloat16, int32, int64, uint8)");
-  }
-  if (name.empty()) return Status::Invalid("push_pull needs a non-empty tensor name");
-  if (input.num_elements < 0 || (input.num_elements > 0 && (!input.data || !output))) {
-    return Status::Invalid("tensor '" + name + "': null data or negative size");
-  }
-  if (reduce_op != BPS_REDUCE_SUM && reduce_op != BPS_REDUCE_AVERAGE) {
-    return Status::Invalid("tensor '" + name + "': unsupported reduce op " + std::to_string(reduce_op) +
-                           " (only sum and average)");
-  }
-  if (!done) return Status::Invalid("push_pull needs a completion callback");
+  BPS_RETURN_IF_ERROR(ValidatePushPull(input, output, name, reduce_op, done));
+  // One failure latch per rank: the engine's. A failed job (a dead peer, a
+  // scheduler abort, an earlier GPU failure) refuses device work at once.
+  BPS_RETURN_IF_ERROR(engine->failure());
   BPS_RETURN_IF_ERROR(EnsureReady(input.device));
   if (is_broken_) {
     std::lock_guard<std::mutex> lock(broken_mu_);
@@ -224,23 +222,17 @@ Status GpuEngine::Submit(const bps_tensor& input, void* output, const std::strin
 }
 
 void GpuEngine::PlanPartitions(GpuOp* op) {
-  // Partition sizes are multiples of L * 16 elements, so every partition but
-  // the last splits into equal, vector-aligned slices without padding.
   const int64_t L = local_size_;
-  const int64_t unit = L * 16;
-  int64_t per = partition_bytes_ / static_cast<int64_t>(op->elem_size);
-  per = std::max<int64_t>(unit, per / unit * unit);
-  int index = 0;
-  for (int64_t off = 0; off < op->count || (op->count == 0 && op->parts.empty()); off += per) {
+  auto ranges = PlanEqualSlicePartitions(op->count, static_cast<int64_t>(op->elem_size), partition_bytes_, local_size_);
+  for (size_t i = 0; i < ranges.size(); ++i) {
     auto p = std::make_unique<GpuPartition>();
     p->op = op;
-    p->index = index++;
-    p->offset = off;
-    p->count = std::min(per, op->count - off);
+    p->index = static_cast<int>(i);
+    p->offset = ranges[i].offset;
+    p->count = ranges[i].count;
     p->chunk = (p->count + L - 1) / L;
     p->padded = p->chunk * L != p->count;
     op->parts.push_back(std::move(p));
-    if (op->count == 0) break;
   }
 }
 
@@ -341,8 +333,10 @@ void GpuEngine::StagerLoop() {
       slice.device = -1;
       // Every machine cuts the tensor the same way, so "<name>#gpu<i>" names
       // the same slice everywhere; the engine keys it by local rank too.
-      st = Engine::Get().SubmitMachineReduced(slice, p->staging, op->name + "#gpu" + std::to_string(p->index),
-                                              op->priority, op->reduce_op, &GpuEngine::OnNetworkDone, p);
+      std::shared_ptr<Engine> engine = ProcessEngine::Get().engine();
+      st = engine ? engine->SubmitMachineReduced(slice, p->staging, op->name + "#gpu" + std::to_string(p->index),
+                                                 op->priority, op->reduce_op, &GpuEngine::OnNetworkDone, p)
+                  : Status(BPS_NOT_INITIALIZED, "byteps was shut down while GPU push_pulls were pending");
     }
     if (!st.ok()) OnNetworkDone(p, st.code(), st.message().c_str());
   }
@@ -475,6 +469,9 @@ void GpuEngine::Break(const Status& status) {
   // are aborted (not destroyed: kernels may wait on a dead peer) only when the
   // engine is initialised again, since other threads may still hold them.
   BPS_LOG(Error) << "GPU path failed: " << status.message();
+  // The rank's one failure latch: host push_pulls, the servers (at shutdown)
+  // and the other local ranks learn it too, as for any failure of this rank.
+  if (std::shared_ptr<Engine> engine = ProcessEngine::Get().engine()) engine->Fail(status);
 }
 
 void GpuEngine::Release(GpuOp* op, cudaStream_t free_on) {

@@ -98,7 +98,7 @@ uint64_t ArenaBytes() {
 LocalSharedMemory::~LocalSharedMemory() {
   if (owner_) Unlink();
   if (arena_fd_ >= 0) close(arena_fd_);
-  if (control_) munmap(control_, sizeof(ShmControl));
+  if (control_) munmap(control_, control_bytes_);
   if (arena_) munmap(arena_, arena_bytes_);
 }
 
@@ -120,7 +120,8 @@ void LocalSharedMemory::RemoveStaleSegments() {
 }
 
 Status LocalSharedMemory::Create(const std::string& job_id, int machine, int local_size, uint64_t arena_bytes,
-                                 std::unique_ptr<LocalSharedMemory>* out) {
+                                 uint32_t key_table_size, std::unique_ptr<LocalSharedMemory>* out) {
+  if (key_table_size == 0) key_table_size = kDefaultShmKeyTableSize;
   RemoveStaleSegments();
   std::unique_ptr<LocalSharedMemory> shm(new LocalSharedMemory());
   shm->base_name_ = "/bpsn-" + job_id + "-m" + std::to_string(machine) + "-p" + std::to_string(getpid());
@@ -129,8 +130,11 @@ Status LocalSharedMemory::Create(const std::string& job_id, int machine, int loc
   shm->owner_ = true;
   void* ctl = nullptr;
   void* arena = nullptr;
-  BPS_RETURN_IF_ERROR(MapSegment(shm->base_name_ + "-ctl", sizeof(ShmControl), true, true, &ctl));
+  shm->control_bytes_ = ShmControlBytes(key_table_size);
+  BPS_RETURN_IF_ERROR(MapSegment(shm->base_name_ + "-ctl", shm->control_bytes_, true, true, &ctl));
   shm->control_ = static_cast<ShmControl*>(ctl);
+  shm->control_->key_table_size = key_table_size;
+  shm->entries_ = reinterpret_cast<ShmEntry*>(static_cast<char*>(ctl) + ShmControlBytes(0));
   // After the control block took its share of /dev/shm.
   if (!arena_bytes) shm->arena_bytes_ = ArenaBytes();
   BPS_RETURN_IF_ERROR(MapSegment(shm->base_name_ + "-arena", shm->arena_bytes_, true, false, &arena, &shm->arena_fd_));
@@ -147,8 +151,16 @@ Status LocalSharedMemory::Open(const std::string& base_name, int local_size, std
   shm->base_name_ = base_name;
   shm->local_size_ = local_size;
   void* ctl = nullptr;
+  // The creator chose the table's size: map the header, then all of it.
   BPS_RETURN_IF_ERROR(MapSegment(base_name + "-ctl", sizeof(ShmControl), false, false, &ctl));
+  const bool ready = static_cast<ShmControl*>(ctl)->magic == kShmMagic;
+  const uint32_t table = static_cast<ShmControl*>(ctl)->key_table_size;
+  munmap(ctl, sizeof(ShmControl));
+  if (!ready) return Status::Internal("shared memory " + base_name + " is not initialised");
+  shm->control_bytes_ = ShmControlBytes(table);
+  BPS_RETURN_IF_ERROR(MapSegment(base_name + "-ctl", shm->control_bytes_, false, false, &ctl));
   shm->control_ = static_cast<ShmControl*>(ctl);
+  shm->entries_ = reinterpret_cast<ShmEntry*>(static_cast<char*>(ctl) + ShmControlBytes(0));
   if (shm->control_->magic != kShmMagic || shm->control_->local_size != static_cast<uint32_t>(local_size)) {
     return Status::Invalid("shared memory " + base_name + " was made for local size " +
                            std::to_string(shm->control_->local_size) + ", this rank has BYTEPS_LOCAL_SIZE=" +
@@ -169,13 +181,15 @@ void LocalSharedMemory::Unlink() {
 
 Status LocalSharedMemory::Lookup(uint64_t key, uint64_t bytes, uint32_t dtype, ShmEntry** out) {
   if (key == 0) key = 1;  // 0 marks free slots
-  uint32_t start = static_cast<uint32_t>(key % kShmTableSize);
-  for (uint32_t probe = 0; probe < kShmTableSize; ++probe) {
-    ShmEntry& e = control_->entries[(start + probe) % kShmTableSize];
+  const uint32_t table = control_->key_table_size;
+  uint32_t start = static_cast<uint32_t>(key % table);
+  for (uint32_t probe = 0; probe < table; ++probe) {
+    ShmEntry& e = entries_[(start + probe) % table];
     uint64_t cur = e.key.load(std::memory_order_acquire);
     if (cur == 0) {
       uint64_t expected = 0;
       if (e.key.compare_exchange_strong(expected, key)) {
+        control_->keys_used.fetch_add(1, std::memory_order_relaxed);
         // We own initialisation: reserve L slots of `bytes`, 64-byte aligned.
         uint64_t slot = (bytes + 63) / 64 * 64;
         uint64_t need = slot * static_cast<uint64_t>(local_size_);
@@ -220,8 +234,13 @@ Status LocalSharedMemory::Lookup(uint64_t key, uint64_t bytes, uint32_t dtype, S
       return Status::OK();
     }
   }
-  return Status::Internal("shared-memory key table is full (" + std::to_string(kShmTableSize) +
-                          " partitions): use fewer distinct tensor names or a larger BYTEPS_PARTITION_BYTES");
+  return Status::Internal(
+      "this machine's shared-memory key table is full: all " + std::to_string(table) +
+      " entries (BYTEPS_LOCAL_KEY_TABLE_SIZE) hold partitions of earlier tensor names, which are kept for the job's "
+      "lifetime. Raise BYTEPS_LOCAL_KEY_TABLE_SIZE on every rank (about " +
+      std::to_string((sizeof(ShmEntry) + 1023) / 1024) +
+      " KB of /dev/shm per entry), reuse tensor names across steps instead of making new ones, or use a larger "
+      "BYTEPS_PARTITION_BYTES (fewer partitions per tensor)");
 }
 
 void LocalSharedMemory::Ring() {

@@ -24,7 +24,7 @@
 namespace bps {
 
 constexpr int kMaxLocalRanks = 16;
-constexpr uint32_t kShmTableSize = 8192;  // partition keys per machine
+constexpr uint32_t kDefaultShmKeyTableSize = 8192;  // BYTEPS_LOCAL_KEY_TABLE_SIZE
 
 struct alignas(64) ShmEntry {
   std::atomic<uint64_t> key;          // 0 = free; set by the first rank to see it
@@ -53,26 +53,40 @@ struct ShmControl {
   int32_t pids[kMaxLocalRanks];
   std::atomic<uint32_t> job_failed;
   char job_error[512];
-  ShmEntry entries[kShmTableSize];
+  uint32_t key_table_size;             // entries that follow this block
+  std::atomic<uint32_t> keys_used;
+  // ShmEntry entries[key_table_size] follow, 64-byte aligned.
 };
+
+// The control segment: the block, then its key table.
+inline size_t ShmControlBytes(uint32_t key_table_size) {
+  return (sizeof(ShmControl) + 63) / 64 * 64 + static_cast<size_t>(key_table_size) * sizeof(ShmEntry);
+}
 
 class LocalSharedMemory {
  public:
   ~LocalSharedMemory();
   // Rank 0 creates; returns the base name others open.
+  // `key_table_size` bounds the partition keys the job may use on this
+  // machine (BYTEPS_LOCAL_KEY_TABLE_SIZE); `arena_bytes` 0 sizes the arena
+  // by /dev/shm's free space.
   static Status Create(const std::string& job_id, int machine, int local_size, uint64_t arena_bytes,
-                       std::unique_ptr<LocalSharedMemory>* out);
+                       uint32_t key_table_size, std::unique_ptr<LocalSharedMemory>* out);
   static Status Open(const std::string& base_name, int local_size, std::unique_ptr<LocalSharedMemory>* out);
   void Unlink();  // remove names; mappings stay valid
   static void RemoveStaleSegments();
 
   const std::string& base_name() const { return base_name_; }
   ShmControl* control() { return control_; }
+  uint32_t key_table_size() const { return control_->key_table_size; }
   char* arena() { return arena_; }
 
   // Finds or creates the entry for key with the given slot size. Returns a
-  // clear error when the table or the arena is full (naming /dev/shm and how
-  // to enlarge it), or the size disagrees.
+  // clear error when the table (naming its size and
+  // BYTEPS_LOCAL_KEY_TABLE_SIZE) or the arena is full (naming /dev/shm and
+  // how to enlarge it), or the size disagrees. Entries live as long as the
+  // job: ranks count rounds per key, so a reclaimed key would restart its
+  // rounds on some ranks and not on others.
   Status Lookup(uint64_t key, uint64_t bytes, uint32_t dtype, ShmEntry** out);
 
   void Ring();  // wake every local rank's engine
@@ -82,6 +96,8 @@ class LocalSharedMemory {
   std::string base_name_;
   bool owner_ = false;
   ShmControl* control_ = nullptr;
+  size_t control_bytes_ = 0;
+  ShmEntry* entries_ = nullptr;
   char* arena_ = nullptr;
   size_t arena_bytes_ = 0;
   // Kept open: slots are backed with fallocate when reserved, so a full

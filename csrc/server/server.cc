@@ -15,10 +15,61 @@
 
 namespace bps {
 
-AlignedBuffer::AlignedBuffer(size_t n) : size(n) {
-  if (posix_memalign(reinterpret_cast<void**>(&data), 64, n ? n : 64) != 0) data = nullptr;
-}
-AlignedBuffer::~AlignedBuffer() { free(data); }
+// One event loop and the buffers that its connections' payloads land in.
+struct Server::IoLoop {
+  explicit IoLoop(const std::string& name) : loop(name) {}
+  EventLoop loop;
+  BufferPool pool;  // touched only on loop's thread
+};
+
+// The handler of one worker connection. Lives on the connection's loop, so
+// the payload it parks between header and message needs no lock.
+class Server::WorkerLink final : public ConnectionHandler {
+ public:
+  WorkerLink(Server* server, IoLoop* loop) : server_(server), loop_(loop) {}
+  void Attach(const std::shared_ptr<Connection>& conn) { conn_ = conn; }
+  IoLoop* loop() const { return loop_; }
+
+  void* OnHeader(Connection* conn, const MessageHeader& h, Status* reject) override {
+    if (h.type != static_cast<uint16_t>(MessageType::kPush)) return nullptr;  // small control frames
+    // A push is one slice of one partition: never larger than a partition.
+    const uint64_t limit = static_cast<uint64_t>(server_->config_.partition_bytes) + 4096;
+    if (h.payload_bytes > limit) {
+      *reject = Status::PeerFailure(conn->peer_name() + " pushed " + std::to_string(h.payload_bytes) +
+                                    " bytes, more than this server's BYTEPS_PARTITION_BYTES=" +
+                                    std::to_string(server_->config_.partition_bytes) +
+                                    ": set the same value on every process");
+      return nullptr;
+    }
+    parked_ = loop_->pool.Take(h.payload_bytes);
+    if (!parked_->data) {
+      *reject = Status::Internal("out of memory for a push of " + std::to_string(h.payload_bytes) + " bytes");
+      return nullptr;
+    }
+    return parked_->data;
+  }
+
+  void OnMessage(Connection* conn, const MessageHeader& h, void* payload) override {
+    auto shared = conn_.lock();
+    if (!shared) return;
+    if (h.type == static_cast<uint16_t>(MessageType::kPush)) {
+      server_->HandlePush(loop_, shared, h, std::move(parked_));
+      return;
+    }
+    server_->OnControl(conn, h, static_cast<const char*>(payload));
+  }
+
+  void OnClosed(Connection* conn, const Status& reason) override {
+    parked_.reset();
+    server_->OnLinkClosed(conn, reason);  // may release this link (deferred): last statement
+  }
+
+ private:
+  Server* server_;
+  IoLoop* loop_;
+  std::weak_ptr<Connection> conn_;
+  std::shared_ptr<AlignedBuffer> parked_;  // the push being received
+};
 
 Server::Server(Config config, std::shared_ptr<Store> store, int server_id, std::string listen_host)
     : config_(std::move(config)), store_(std::move(store)), server_id_(server_id),
@@ -29,36 +80,30 @@ Server::~Server() { Stop(); }
 Status Server::Start() {
   BPS_RETURN_IF_ERROR(ListenOn(listen_host_, 0, 1024, &listen_fd_, &port_));
   timeline_.Configure("server " + std::to_string(server_id_), "server" + std::to_string(server_id_));
-  loop_.reset(new EventLoop("server"));
-  loop_->Start();
-  for (int i = 0; i < config_.server_engine_threads; ++i) {
-    engines_.emplace_back(new EngineThread());
-    EngineThread* t = engines_.back().get();
-    t->thread = std::thread([this, t] { EngineMain(t); });
+  {
+    std::lock_guard<std::mutex> lock(loops_mu_);
+    loops_.emplace_back(new IoLoop("server-0"));
+    loops_.back()->loop.Start();
   }
   HandshakeAcceptor::Options options;
   options.owner = "server " + std::to_string(server_id_);
-  acceptor_.reset(new HandshakeAcceptor(loop_.get(), listen_fd_, config_.job_token, options,
+  acceptor_.reset(new HandshakeAcceptor(&loops_[0]->loop, listen_fd_, config_.job_token, options,
                                         [this](int fd, const PeerIdentity& peer) { AdmitConnection(fd, peer); }));
   acceptor_->Start();
-  BPS_LOG(Info) << "server " << server_id_ << " listening on " << address() << " with "
-                << config_.server_engine_threads << " engine threads, "
-                << (config_.enable_async ? "async" : "sync") << " mode";
+  BPS_LOG(Info) << "server " << server_id_ << " listening on " << address() << " with up to "
+                << config_.server_engine_threads << " event loops, " << (config_.enable_async ? "async" : "sync")
+                << " mode";
   return store_->Set("server/" + std::to_string(server_id_), address());
 }
 
 void Server::Stop() {
   if (stopping_.exchange(true)) return;
   if (acceptor_) acceptor_->Stop();  // no handshake calls into this server after this
-  for (auto& t : engines_) {
-    {
-      std::lock_guard<std::mutex> lock(t->mu);
-    }
-    t->cv.notify_all();
-    if (t->thread.joinable()) t->thread.join();
+  {
+    std::lock_guard<std::mutex> lock(loops_mu_);
+    for (auto& l : loops_) l->loop.Stop();  // joins: no push is being handled after this
   }
   timeline_.Finish();
-  if (loop_) loop_->Stop();
   if (listen_fd_ >= 0) close(listen_fd_);
 }
 
@@ -67,7 +112,7 @@ void Server::Abort(const Status& why) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (failure_.ok()) failure_ = why;
-    for (auto& kv : conns_) conns.push_back(kv.second);
+    for (auto& kv : conns_) conns.push_back(kv.second.conn);
   }
   for (auto& c : conns) SendError(c, 0, 0, why.message());
   {
@@ -78,8 +123,12 @@ void Server::Abort(const Status& why) {
 }
 
 Status Server::Wait(double timeout_seconds) {
-  // The job is over for this server once every worker connection of the job
-  // came and left (or one died). Workers publish the job size at rendezvous.
+  // The job is over for this server once every worker rank of the job came
+  // and all its connections left (or one died). Workers publish the job size
+  // at rendezvous. Ranks, not connections, are counted: BYTEPS_TCP_CONNECTIONS
+  // defaults by core count and may differ between processes. (A rank's later
+  // connection still in its handshake when the rank said goodbye on another
+  // is simply closed with the server.)
   std::string size_text;
   double get_timeout = timeout_seconds < 0 ? config_.rendezvous_timeout_seconds : timeout_seconds;
   Status st = store_->Get("size", get_timeout, &size_text);
@@ -88,7 +137,7 @@ Status Server::Wait(double timeout_seconds) {
     if (!failure_.ok()) return failure_;
   }
   if (!st.ok()) return st.WithContext("server " + std::to_string(server_id_) + " waiting for the job size");
-  const int expected = atoi(size_text.c_str()) * config_.connections_per_server;
+  const size_t expected = static_cast<size_t>(std::max(0, atoi(size_text.c_str())));
   std::unique_lock<std::mutex> lock(mu_);
   // A worker that said goodbye is done even if its socket is still open
   // (a colocated server's own process closes its sockets after this wait).
@@ -99,7 +148,7 @@ Status Server::Wait(double timeout_seconds) {
     return true;
   };
   auto done = [&] {
-    return (ever_connected_ >= expected && all_left()) || (!failure_.ok() && all_left()) || aborted_;
+    return (ranks_seen_.size() >= expected && all_left()) || (!failure_.ok() && all_left()) || aborted_;
   };
   if (timeout_seconds < 0) {
     cv_.wait(lock, done);
@@ -111,105 +160,39 @@ Status Server::Wait(double timeout_seconds) {
   return failure_;
 }
 
+Server::IoLoop* Server::NextLoop() {
+  std::lock_guard<std::mutex> lock(loops_mu_);
+  const size_t limit = static_cast<size_t>(std::max(1, config_.server_engine_threads));
+  const size_t index = next_loop_++ % limit;
+  while (loops_.size() <= index) {
+    loops_.emplace_back(new IoLoop("server-" + std::to_string(loops_.size())));
+    loops_.back()->loop.Start();
+  }
+  return loops_[index].get();
+}
+
 void Server::AdmitConnection(int fd, const PeerIdentity& peer) {
   if (stopping_) {
     close(fd);
     return;
   }
   SetLivenessProbes(fd, config_.timeout_seconds);
-  auto conn = std::make_shared<Connection>(fd, loop_.get(), this, peer.Describe(), SocketTuningOf(config_));
+  IoLoop* loop = NextLoop();
+  auto link = std::make_shared<WorkerLink>(this, loop);
+  auto conn = std::make_shared<Connection>(fd, &loop->loop, link.get(), peer.Describe(), SocketTuningOf(config_));
   conn->tag = peer.rank;
+  link->Attach(conn);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    conns_[conn.get()] = conn;
-    peers_[conn.get()] = peer;
-    ++ever_connected_;
+    conns_[conn.get()] = Peer{conn, link, peer};
+    ranks_seen_.insert(peer.rank);
   }
   conn->Start();
   BPS_LOG(Debug) << "server " << server_id_ << " admitted " << peer.Describe();
 }
 
-std::shared_ptr<Connection> Server::Find(Connection* raw) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = conns_.find(raw);
-  return it == conns_.end() ? nullptr : it->second;
-}
-
-std::shared_ptr<AlignedBuffer> Server::TakeBuffer(size_t bytes) {
-  {
-    std::lock_guard<std::mutex> lock(pool_mu_);
-    auto it = pool_.find(bytes);
-    if (it != pool_.end()) {
-      auto b = it->second;
-      pool_.erase(it);
-      return b;
-    }
-  }
-  return std::make_shared<AlignedBuffer>(bytes);
-}
-
-void Server::ReturnBuffer(std::shared_ptr<AlignedBuffer> b) {
-  std::lock_guard<std::mutex> lock(pool_mu_);
-  if (pool_.size() < 256) pool_.emplace(b->size, std::move(b));
-}
-
-void* Server::OnHeader(Connection* conn, const MessageHeader& h, Status* reject) {
-  if (h.type != static_cast<uint16_t>(MessageType::kPush)) return nullptr;  // small control frames
-  // A push is one slice of one partition: never larger than a partition.
-  const uint64_t limit = static_cast<uint64_t>(config_.partition_bytes) + 4096;
-  if (h.payload_bytes > limit) {
-    *reject = Status::PeerFailure(conn->peer_name() + " pushed " + std::to_string(h.payload_bytes) +
-                                  " bytes, more than this server's BYTEPS_PARTITION_BYTES=" +
-                                  std::to_string(config_.partition_bytes) + ": set the same value on every process");
-    return nullptr;
-  }
-  auto buf = TakeBuffer(h.payload_bytes);
-  if (!buf->data) {
-    *reject = Status::Internal("out of memory for a push of " + std::to_string(h.payload_bytes) + " bytes");
-    return nullptr;
-  }
-  // Parked on the connection's tag-less side table until OnMessage.
-  std::lock_guard<std::mutex> lock(mu_);
-  inflight_[conn] = buf;
-  return buf->data;
-}
-
-void Server::OnMessage(Connection* conn, const MessageHeader& h, void* payload) {
-  auto shared = Find(conn);
-  if (!shared) return;
+void Server::OnControl(Connection* conn, const MessageHeader& h, const char* payload) {
   switch (static_cast<MessageType>(h.type)) {
-    case MessageType::kPush: {
-      std::shared_ptr<AlignedBuffer> buf;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        buf = std::move(inflight_[conn]);
-        inflight_.erase(conn);
-      }
-      bytes_in_ += h.payload_bytes;
-      ++pushes_;
-      int thread_index;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        auto it = key_thread_.find(h.key);
-        if (it == key_thread_.end()) {
-          // Pin the key to the least-loaded engine thread (by bytes).
-          size_t best = 0;
-          for (size_t i = 1; i < engines_.size(); ++i) {
-            if (engines_[i]->assigned_bytes < engines_[best]->assigned_bytes) best = i;
-          }
-          engines_[best]->assigned_bytes += h.payload_bytes;
-          it = key_thread_.emplace(h.key, static_cast<int>(best)).first;
-        }
-        thread_index = it->second;
-      }
-      EngineThread* t = engines_[thread_index].get();
-      {
-        std::lock_guard<std::mutex> lock(t->mu);
-        t->queue.push_back(PushWork{shared, h, std::move(buf)});
-      }
-      t->cv.notify_one();
-      return;
-    }
     case MessageType::kBye: {
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -222,16 +205,13 @@ void Server::OnMessage(Connection* conn, const MessageHeader& h, void* payload) 
       if (h.flags & kFlagTensorError) {
         // A worker saw this tensor's ranks disagree inside its machine: fail
         // the tensor on the other machines too, now, naming that cause.
-        std::string why(static_cast<char*>(payload), h.payload_bytes);
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          poisoned_.emplace(h.name_hash, why);
-        }
+        std::string why(payload ? payload : "", payload ? h.payload_bytes : 0);
+        Poison(h.name_hash, why);
         TellEveryone(h.key, h.name_hash, why, conn);
         return;
       }
       // A worker failed (e.g. it lost another server): relay its root cause.
-      std::string why = conn->peer_name() + " failed: " + std::string(static_cast<char*>(payload), h.payload_bytes);
+      std::string why = conn->peer_name() + " failed: " + std::string(payload ? payload : "", payload ? h.payload_bytes : 0);
       BPS_LOG(Error) << "server " << server_id_ << ": " << why;
       std::vector<std::shared_ptr<Connection>> others;
       {
@@ -239,7 +219,7 @@ void Server::OnMessage(Connection* conn, const MessageHeader& h, void* payload) 
         reported_.insert(conn);
         if (failure_.ok()) failure_ = Status::PeerFailure(why);
         for (auto& kv : conns_) {
-          if (kv.first != conn) others.push_back(kv.second);
+          if (kv.first != conn) others.push_back(kv.second.conn);
         }
       }
       for (auto& c : others) SendError(c, 0, 0, why);
@@ -251,25 +231,26 @@ void Server::OnMessage(Connection* conn, const MessageHeader& h, void* payload) 
   }
 }
 
-void Server::OnClosed(Connection* conn, const Status& reason) {
+void Server::OnLinkClosed(Connection* conn, const Status& reason) {
   std::vector<std::shared_ptr<Connection>> others;
   std::string why;
+  Peer gone;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    inflight_.erase(conn);
     // Orderly, or its failure was already relayed: nothing new to tell.
     bool orderly = said_bye_.count(conn) > 0 || reported_.count(conn) > 0;
     said_bye_.erase(conn);
     reported_.erase(conn);
-    auto peer = peers_[conn];
-    peers_.erase(conn);
-    auto keep = conns_[conn];
-    conns_.erase(conn);
+    auto it = conns_.find(conn);
+    if (it != conns_.end()) {
+      gone = std::move(it->second);
+      conns_.erase(it);
+    }
     if (!orderly && !stopping_) {
-      why = peer.Describe() + " disconnected from server " + std::to_string(server_id_) + " (" +
+      why = gone.identity.Describe() + " disconnected from server " + std::to_string(server_id_) + " (" +
             reason.message() + ")";
       if (failure_.ok()) failure_ = Status::PeerFailure(why);
-      for (auto& kv : conns_) others.push_back(kv.second);
+      for (auto& kv : conns_) others.push_back(kv.second.conn);
     }
   }
   if (!why.empty()) {
@@ -278,6 +259,12 @@ void Server::OnClosed(Connection* conn, const Status& reason) {
     for (auto& c : others) SendError(c, 0, 0, why);
   }
   cv_.notify_all();
+  // The link is on this call's stack: release it (and the connection) on
+  // its loop once this callback returned.
+  if (gone.link) {
+    IoLoop* loop = gone.link->loop();
+    loop->loop.Post([gone] {});
+  }
 }
 
 void Server::SendError(const std::shared_ptr<Connection>& conn, uint64_t key, uint64_t name_hash,
@@ -299,56 +286,58 @@ void Server::TellEveryone(uint64_t key, uint64_t name_hash, const std::string& m
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& kv : conns_) {
-      if (kv.first != except) everyone.push_back(kv.second);
+      if (kv.first != except) everyone.push_back(kv.second.conn);
     }
   }
   for (auto& c : everyone) SendError(c, key, name_hash, msg);
 }
 
-void Server::EngineMain(EngineThread* t) {
-  while (true) {
-    PushWork w;
-    {
-      std::unique_lock<std::mutex> lock(t->mu);
-      t->cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return !t->queue.empty() || stopping_; });
-      if (t->queue.empty()) {
-        if (stopping_) return;
-        continue;
-      }
-      w = std::move(t->queue.front());
-      t->queue.pop_front();
-    }
-    HandlePush(t, w);
-    ReturnBuffer(std::move(w.payload));
-  }
+bool Server::PoisonedMessage(uint64_t name_hash, std::string* message) {
+  if (!any_poisoned_.load(std::memory_order_acquire)) return false;
+  std::lock_guard<std::mutex> lock(poison_mu_);
+  auto it = poisoned_.find(name_hash);
+  if (it == poisoned_.end()) return false;
+  *message = it->second;
+  return true;
 }
 
-void Server::HandlePush(EngineThread* t, PushWork& w) {
-  const MessageHeader& h = w.header;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto poisoned = poisoned_.find(h.name_hash);
-    if (poisoned != poisoned_.end()) {
-      std::string msg = poisoned->second;
-      SendError(w.conn, h.key, h.name_hash, msg);
-      return;
-    }
+void Server::Poison(uint64_t name_hash, const std::string& message) {
+  std::lock_guard<std::mutex> lock(poison_mu_);
+  poisoned_.emplace(name_hash, message);
+  any_poisoned_.store(true, std::memory_order_release);
+}
+
+void Server::HandlePush(IoLoop* loop, const std::shared_ptr<Connection>& conn, const MessageHeader& h,
+                        std::shared_ptr<AlignedBuffer> payload) {
+  bytes_in_.fetch_add(h.payload_bytes, std::memory_order_relaxed);
+  pushes_.fetch_add(1, std::memory_order_relaxed);
+  std::string poisoned;
+  if (PoisonedMessage(h.name_hash, &poisoned)) {
+    SendError(conn, h.key, h.name_hash, poisoned);
+    loop->pool.Give(std::move(payload));
+    return;
   }
   const DataType dtype = static_cast<DataType>(h.dtype);
   const size_t count = h.payload_bytes / DataTypeSize(dtype);
-  KeyState& ks = t->keys[h.key];
-  if (ks.acc && ks.contributions == 0 && !config_.enable_async &&
+  const size_t acc_bytes = count * AccumulatorElementSize(dtype);
+  KeyState& ks = *keys_.Get(h.key);
+  std::lock_guard<std::mutex> key_lock(ks.mu);
+  if (ks.initialized && ks.contributions == 0 && !config_.enable_async &&
       (h.payload_bytes != ks.payload_bytes || dtype != ks.dtype)) {
     // The tensor behind this key was resized (on every rank, or the round's
     // signature check below catches it): start over with fitting buffers.
-    ks = KeyState();
+    ks.acc.reset();
+    ks.wire[0].reset();
+    ks.wire[1].reset();
+    ks.waiting.clear();
+    ks.initialized = false;
   }
-  const bool fresh_key = !ks.acc;
+  const bool fresh_key = !ks.initialized;
   if (fresh_key) {
+    ks.initialized = true;
     ks.dtype = dtype;
     ks.payload_bytes = h.payload_bytes;
     ks.round = h.round;
-    ks.acc = std::make_shared<AlignedBuffer>(count * AccumulatorElementSize(dtype));
   }
   // Every contribution to a key must describe the same tensor: otherwise the
   // sum would be silent garbage. Poison the tensor and tell every pusher.
@@ -363,15 +352,13 @@ void Server::HandlePush(EngineThread* t, PushWork& w) {
                std::to_string(h.tensor_bytes) + " bytes (or another shape)";
   }
   if (!mismatch.empty()) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      poisoned_.emplace(h.name_hash, mismatch);
-    }
+    Poison(h.name_hash, mismatch);
     // Every worker, not only this round's pushers: ranks waiting on other
     // partitions (or other keys of a different plan) of the tensor fail now.
     TellEveryone(h.key, h.name_hash, mismatch, nullptr);
     ks.waiting.clear();
     ks.contributions = 0;
+    loop->pool.Give(std::move(payload));
     return;
   }
   if (ks.contributions == 0) {
@@ -383,7 +370,9 @@ void Server::HandlePush(EngineThread* t, PushWork& w) {
 
   if (config_.enable_async) {
     // Async: the key holds a running sum; every push is applied and answered.
-    Accumulate(ks.acc->data, w.payload->data, count, dtype, fresh_key);
+    if (!ks.acc || ks.acc->size != acc_bytes) ks.acc = std::make_shared<AlignedBuffer>(acc_bytes);
+    Accumulate(ks.acc->data, payload->data, count, dtype, fresh_key);
+    loop->pool.Give(std::move(payload));
     ks.contributions = 1;
     auto snapshot = std::make_shared<AlignedBuffer>(h.payload_bytes);
     AccumulatorToWire(snapshot->data, ks.acc->data, count, dtype);
@@ -392,19 +381,31 @@ void Server::HandlePush(EngineThread* t, PushWork& w) {
     m.header.type = static_cast<uint16_t>(MessageType::kResponse);
     m.payload = snapshot->data;
     m.keepalive = snapshot;
-    bytes_out_ += h.payload_bytes;
-    w.conn->Send(std::move(m));
+    bytes_out_.fetch_add(h.payload_bytes, std::memory_order_relaxed);
+    conn->Send(std::move(m));
     return;
   }
 
   const uint64_t w0 = timeline_.Tracing(h.round) ? Timeline::NowMicros() : 0;
-  Accumulate(ks.acc->data, w.payload->data, count, dtype, ks.contributions == 0);
+  if (ks.contributions == 0 && !IsHalfType(dtype) && payload->size == acc_bytes) {
+    // The first push of a round becomes the accumulator: its bytes landed in
+    // a buffer of the right size, so adopt it instead of copying.
+    loop->pool.Give(std::move(ks.acc));
+    ks.acc = std::move(payload);
+  } else {
+    if (!ks.acc || ks.acc->size != acc_bytes) ks.acc = loop->pool.Take(acc_bytes);
+    Accumulate(ks.acc->data, payload->data, count, dtype, ks.contributions == 0);
+    loop->pool.Give(std::move(payload));
+  }
+  // The previous round's answer, once fully sent, goes back to the pool to
+  // receive later pushes (buffers circulate: push -> sum -> answer -> push).
+  if (!IsHalfType(dtype) && ks.wire[0] && ks.wire[0].use_count() == 1) loop->pool.Give(std::move(ks.wire[0]));
   if (w0) {
     timeline_.Record("key" + std::to_string(h.key % 100000) + ".from" + std::to_string(h.sender_rank), h.partition,
                      h.round, "server_sum", w0, Timeline::NowMicros());
   }
   ks.contributions++;
-  ks.waiting.emplace_back(w.conn, h);
+  ks.waiting.emplace_back(conn, h);
   if (ks.contributions < h.num_contributors) return;
 
   // Round complete: answer every contributor from one buffer. The buffer of
@@ -416,15 +417,10 @@ void Server::HandlePush(EngineThread* t, PushWork& w) {
     AccumulatorToWire(slot->data, ks.acc->data, count, dtype);
     wire = slot;
   } else {
-    wire = ks.acc;
-    // Next round accumulates into the spare unless it is still being sent.
-    auto& spare = ks.wire[0];
-    if (spare && spare.use_count() == 1) {
-      ks.acc = spare;
-    } else {
-      ks.acc = std::make_shared<AlignedBuffer>(wire->size);
-    }
-    spare = wire;
+    // The accumulator goes out as the answer; the next round's first push
+    // becomes the next accumulator.
+    wire = std::move(ks.acc);
+    ks.wire[0] = wire;
   }
   for (auto& waiter : ks.waiting) {
     OutMessage m;
@@ -433,7 +429,7 @@ void Server::HandlePush(EngineThread* t, PushWork& w) {
     m.header.sender_rank = static_cast<uint32_t>(server_id_);
     m.payload = wire->data;
     m.keepalive = wire;
-    bytes_out_ += h.payload_bytes;
+    bytes_out_.fetch_add(h.payload_bytes, std::memory_order_relaxed);
     waiter.first->Send(std::move(m));
   }
   ks.waiting.clear();

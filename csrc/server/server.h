@@ -1,12 +1,17 @@
-// Parameter server: receives pushes of partition slices, sums them with
-// BYTEPS_SERVER_ENGINE_THREAD threads (keys pinned to threads by load), and
+// Parameter server: receives pushes of partition slices, sums them, and
 // answers each contributor as soon as the round of that key is complete
 // (sync), or immediately with the running sum (async). Streaming: every
 // partition is summed and returned as it completes, not after the tensor.
+//
+// Scaling with cores: worker connections are spread over up to
+// BYTEPS_SERVER_ENGINE_THREAD event loops (one per connection until there are
+// that many); each loop receives a push into a pooled buffer of its own and
+// sums it on the same core. The push path takes no server-wide lock: round
+// state is sharded by key (KeyTable), buffers are pooled per loop, and the
+// server-wide mutex guards only connections arriving and leaving.
 #pragma once
 #include <atomic>
 #include <condition_variable>
-#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -17,6 +22,7 @@
 
 #include "common/config.h"
 #include "core/timeline.h"
+#include "server/key_table.h"
 #include "store/store.h"
 #include "transport/handshake.h"
 #include "transport/handshake_acceptor.h"
@@ -24,20 +30,14 @@
 
 namespace bps {
 
-struct AlignedBuffer {
-  explicit AlignedBuffer(size_t n);
-  ~AlignedBuffer();
-  char* data = nullptr;
-  size_t size = 0;
-};
-
-class Server : public ConnectionHandler {
+class Server {
  public:
   Server(Config config, std::shared_ptr<Store> store, int server_id, std::string listen_host);
-  ~Server() override;
+  ~Server();
   Status Start();  // listen, then announce "server/<id>" in the store
-  // Blocks until every worker connection that came has left (orderly: OK;
-  // any died: PeerFailure naming it) or `timeout_seconds` passes (< 0: none).
+  // Blocks until every worker rank of the job came and all of its
+  // connections left (orderly: OK; any died: PeerFailure naming it) or
+  // `timeout_seconds` passes (< 0: none).
   Status Wait(double timeout_seconds);
   void Stop();
   // The job failed elsewhere (scheduler abort): tell connected workers, end Wait().
@@ -45,46 +45,22 @@ class Server : public ConnectionHandler {
   std::string address() const { return listen_host_ + ":" + std::to_string(port_); }
   std::string StatsJson();
 
-  void* OnHeader(Connection* conn, const MessageHeader& header, Status* reject) override;
-  void OnMessage(Connection* conn, const MessageHeader& header, void* payload) override;
-  void OnClosed(Connection* conn, const Status& reason) override;
-
  private:
-  struct PushWork {
-    std::shared_ptr<Connection> conn;
-    MessageHeader header;
-    std::shared_ptr<AlignedBuffer> payload;
-  };
-  struct KeyState {
-    DataType dtype = DataType::kFloat32;
-    uint64_t payload_bytes = 0;
-    uint32_t round = 0;
-    uint64_t signature = 0;
-    uint64_t tensor_bytes = 0;
-    uint32_t first_rank = 0;
-    int contributions = 0;
-    std::shared_ptr<AlignedBuffer> acc;       // float32 for 16-bit types
-    std::shared_ptr<AlignedBuffer> wire[2];   // response buffers, by round parity
-    std::vector<std::pair<std::shared_ptr<Connection>, MessageHeader>> waiting;
-  };
-  struct EngineThread {
-    std::thread thread;
-    std::mutex mu;
-    std::condition_variable cv;
-    std::deque<PushWork> queue;
-    std::unordered_map<uint64_t, KeyState> keys;
-    uint64_t assigned_bytes = 0;
-  };
+  struct IoLoop;
+  class WorkerLink;
 
   void AdmitConnection(int fd, const PeerIdentity& peer);
-  void EngineMain(EngineThread* t);
-  void HandlePush(EngineThread* t, PushWork& w);
+  IoLoop* NextLoop();
+  // On the connection's loop thread, once its payload is in `payload`.
+  void HandlePush(IoLoop* loop, const std::shared_ptr<Connection>& conn, const MessageHeader& h,
+                  std::shared_ptr<AlignedBuffer> payload);
+  void OnControl(Connection* conn, const MessageHeader& h, const char* payload);
+  void OnLinkClosed(Connection* conn, const Status& reason);
   void SendError(const std::shared_ptr<Connection>& conn, uint64_t key, uint64_t name_hash, const std::string& msg);
   // A tensor-scoped error (name_hash) to every worker connection but `except`.
   void TellEveryone(uint64_t key, uint64_t name_hash, const std::string& msg, Connection* except);
-  std::shared_ptr<AlignedBuffer> TakeBuffer(size_t bytes);
-  void ReturnBuffer(std::shared_ptr<AlignedBuffer> b);
-  std::shared_ptr<Connection> Find(Connection* raw);
+  bool PoisonedMessage(uint64_t name_hash, std::string* message);
+  void Poison(uint64_t name_hash, const std::string& message);
 
   Config config_;
   std::shared_ptr<Store> store_;
@@ -93,26 +69,37 @@ class Server : public ConnectionHandler {
   int listen_fd_ = -1;
   int port_ = 0;
   std::atomic<bool> stopping_{false};
-  std::unique_ptr<EventLoop> loop_;
-  // Handshakes run in loop_; stopped before anything they call into goes.
+  // Loops start as connections arrive (at most config_.server_engine_threads);
+  // the first also runs the handshakes. Guarded by loops_mu_ while growing.
+  std::mutex loops_mu_;
+  std::vector<std::unique_ptr<IoLoop>> loops_;
+  size_t next_loop_ = 0;
+  // Handshakes run in loops_[0]; stopped before anything they call into goes.
   std::unique_ptr<HandshakeAcceptor> acceptor_;
-  std::vector<std::unique_ptr<EngineThread>> engines_;
 
+  KeyTable keys_;
+
+  // Poisoned tensors (name_hash -> first error): rare, so the push path reads
+  // an atomic flag and locks only once something was poisoned.
+  std::atomic<bool> any_poisoned_{false};
+  std::mutex poison_mu_;
+  std::unordered_map<uint64_t, std::string> poisoned_;
+
+  // Connections arriving and leaving; never taken on the push path.
   std::mutex mu_;
   std::condition_variable cv_;
-  std::map<Connection*, std::shared_ptr<Connection>> conns_;
-  std::map<Connection*, PeerIdentity> peers_;
+  struct Peer {
+    std::shared_ptr<Connection> conn;
+    std::shared_ptr<WorkerLink> link;
+    PeerIdentity identity;
+  };
+  std::map<Connection*, Peer> conns_;
   std::set<Connection*> said_bye_;
   std::set<Connection*> reported_;  // workers that sent their failure
-  int ever_connected_ = 0;
+  std::set<int> ranks_seen_;        // worker ranks that ever connected
   bool aborted_ = false;
   Status failure_;
-  std::unordered_map<uint64_t, int> key_thread_;
-  std::unordered_map<uint64_t, std::string> poisoned_;  // name_hash -> first error
-  std::map<Connection*, std::shared_ptr<AlignedBuffer>> inflight_;  // payload being received
 
-  std::mutex pool_mu_;
-  std::multimap<size_t, std::shared_ptr<AlignedBuffer>> pool_;
   std::atomic<uint64_t> bytes_in_{0}, bytes_out_{0}, pushes_{0};
   Timeline timeline_;
 };

@@ -1,17 +1,20 @@
 // Kernels of BytepsPushPull: hand every input tensor to the engine without
 // blocking a TensorFlow thread, and finish the op when the engine's last
-// completion callback arrives.
+// completion callback arrives, or when the op's deadline passes.
 //
 // Threading: bps_push_pull_async calls back on an engine thread that must not
 // block for long, while calling TensorFlow's `done` may run downstream kernels
-// inline. So the final callback only moves `done` onto the device's CPU worker
-// pool.
+// inline. So `done` always moves onto the device's CPU worker pool.
 //
-// Cancellation: the engine has no cancel call and owns the buffers until its
-// callback, so the op cannot finish early on step cancellation; it finishes
-// when the engine reports success or failure (bounded by BYTEPS_TIMEOUT).
+// Deadlines (attr timeout_seconds, CommunicationOptions.timeout_seconds): the
+// engine has no per-op deadline and no cancel call, and it owns the buffers
+// until its callback. So an op past its deadline finishes TensorFlow's side
+// with DeadlineExceeded and abandons the engine operation: the pending object
+// keeps references to every input and output buffer (TensorFlow does not reuse
+// them) and lives on until the engine's last callback, which it then ignores.
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -19,6 +22,7 @@
 #include "c_api/byteps_c.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
+#include "tf/deadline_watcher.h"
 #include "tf/engine_bridge.h"
 
 namespace byteps_native {
@@ -32,49 +36,68 @@ using ::tensorflow::Tensor;
 
 namespace {
 
-// Everything one op execution needs until its last engine callback. Owned by
-// itself: deleted by whoever brings `remaining` to zero.
-class PendingPushPull {
+// Everything one op execution needs until its last engine callback. Keeps
+// itself alive (self_) until then; TensorFlow's `done` runs exactly once,
+// from whichever comes first: the engine's last callback or the deadline.
+class PendingPushPull : public Expirable,
+                        public std::enable_shared_from_this<PendingPushPull> {
  public:
   struct Slot {
     PendingPushPull* group;
     int index;
   };
 
-  PendingPushPull(OpKernelContext* ctx, AsyncOpKernel::DoneCallback done,
-                  std::vector<std::string> names)
-      : ctx_(ctx),
-        done_(std::move(done)),
-        names_(std::move(names)),
-        // +1: a guard held by the submitting thread, so the op cannot finish
-        // (and free this object) while tensors are still being submitted.
-        remaining_(static_cast<int>(names_.size()) + 1),
-        slots_(names_.size()),
-        shapes_(names_.size()) {
-    const auto* threads = ctx->device()->tensorflow_cpu_worker_threads();
-    pool_ = threads ? threads->workers : nullptr;
-    for (size_t i = 0; i < names_.size(); ++i) {
-      slots_[i] = Slot{this, static_cast<int>(i)};
-    }
+  static std::shared_ptr<PendingPushPull> Create(OpKernelContext* ctx,
+                                                 AsyncOpKernel::DoneCallback done,
+                                                 std::vector<std::string> names) {
+    std::shared_ptr<PendingPushPull> p(
+        new PendingPushPull(ctx, std::move(done), std::move(names)));
+    p->self_ = p;
+    return p;
   }
 
   Slot* slot(int i) { return &slots_[i]; }
   std::vector<int64_t>* shape(int i) { return &shapes_[i]; }
+  const std::string& name(int i) const { return names_[i]; }
+
+  // Buffers the engine reads or writes stay allocated until its callback,
+  // even if TensorFlow has been told the op failed.
+  void KeepBuffers(const Tensor& input, const Tensor& output) {
+    kept_.push_back(input);
+    kept_.push_back(output);
+  }
 
   void Fail(const absl::Status& status) {
     std::lock_guard<std::mutex> lock(mu_);
     if (status_.ok()) status_ = status;  // the first failure is the cause
   }
 
-  // One tensor is finished (or never submitted). `from_engine`: called on an
-  // engine thread, so TensorFlow's continuation must go to TF's own pool.
-  void Release(bool from_engine) {
-    if (remaining_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-    if (from_engine && pool_ != nullptr) {
-      pool_->Schedule([this] { Finish(); });
-    } else {
-      Finish();
+  // Called once every tensor was submitted (the guard still held).
+  void StartDeadline(double seconds) {
+    timeout_seconds_ = seconds;
+    deadline_ = DeadlineWatcher::Get().Add(seconds, weak_from_this());
+    has_deadline_ = true;
+  }
+
+  // Tensor `index` is finished (or was never submitted; -1: the submission
+  // guard). `from_engine`: called on an engine thread.
+  void Release(int index, bool from_engine) {
+    if (index >= 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      finished_tensors_[index] = 1;
     }
+    if (remaining_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    if (has_deadline_) DeadlineWatcher::Get().Cancel(deadline_);
+    std::shared_ptr<PendingPushPull> self = std::move(self_);
+    if (!answered_.exchange(true)) {
+      absl::Status status;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        status = status_;
+      }
+      Answer(status, from_engine);
+    }
+    // `self` drops the last engine-side reference here: the buffers go.
   }
 
   static void EngineDone(void* user_data, int code, const char* message) {
@@ -83,28 +106,91 @@ class PendingPushPull {
     if (code != BPS_OK) {
       self->Fail(FromEngineStatus(code, self->names_[slot->index], message));
     }
-    self->Release(/*from_engine=*/true);
+    self->Release(slot->index, /*from_engine=*/true);
   }
 
-  const std::string& name(int i) const { return names_[i]; }
+  // The deadline passed before the engine finished: fail the TF op now.
+  void Expire() override {
+    if (answered_.exchange(true)) return;
+    Answer(TimeoutStatus(), /*from_engine=*/true);
+  }
 
  private:
-  void Finish() {
-    if (!status_.ok()) ctx_->SetStatus(status_);
-    AsyncOpKernel::DoneCallback done = std::move(done_);
-    delete this;
-    done();
+  PendingPushPull(OpKernelContext* ctx, AsyncOpKernel::DoneCallback done,
+                  std::vector<std::string> names)
+      : ctx_(ctx),
+        done_(std::move(done)),
+        names_(std::move(names)),
+        // +1: a guard held by the submitting thread, so the op cannot finish
+        // while tensors are still being submitted.
+        remaining_(static_cast<int>(names_.size()) + 1),
+        slots_(names_.size()),
+        shapes_(names_.size()),
+        finished_tensors_(names_.size(), 0) {
+    const auto* threads = ctx->device()->tensorflow_cpu_worker_threads();
+    pool_ = threads ? threads->workers : nullptr;
+    for (size_t i = 0; i < names_.size(); ++i) {
+      slots_[i] = Slot{this, static_cast<int>(i)};
+    }
+  }
+
+  // Runs TensorFlow's continuation once. Off engine and watcher threads: it
+  // may run downstream kernels inline.
+  void Answer(absl::Status status, bool off_thread) {
+    auto finish = [self = shared_from_this(), status] {
+      if (!status.ok()) self->ctx_->SetStatus(status);
+      AsyncOpKernel::DoneCallback done = std::move(self->done_);
+      done();  // ctx_ is invalid from here on
+    };
+    if (off_thread && pool_ != nullptr) {
+      pool_->Schedule(std::move(finish));
+    } else {
+      finish();
+    }
+  }
+
+  // Which collective waited, and the likely reasons, in the words of
+  // TensorFlow's own collective timeout ("Collective has timed out").
+  absl::Status TimeoutStatus() {
+    std::vector<std::string> waiting;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (size_t i = 0; i < names_.size(); ++i) {
+        if (!finished_tensors_[i]) waiting.push_back(names_[i]);
+      }
+    }
+    std::string list;
+    for (size_t i = 0; i < waiting.size() && i < 3; ++i) {
+      list += (i ? ", '" : "'") + waiting[i] + "'";
+    }
+    if (waiting.size() > 3) list += " and " + std::to_string(waiting.size() - 3) + " more";
+    char seconds[32];
+    snprintf(seconds, sizeof(seconds), "%g", timeout_seconds_);
+    return ::tensorflow::errors::DeadlineExceeded(
+        "Collective has timed out waiting for other processes: BytePS push_pull of tensor ", list,
+        " did not complete within timeout_seconds=", seconds,
+        " (CommunicationOptions). Not every process submitted it in time: a collective that only "
+        "some processes call (uneven step counts, evaluate/predict/save on some processes only, a "
+        "branch on the rank), a shape that differs between processes inside a traced function, or "
+        "a stalled peer. The engine keeps the operation pending; restart the job.");
   }
 
   OpKernelContext* ctx_;
   AsyncOpKernel::DoneCallback done_;
-  const std::vector<std::string> names_;  // engine names, valid until done
+  const std::vector<std::string> names_;  // engine names, valid until the engine is done
   tsl::thread::ThreadPool* pool_ = nullptr;
   std::atomic<int> remaining_;
+  std::atomic<bool> answered_{false};
+  std::shared_ptr<PendingPushPull> self_;
   std::vector<Slot> slots_;
   std::vector<std::vector<int64_t>> shapes_;  // engine may read until done
+  std::vector<Tensor> kept_;
   std::mutex mu_;
   absl::Status status_;
+  std::vector<char> finished_tensors_;
+  bool has_deadline_ = false;
+  double timeout_seconds_ = 0;
+  DeadlineWatcher::Key deadline_;
 };
 
 }  // namespace
@@ -119,6 +205,11 @@ class BytepsPushPullKernel : public AsyncOpKernel {
     bool average = false;
     OP_REQUIRES_OK(c, c->GetAttr("average", &average));
     reduce_op_ = average ? BPS_REDUCE_AVERAGE : BPS_REDUCE_SUM;
+    OP_REQUIRES_OK(c, c->GetAttr("timeout_seconds", &timeout_seconds_));
+    OP_REQUIRES(c, timeout_seconds_ >= 0,
+                ::tensorflow::errors::InvalidArgument(
+                    "BytepsPushPull timeout_seconds must be >= 0 (0: none), got ",
+                    timeout_seconds_));
     const size_t n = dtypes.size();
     OP_REQUIRES(c, names_.size() == n,
                 ::tensorflow::errors::InvalidArgument(
@@ -149,7 +240,8 @@ class BytepsPushPullKernel : public AsyncOpKernel {
     const int n = inputs.size();
     std::vector<std::string> names;
     OP_REQUIRES_OK_ASYNC(ctx, EngineNames(ctx, &names), done);
-    auto* pending = new PendingPushPull(ctx, std::move(done), std::move(names));
+    std::shared_ptr<PendingPushPull> pending =
+        PendingPushPull::Create(ctx, std::move(done), std::move(names));
     for (int i = 0; i < n; ++i) {
       const Tensor& input = inputs[i];
       Tensor* output = nullptr;
@@ -159,13 +251,14 @@ class BytepsPushPullKernel : public AsyncOpKernel {
           ctx->forward_input_or_allocate_output({i}, i, input.shape(), &output);
       if (!st.ok()) {
         pending->Fail(st);
-        pending->Release(/*from_engine=*/false);
+        pending->Release(i, /*from_engine=*/false);
         continue;
       }
       if (input.NumElements() == 0) {  // every rank agrees on shape: skip
-        pending->Release(/*from_engine=*/false);
+        pending->Release(i, /*from_engine=*/false);
         continue;
       }
+      pending->KeepBuffers(input, *output);
       std::vector<int64_t>* dims = pending->shape(i);
       for (int d = 0; d < input.dims(); ++d) dims->push_back(input.dim_size(d));
       bps_tensor engine_input;
@@ -183,10 +276,11 @@ class BytepsPushPullKernel : public AsyncOpKernel {
           &PendingPushPull::EngineDone, pending->slot(i));
       if (code != BPS_OK) {  // not accepted: the engine will not call back
         pending->Fail(FromEngineStatus(code, pending->name(i), bps_last_error()));
-        pending->Release(/*from_engine=*/false);
+        pending->Release(i, /*from_engine=*/false);
       }
     }
-    pending->Release(/*from_engine=*/false);  // drop the submission guard
+    if (timeout_seconds_ > 0) pending->StartDeadline(timeout_seconds_);
+    pending->Release(-1, /*from_engine=*/false);  // drop the submission guard
   }
 
  protected:
@@ -223,6 +317,7 @@ class BytepsPushPullKernel : public AsyncOpKernel {
   std::vector<int64_t> priorities_;
   std::vector<int32_t> engine_dtypes_;
   int32_t reduce_op_ = BPS_REDUCE_SUM;
+  float timeout_seconds_ = 0;  // 0: no deadline of our own (BYTEPS_TIMEOUT still applies)
 };
 
 REGISTER_KERNEL_BUILDER(Name("BytepsPushPull").Device(::tensorflow::DEVICE_CPU),

@@ -30,6 +30,9 @@ REGISTER_OP("BytepsPushPull")
     // false: sum over processes; true: sum divided by the number of
     // processes (the engine's size, not the number of replicas).
     .Attr("average: bool = false")
+    // CommunicationOptions.timeout_seconds: > 0 fails the op with
+    // DeadlineExceeded after that many seconds (0: only BYTEPS_TIMEOUT).
+    .Attr("timeout_seconds: float = 0")
     .SetIsStateful()
     .SetShapeFn([](::tensorflow::shape_inference::InferenceContext* c) {
       for (int i = 0; i < c->num_outputs(); ++i) c->set_output(i, c->input(i));

@@ -101,6 +101,11 @@ struct TransportOptions {
   double liveness_seconds = 300;  // BYTEPS_TIMEOUT: a silent peer is cut off after this
   size_t receive_low_water = 0;
   std::string congestion;
+  // I/O threads of the process: each new connection gets a thread of its
+  // own until there are this many, then they are shared round-robin, so
+  // BYTEPS_TCP_CONNECTIONS adds threads, not only sockets. 0: half the
+  // cores (at least 1, at most 16).
+  int io_threads = 0;
 };
 
 // "tcp" (the default). Unknown names are an error listing the known ones.

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/net_util.h"
+#include "c_api/process_engine.h"
 #include "core/engine.h"
 #include "engine_harness.h"
 #include "transport/handshake.h"
@@ -112,9 +113,10 @@ TEST(EngineCancellation, NoResponseByteLandsInTheOutputAfterAFailedOpCompletes) 
                  {"DMLC_PS_ROOT_URI", "127.0.0.1"}, {"DMLC_PS_ROOT_PORT", std::to_string(scheduler.port())},
                  {"BYTEPS_JOB_TOKEN", token}, {"BYTEPS_RENDEZVOUS_TIMEOUT", "10"}, {"BYTEPS_TIMEOUT", "1"},
                  {"BYTEPS_TCP_RCVLOWAT", "0"}});
-  Engine& engine = Engine::Get();
-  Status st = engine.Init(nullptr);
+  ProcessEngine& process = ProcessEngine::Get();
+  Status st = process.Init(nullptr);
   ASSERT_TRUE(st.ok()) << st.message();
+  std::shared_ptr<Engine> engine = process.engine();
 
   std::vector<float> input(kCount, 1.0f), output(kCount, -1.0f);
   Completion completion;
@@ -125,7 +127,7 @@ TEST(EngineCancellation, NoResponseByteLandsInTheOutputAfterAFailedOpCompletes) 
   t.dtype = BPS_FLOAT32;
   t.num_elements = static_cast<int64_t>(kCount);
   t.device = -1;
-  ASSERT_TRUE(engine.Submit(t, output.data(), "stalled", 0, BPS_REDUCE_SUM, OnDone, &completion).ok());
+  ASSERT_TRUE(engine->Submit(t, output.data(), "stalled", 0, BPS_REDUCE_SUM, OnDone, &completion).ok());
   {
     std::unique_lock<std::mutex> lock(completion.mu);
     ASSERT_TRUE(completion.cv.wait_for(lock, std::chrono::seconds(20), [&] { return completion.done; }))
@@ -143,7 +145,8 @@ TEST(EngineCancellation, NoResponseByteLandsInTheOutputAfterAFailedOpCompletes) 
   for (size_t i = 0; i < kCount; ++i) changed += output[i] != completion.output_at_done[i];
   EXPECT_EQ(changed, 0u) << changed << " elements of the output were written after done() reported the failure";
 
-  engine.Shutdown();
+  engine.reset();
+  process.Shutdown();
   {
     std::lock_guard<std::mutex> lock(mu);
     finish = true;
@@ -183,9 +186,10 @@ TEST(EngineCancellation, AFailedOpWithAPushStuckOnAPeerThatStoppedReadingStillCo
                  {"DMLC_PS_ROOT_URI", "127.0.0.1"}, {"DMLC_PS_ROOT_PORT", std::to_string(scheduler.port())},
                  {"BYTEPS_JOB_TOKEN", token}, {"BYTEPS_RENDEZVOUS_TIMEOUT", "10"}, {"BYTEPS_TIMEOUT", "1"},
                  {"BYTEPS_PARTITION_BYTES", std::to_string(64 << 20)}});
-  Engine& engine = Engine::Get();
-  Status st = engine.Init(nullptr);
+  ProcessEngine& process = ProcessEngine::Get();
+  Status st = process.Init(nullptr);
   ASSERT_TRUE(st.ok()) << st.message();
+  std::shared_ptr<Engine> engine = process.engine();
   constexpr size_t kCount = 16 << 20;  // 64 MB: far beyond what the socket buffers hold
   std::vector<float> input(kCount, 1.0f), output(kCount, 0.0f);
   Completion completion;
@@ -197,7 +201,7 @@ TEST(EngineCancellation, AFailedOpWithAPushStuckOnAPeerThatStoppedReadingStillCo
   t.num_elements = static_cast<int64_t>(kCount);
   t.device = -1;
   auto start = std::chrono::steady_clock::now();
-  ASSERT_TRUE(engine.Submit(t, output.data(), "stuck", 0, BPS_REDUCE_SUM, OnDone, &completion).ok());
+  ASSERT_TRUE(engine->Submit(t, output.data(), "stuck", 0, BPS_REDUCE_SUM, OnDone, &completion).ok());
   {
     std::unique_lock<std::mutex> lock(completion.mu);
     ASSERT_TRUE(completion.cv.wait_for(lock, std::chrono::seconds(40), [&] { return completion.done; }))
@@ -205,7 +209,8 @@ TEST(EngineCancellation, AFailedOpWithAPushStuckOnAPeerThatStoppedReadingStillCo
   }
   EXPECT_NE(completion.code, BPS_OK);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(40));
-  engine.Shutdown();
+  engine.reset();
+  process.Shutdown();
   {
     std::lock_guard<std::mutex> lock(mu);
     finish = true;

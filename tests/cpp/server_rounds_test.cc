@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "common/hashing.h"
@@ -204,6 +206,57 @@ TEST_F(ServerRounds, WaitEndsWhenEveryWorkerSaidGoodbye) {
   b.Bye();
   Status st = server_->Wait(10);
   EXPECT_TRUE(st.ok()) << st.message();
+}
+
+TEST_F(ServerRounds, WaitCountsWorkerRanksNotConnections) {
+  // BYTEPS_TCP_CONNECTIONS defaults by core count, so ranks may open
+  // different numbers of connections: two connections of rank 0 are not two
+  // workers.
+  ASSERT_TRUE(store_->Set("size", "2").ok());
+  FakeWorker& a = AddWorker(0);
+  FakeWorker& a_again = AddWorker(0);
+  a.Bye();
+  a_again.Bye();
+  Status early = server_->Wait(0.5);
+  EXPECT_EQ(early.code(), BPS_TIMEOUT) << "the server ended before rank 1 came: " << early.message();
+  FakeWorker& b = AddWorker(1);
+  b.Bye();
+  Status st = server_->Wait(10);
+  EXPECT_TRUE(st.ok()) << st.message();
+}
+
+TEST_F(ServerRounds, ConcurrentWorkersOnSeveralLoopsSumEveryKeyExactly) {
+  // Four ranks, two with a second connection, over the server's loops
+  // (BYTEPS_SERVER_ENGINE_THREAD=2 here): every key's rounds are summed on
+  // whichever loop received each push, under that key's lock only.
+  constexpr int kRanks = 4;
+  constexpr int kKeys = 24;
+  constexpr uint32_t kRounds = 4;
+  std::vector<FakeWorker*> conns;
+  for (int r = 0; r < kRanks; ++r) conns.push_back(&AddWorker(r));
+  FakeWorker* second[2] = {&AddWorker(0), &AddWorker(1)};
+  auto size_of = [](int k) { return static_cast<size_t>(k % 3 == 0 ? (256 << 10) : 1000 + 17 * k); };
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0};
+  for (int r = 0; r < kRanks; ++r) {
+    threads.emplace_back([&, r] {
+      for (uint32_t round = 0; round < kRounds; ++round) {
+        for (int k = 0; k < kKeys; ++k) {
+          // Keys alternate between a rank's connections, as the engine spreads them.
+          FakeWorker* w = (r < 2 && k % 2) ? second[r] : conns[r];
+          w->Push(1000 + k, round, std::vector<float>(size_of(k), static_cast<float>(r + 1) * (round + 1)), kRanks);
+        }
+        for (int k = 0; k < kKeys; ++k) {
+          FakeWorker* w = (r < 2 && k % 2) ? second[r] : conns[r];
+          auto got = w->WaitResponse(1000 + k, round);
+          const float want = 10.0f * (round + 1);  // (1 + 2 + 3 + 4) x (round + 1)
+          if (got.size() != size_of(k) || got.front() != want || got.back() != want) ++mismatches;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 }  // namespace

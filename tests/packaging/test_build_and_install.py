@@ -1,18 +1,31 @@
-"""The package as a user gets it: sdist -> wheel -> fresh virtualenv -> a
-2-process job run from outside the source tree.
+"""The package as a user gets it: a wheel of the source tree and an sdist ->
+wheel, each installed into a fresh virtualenv, running a 2-process job from a
+folder outside the source tree.
 
 Before: the sdist had no csrc/ (a wheel built from it "succeeded" with an
 empty engine), the wheel had no README/license/extras, the examples were not
 in the package, every rebuild recompiled everything, and `import
 byteps_native.torch` without its extension said "circular import".
 
-CI runs the engine-only build (minutes on 2 cores). BYTEPS_PACKAGING_FULL=1
-also runs `python -m build` with build isolation and both adapters (the torch
-extension alone compiles for ~5 min), installs it and trains with torchrun.
+CI (this file without flags, ~1-2 min on 2 cores) builds with the framework
+adapters off (BYTEPS_WITH_PYTORCH=0 BYTEPS_WITH_TENSORFLOW=0): the engine and
+the core module, the part every install needs.
+  - `pip wheel <tree>`: reuses the build cache (~/.cache/byteps-native: the
+    engine objects scripts/install.sh compiled), so it costs a core-module
+    compile at most;
+  - `python -m build --sdist`, then `pip wheel <unpacked sdist>` twice (-O0,
+    the second must compile nothing);
+  - each wheel into its own fresh virtualenv (the sdist's without system site
+    packages, the tree's with them), then `bpslaunch --local-workers 2` runs
+    byteps_native.examples.hello_push_pull from a temporary folder.
+BYTEPS_PACKAGING_FULL=1 also runs the full variant: `python -m build` with
+build isolation and both adapters (the torch extension alone compiles for
+~5 min), installed, checked with `info --load` and trained with torchrun.
 """
 import glob
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -23,8 +36,8 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FULL = os.environ.get("BYTEPS_PACKAGING_FULL") == "1"
 # -O0 (BYTEPS_DEBUG_BUILD): the packaging path is what is tested, and it halves the compile.
-ENGINE_ONLY = {"BYTEPS_WITH_PYTORCH": "0", "BYTEPS_WITH_TENSORFLOW": "0", "BYTEPS_WITH_CUDA": "0",
-               "BYTEPS_DEBUG_BUILD": "1"}
+ADAPTERS_OFF = {"BYTEPS_WITH_PYTORCH": "0", "BYTEPS_WITH_TENSORFLOW": "0", "BYTEPS_WITH_CUDA": "0"}
+ENGINE_ONLY = dict(ADAPTERS_OFF, BYTEPS_DEBUG_BUILD="1")
 
 
 def _env(**extra):
@@ -61,23 +74,47 @@ def unpacked_sdist(sdist, tmp_path_factory):
     dest = tmp_path_factory.mktemp("src")
     with tarfile.open(sdist) as tar:
         tar.extractall(dest)
-    (root,) = glob.glob(str(dest / "byteps_native-*"))
+    (root,) = glob.glob(str(dest / "byteps[-_]native-*"))  # setuptools < 69.3 writes a dash
     return root
 
 
 @pytest.fixture(scope="module")
 def engine_wheel(unpacked_sdist, tmp_path_factory):
-    """(wheel path, first build log, second build log), built from the unpacked sdist twice."""
+    """(wheel path, first build log, second build log): built from the unpacked
+    sdist, then from a copy of it elsewhere (a fresh clone, as CI makes), both
+    with one build cache (BYTEPS_BUILD_CACHE) that starts empty."""
     out = tmp_path_factory.mktemp("wheels")
+    clone = str(tmp_path_factory.mktemp("clone") / "src")
+    shutil.copytree(unpacked_sdist, clone, ignore=shutil.ignore_patterns("build", "*.egg-info"))
+    cache = str(tmp_path_factory.mktemp("build-cache"))  # empty: the first build must compile
     logs = []
-    for _ in range(2):
+    for tree in (unpacked_sdist, clone):
         for old in glob.glob(str(out / "*.whl")):
             os.remove(old)
         build = _run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-v", "-w", str(out),
-                      unpacked_sdist], env=_env(**ENGINE_ONLY))
+                      tree], env=_env(BYTEPS_BUILD_CACHE=cache, **ENGINE_ONLY))
         logs.append(build.stdout + build.stderr)
     (wheel,) = glob.glob(str(out / "*.whl"))
     return wheel, logs[0], logs[1]
+
+
+@pytest.fixture(scope="module")
+def tree_wheel(tmp_path_factory):
+    """`pip wheel` of the source tree itself, adapters off, optimised like
+    install.sh's build: its engine objects come from the user's build cache."""
+    out = tmp_path_factory.mktemp("tree-wheel")
+    _run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", str(out), REPO],
+         env=_env(**ADAPTERS_OFF), cwd=str(out))
+    (wheel,) = glob.glob(str(out / "*.whl"))
+    return wheel
+
+
+WHEELS = {"tree": "tree_wheel", "sdist": "engine_wheel"}
+
+
+def _wheel(request, kind):
+    built = request.getfixturevalue(WHEELS[kind])
+    return built[0] if isinstance(built, tuple) else built
 
 
 def test_sdist_has_everything_a_build_needs(sdist):
@@ -110,7 +147,8 @@ def test_wheel_from_sdist_has_engine_metadata_and_examples(engine_wheel):
     assert re.search(r'Requires-Dist: torch==2\.\d+\.\d+; extra == "torch"', metadata), metadata
 
 
-def test_second_build_of_an_unchanged_tree_compiles_nothing(engine_wheel):
+def test_second_build_of_the_same_sources_compiles_nothing(engine_wheel):
+    """Before: every `pip install` recompiled everything (331 s for the installer on a built tree)."""
     _, first, second = engine_wheel
     compile_line = re.compile(r"\s-c\s\S+\.cc\b")
     assert compile_line.search(first), "the first build compiled nothing: the test proves nothing"
@@ -126,15 +164,30 @@ def test_incomplete_source_tree_fails_loudly(tmp_path):
     _run(["cp", "-r", os.path.join(REPO, "build_tools"), os.path.join(REPO, "byteps_native"), str(tmp_path)])
     for built in glob.glob(str(tmp_path / "byteps_native" / "**" / "*.so"), recursive=True):
         os.remove(built)
+    # CXX names no compiler: BYTEPS_CXX overrides it, or the compiler check would fail first.
     out = _run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", str(tmp_path / "w"),
-                str(tmp_path)], env=_env(**ENGINE_ONLY), check=False)
+                str(tmp_path)], env=_env(CXX="/nonexistent/g++", BYTEPS_CXX="g++", **ENGINE_ONLY), check=False)
     assert out.returncode != 0
+    assert "/nonexistent/g++" not in out.stdout + out.stderr
     assert "no engine sources" in out.stdout + out.stderr and "csrc/ missing" in out.stdout + out.stderr
 
 
-def test_fresh_virtualenv_runs_a_two_process_job_outside_the_tree(engine_wheel, tmp_path):
-    wheel, _, _ = engine_wheel
-    python = _venv(tmp_path / "venv")
+def test_tree_wheel_has_the_engine_and_core_and_no_adapter(tree_wheel):
+    with zipfile.ZipFile(tree_wheel) as z:
+        sizes = {i.filename: i.file_size for i in z.infolist()}
+        record = z.read("byteps_native/_build_record.py").decode()
+    assert sizes.get("byteps_native/lib/libbyteps_engine.so", 0) > 100_000, "empty or missing engine"
+    assert [n for n in sizes if re.match(r"byteps_native/core/_core.*\.so$", n)]
+    assert "byteps_native/examples/hello_push_pull.py" in sizes
+    # Adapters off: none in the wheel, and the build record does not claim one.
+    assert not [n for n in sizes if re.match(r"byteps_native/(torch/_c10d.*|tf/libbyteps_tf_ops)\.so$", n)], sizes
+    assert "'torch': None" in record and "'tensorflow': None" in record, record
+
+
+@pytest.mark.parametrize("kind,system_site", [("sdist", False), ("tree", True)])
+def test_fresh_virtualenv_runs_a_two_process_job_outside_the_tree(request, tmp_path, kind, system_site):
+    wheel = _wheel(request, kind)
+    python = _venv(tmp_path / "venv", system_site_packages=system_site)
     _run([python, "-m", "pip", "install", "-q", wheel], env=_env())
     outside = tmp_path / "elsewhere"
     outside.mkdir()
@@ -143,19 +196,30 @@ def test_fresh_virtualenv_runs_a_two_process_job_outside_the_tree(engine_wheel, 
     bpslaunch = os.path.join(os.path.dirname(python), "bpslaunch")
     job = _run([bpslaunch, "--local-workers", "2", "--", python, "-m", "byteps_native.examples.hello_push_pull"],
                cwd=str(outside), env=_env(BYTEPS_TIMEOUT="60"), timeout=180)
-    assert job.stdout.count("(expected 3)") == 2, job.stdout + job.stderr
-    # No torch in this virtualenv: the plain, accurate error; info says what to install.
-    err = _run([python, "-c", "import byteps_native.torch"], cwd=str(outside), env=_env(), check=False).stderr
-    assert "No module named 'torch'" in err and "circular import" not in err, err[-2000:]
-    assert "pip install 'torch==" in info.stdout, info.stdout
+    assert job.stdout.count("of 2: sum 3 (expected 3)") == 2, job.stdout + job.stderr
+    # The job ran the installed copy, not the source tree.
+    where = _run([python, "-c", "import byteps_native; print(byteps_native.__file__)"], cwd=str(outside), env=_env())
+    assert where.stdout.startswith(str(tmp_path / "venv")), where.stdout
+    if kind == "sdist":
+        # Run inside the unpacked sdist, Python imports its unbuilt source tree: info says so, plainly.
+        shadowed = _run([python, "-m", "byteps_native.info"], cwd=request.getfixturevalue("unpacked_sdist"),
+                        env=_env()).stdout
+        assert "engine: NOT BUILT (no compiled core module" in shadowed and "circular import" not in shadowed, shadowed
+        assert f"ahead of the byteps-native installed in {tmp_path / 'venv'}" in shadowed, shadowed
+    if not system_site:
+        # No torch in this virtualenv: the plain, accurate error; info says what to install.
+        err = _run([python, "-c", "import byteps_native.torch"], cwd=str(outside), env=_env(), check=False).stderr
+        assert "No module named 'torch'" in err and "circular import" not in err, err[-2000:]
+        assert "pip install 'torch==" in info.stdout, info.stdout
 
 
-def test_adapter_built_without_its_framework_says_how_to_rebuild(engine_wheel, tmp_path):
+def test_adapter_built_without_its_framework_says_how_to_rebuild(tree_wheel, tmp_path):
     """torch present at run time, absent from the build: name the cause and the command."""
     pytest.importorskip("torch")
-    wheel, _, _ = engine_wheel
     python = _venv(tmp_path / "venv", system_site_packages=True)  # sees the installed torch
-    _run([python, "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", wheel], env=_env())
+    _run([python, "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", tree_wheel], env=_env())
+    if _run([python, "-c", "import torch"], env=_env(), check=False).returncode != 0:
+        pytest.skip("the base interpreter of this virtualenv has no torch")
     out = _run([python, "-c", "import byteps_native.torch"], cwd=str(tmp_path), env=_env(), check=False)
     assert out.returncode != 0
     assert "built without its torch adapter" in out.stderr and "pip install" in out.stderr, out.stderr[-2000:]

@@ -158,6 +158,6 @@ def test_dockerfiles_pass_hadolint():
 def test_scripts_pass_shellcheck():
     files = [os.path.join(REPO, "deploy", "slurm", "byteps_job.sbatch")] + [
         os.path.join(REPO, "scripts", name) for name in ("install.sh", "run_tests.sh", "run_main_job.sh",
-                                                         "python_env.sh")]
+                                                         "python_env.sh", "check_gpu_docs.sh")]
     out = subprocess.run(["shellcheck", "-x", *files], capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 0, out.stdout + out.stderr

@@ -51,3 +51,12 @@ def test_at_scale_names_the_kubernetes_objects_it_uses():
     at_scale = _read("docs", "at_scale.md")
     assert "Deployment" not in at_scale  # the servers are a batch/v1 Job
     assert "training-operator >= 1.7" in at_scale and "TrainJob" in at_scale
+
+
+def test_gpu_docs_script_runs_what_the_docs_say():
+    """scripts/check_gpu_docs.sh runs the docs' GPU commands on a GPU machine;
+    here (no GPU) it checks that the documents still say those commands."""
+    out = subprocess.run(["bash", os.path.join(REPO, "scripts", "check_gpu_docs.sh"), "--check-docs"],
+                         capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "the documents still say what this script runs" in out.stdout

@@ -10,10 +10,8 @@ twice: the second run must compile nothing.
 import glob
 import os
 import re
-import shutil
 import subprocess
 import sys
-import sysconfig
 
 import pytest
 
@@ -109,6 +107,6 @@ def test_main_job_command_in_a_fresh_clone_with_the_system_python(tmp_path):
                                                                   recursive=True)})
     assert (clone / ".venv" / "bin" / "python").exists()
     # install.sh runs pip quietly: the second run's extensions are the first run's
-    # files (restored from build/extensions with their times), not new compiles.
+    # files (restored from the build cache with their times), not new compiles.
     torch_ext = [p for p in built[0] if "_c10d" in p]
     assert torch_ext and all(built[1].get(p) == built[0][p] for p in torch_ext), (built, logs[1][-3000:])

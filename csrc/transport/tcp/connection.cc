@@ -62,8 +62,21 @@ void Connection::Send(OutMessage msg) {
     if (closed_) {
       st = Status::PeerFailure("connection to " + peer_name_ + " is closed");
     } else {
+      const bool large = msg.header.payload_bytes > kInlineWriteBytes;
       send_queue_.push_back(std::move(msg));
-      if (!waiting_writable_) st = FlushLocked(&done);
+      if (waiting_writable_) {
+        // The loop writes the queue once the socket takes more.
+      } else if (large && !loop_->InLoopThread()) {
+        // Large payloads are copied into the socket by the connection's own
+        // I/O thread, not by the caller (the engine thread, or the server
+        // loop that completed a round): with several connections the copies
+        // then run on several cores. The socket is writable, so the loop
+        // wakes at once.
+        waiting_writable_ = true;
+        loop_->Modify(fd_, EPOLLIN | EPOLLOUT | EPOLLRDHUP);
+      } else {
+        st = FlushLocked(&done);
+      }
       msg.on_sent = nullptr;
     }
   }

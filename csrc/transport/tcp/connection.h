@@ -56,11 +56,14 @@ class ConnectionHandler {
 
 class Connection : public Pollable, public std::enable_shared_from_this<Connection> {
  public:
+  // Sends up to this size are written inline by the calling thread (the
+  // lowest latency); larger ones by the connection's loop thread.
+  static constexpr uint64_t kInlineWriteBytes = 64 << 10;
   Connection(int fd, EventLoop* loop, ConnectionHandler* handler, std::string peer_name,
              const SocketTuning& tuning = SocketTuning());
   ~Connection() override;
   void Start();
-  void Send(OutMessage msg);  // thread-safe; writes inline when possible
+  void Send(OutMessage msg);  // thread-safe; small messages are written inline when possible
   void Close(const Status& reason);  // thread-safe, idempotent
   // Thread-safe. Once `done` runs (on the loop thread), no further byte is
   // written to `dst`: a payload being received into it is read on but

@@ -1,11 +1,14 @@
-// The TCP implementation of transport.h over the framed Connection and one
-// epoll EventLoop per Transport. Posted receives are matched by (key, round)
+// The TCP implementation of transport.h over the framed Connection and a
+// pool of epoll EventLoops (IoThreadPool): every connection lives on one loop,
+// and connections are spread over the loops, so several connections to a
+// server are carried by several cores. Posted receives are matched by (key, round)
 // in OnHeader, which hands the connection the posted buffer, so payloads land
 // in place with no copy; cancellation rides on Connection::CancelReceive.
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <thread>
@@ -212,11 +215,49 @@ class PeerRegistry {
   std::vector<std::weak_ptr<TcpPeer>> peers_;
 };
 
+// The I/O threads of one transport. A new connection gets a loop of its own
+// while there are fewer than `limit`, then the loops are shared round-robin.
+// Loops start lazily: a process with one connection keeps one thread.
+class IoThreadPool {
+ public:
+  explicit IoThreadPool(int limit) : limit_(limit > 0 ? limit : DefaultIoThreads()) {}
+  ~IoThreadPool() { StopAll(); }
+
+  static int DefaultIoThreads() {
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    return std::max(1, std::min(16, cores / 2));
+  }
+
+  EventLoop* Next() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (static_cast<int>(loops_.size()) < limit_) {
+      loops_.emplace_back(new EventLoop("transport-tcp-" + std::to_string(loops_.size())));
+      loops_.back()->Start();
+      return loops_.back().get();
+    }
+    return loops_[next_++ % loops_.size()].get();
+  }
+  void StopAll() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& loop : loops_) loop->Stop();
+  }
+  int started() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<int>(loops_.size());
+  }
+
+ private:
+  const int limit_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<EventLoop>> loops_;
+  size_t next_ = 0;
+};
+
 class TcpListener final : public Listener {
  public:
-  TcpListener(int fd, std::string address, const TransportOptions& options, EventLoop* loop,
+  TcpListener(int fd, std::string address, const TransportOptions& options, IoThreadPool* loops,
               std::shared_ptr<PeerRegistry> registry)
-      : fd_(fd), address_(std::move(address)), options_(options), loop_(loop), registry_(std::move(registry)) {}
+      : fd_(fd), address_(std::move(address)), options_(options), loops_(loops), registry_(std::move(registry)) {}
   ~TcpListener() override { close(fd_); }
   std::string address() const override { return address_; }
 
@@ -234,7 +275,7 @@ class TcpListener final : public Listener {
     }
     SetLivenessProbes(fd, options_.liveness_seconds);
     auto conn = std::make_shared<TcpPeer>(std::move(handlers), peer.Describe());
-    conn->Start(fd, loop_, SocketTuning{options_.receive_low_water, options_.congestion});
+    conn->Start(fd, loops_->Next(), SocketTuning{options_.receive_low_water, options_.congestion});
     registry_->Add(conn);
     *out = conn;
     return Status::OK();
@@ -244,23 +285,23 @@ class TcpListener final : public Listener {
   int fd_;
   std::string address_;
   TransportOptions options_;
-  EventLoop* loop_;
+  IoThreadPool* loops_;
   std::shared_ptr<PeerRegistry> registry_;
 };
 
 class TcpTransport final : public Transport {
  public:
-  explicit TcpTransport(const TransportOptions& options) : options_(options), loop_("transport-tcp") { loop_.Start(); }
+  explicit TcpTransport(const TransportOptions& options) : options_(options), loops_(options.io_threads) {}
   ~TcpTransport() override {
-    registry_->CloseAll();
-    loop_.Stop();
+    registry_->CloseAll();  // every loop still runs: each connection reports closed on its own
+    loops_.StopAll();
   }
   const char* name() const override { return "tcp"; }
 
   Status Listen(const std::string& host, std::unique_ptr<Listener>* out) override {
     int fd = -1, port = 0;
     BPS_RETURN_IF_ERROR(ListenOn(host, 0, 1024, &fd, &port));
-    out->reset(new TcpListener(fd, host + ":" + std::to_string(port), options_, &loop_, registry_));
+    out->reset(new TcpListener(fd, host + ":" + std::to_string(port), options_, &loops_, registry_));
     return Status::OK();
   }
 
@@ -277,7 +318,7 @@ class TcpTransport final : public Transport {
       return st.WithContext(peer_name);
     }
     auto conn = std::make_shared<TcpPeer>(std::move(handlers), peer_name);
-    conn->Start(fd, &loop_, SocketTuning{options_.receive_low_water, options_.congestion});
+    conn->Start(fd, loops_.Next(), SocketTuning{options_.receive_low_water, options_.congestion});
     registry_->Add(conn);
     *out = conn;
     return Status::OK();
@@ -292,7 +333,7 @@ class TcpTransport final : public Transport {
 
  private:
   TransportOptions options_;
-  EventLoop loop_;
+  IoThreadPool loops_;
   std::shared_ptr<PeerRegistry> registry_ = std::make_shared<PeerRegistry>();
 };
 

@@ -61,6 +61,28 @@ def _start_engine_job():
         atexit.register(tf_cluster._stop, proc)  # pylint: disable=protected-access
 
 
+# cross_device_ops_test swaps the cross-device ops, not a strategy: run once
+# with TensorFlow's ("reference") and once with BytePSOps ("bytepsops").
+CROSS_DEVICE_OPS = os.environ.get("BPS_UPSTREAM_CROSS_DEVICE_OPS", "reference")
+
+
+def start_engine_job():
+    """The scheduler and server of the layout's job (main process, before
+    any pool process starts; pool processes, which import the test module
+    too, carry a TF_CONFIG and start nothing)."""
+    if "TF_CONFIG" not in os.environ:
+        _start_engine_job()
+
+
+def bytepsops_for_pool_worker(num_processes, task_id):
+    """BytePSOps for worker `task_id` of a pool of `num_processes` (one
+    engine per process, joined on first use; a 1-process pool runs the
+    engine on its own)."""
+    os.environ.update(DMLC_ROLE="worker", DMLC_WORKER_ID=str(task_id), DMLC_NUM_WORKER=str(num_processes))
+    import byteps_native.tf as bps  # late: the engine starts from the environment set above
+    return bps.BytePSOps()
+
+
 def _join_engine_job():
     """In a pool process: this process is BytePS worker <chief 0, worker i+1>."""
     task = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {})

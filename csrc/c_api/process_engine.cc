@@ -1,0 +1,163 @@
+#include "c_api/process_engine.h"
+
+#include <string>
+
+#include "common/config.h"
+#include "core/rendezvous.h"
+#include "local/shared_memory.h"
+#include "store/job_secret.h"
+#include "store/memory_store.h"
+#include "transport/transport.h"
+
+namespace bps {
+namespace {
+
+// The adapter's view of the job (torchrun's ranks) overrides the environment.
+Status ApplyInitOptions(const bps_init_options* options, Config* c) {
+  if (!options) return Status::OK();
+  if (options->local_size > 0) c->local_size = options->local_size;
+  if (options->local_rank >= 0) c->local_rank = options->local_rank;
+  if (options->size > 0) {
+    if (options->size % c->local_size != 0) {
+      return Status::Invalid("world size " + std::to_string(options->size) + " is not a multiple of local size " +
+                             std::to_string(c->local_size) + ": every machine must run the same number of ranks");
+    }
+    c->num_worker = options->size / c->local_size;
+  }
+  if (options->rank >= 0) {
+    if (options->rank % c->local_size != c->local_rank) {
+      return Status::Invalid("rank " + std::to_string(options->rank) + " is not local rank " +
+                             std::to_string(c->local_rank) + " of a machine with " + std::to_string(c->local_size) +
+                             " ranks: ranks must be numbered machine by machine");
+    }
+    c->worker_id = options->rank / c->local_size;
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+ProcessEngine& ProcessEngine::Get() {
+  static ProcessEngine* process = new ProcessEngine();  // never destroyed: threads may outlive statics
+  return *process;
+}
+
+Status ProcessEngine::Init(const bps_init_options* options) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (engine_) return Status::OK();
+  Status st = InitSteps(options);
+  if (!st.ok()) ReleaseSchedulerClients(/*failed=*/true);
+  return st;
+}
+
+Status ProcessEngine::InitSteps(const bps_init_options* options) {
+  stopping_ = false;
+  Config c;
+  BPS_RETURN_IF_ERROR(ConfigFromEnvironment(false, &c));
+  if (c.role != Role::kWorker) {
+    return Status::Invalid(std::string("init() called in a process with DMLC_ROLE=") + RoleName(c.role) +
+                           ": servers and schedulers run bps_run_server / bps_run_scheduler");
+  }
+  BPS_RETURN_IF_ERROR(ApplyInitOptions(options, &c));
+  if (c.local_size > kMaxLocalRanks) {
+    return Status::Invalid("local size " + std::to_string(c.local_size) + " exceeds the supported " +
+                           std::to_string(kMaxLocalRanks));
+  }
+  if (c.worker_id >= c.num_worker) {
+    return Status::Invalid("machine index " + std::to_string(c.worker_id) + " must be < " + std::to_string(c.num_worker));
+  }
+
+  const bool have_store = options && options->store;
+  std::shared_ptr<Store> store;
+  EngineOptions engine_options;
+  engine_options.trace = TraceSettingsFromEnvironment();
+  std::string route_to_scheduler;  // this host's address as the scheduler sees it
+  if (have_store) {
+    store = AdapterStore(*options->store);
+    BPS_RETURN_IF_ERROR(ShareJobSecret(store.get(), &c));
+    engine_options.colocated_servers = c.num_server == 0;  // plain torchrun: one server per machine
+  } else if (c.size() == 1 && !c.force_distributed) {
+    store = std::make_shared<MemoryStore>();
+  } else {
+    if (c.root_uri.empty() || c.root_port == 0) {
+      return Status::Invalid(
+          "this job has " + std::to_string(c.size()) +
+          " ranks but no rendezvous: set DMLC_PS_ROOT_URI and DMLC_PS_ROOT_PORT (the scheduler), launch with "
+          "bpslaunch, or use torch.distributed.init_process_group('byteps')");
+    }
+    HostPort at{c.root_uri, c.root_port};
+    BPS_RETURN_IF_ERROR(TcpStoreClient::Connect(at, c.job_token, Role::kWorker, c.rank(), c.rendezvous_timeout_seconds,
+                                                c.timeout_seconds, &scheduler_client_));
+    route_to_scheduler = scheduler_client_->local_address();
+    store = std::shared_ptr<Store>(scheduler_client_.get(), [](Store*) {});
+    StartAbortWatcher(at, c);
+  }
+
+  if (engine_options.colocated_servers && c.distributed() && c.local_rank == 0) {
+    engine_options.colocated_server_host = ChooseListenHost(c, route_to_scheduler);
+  }
+
+  std::unique_ptr<transport::Transport> transport;
+  transport::TransportOptions transport_options;
+  transport_options.auth = transport::PeerAuth{c.job_token, Role::kWorker, c.rank()};
+  transport_options.liveness_seconds = c.timeout_seconds;
+  transport_options.receive_low_water = static_cast<size_t>(c.tcp_receive_low_water);
+  transport_options.congestion = c.tcp_congestion;
+  BPS_RETURN_IF_ERROR(transport::CreateTransport("tcp", transport_options, &transport));
+
+  auto engine = std::make_shared<Engine>(c, store, std::move(transport), engine_options);
+  BPS_RETURN_IF_ERROR(engine->Start());
+  std::atomic_store(&engine_, engine);
+  return Status::OK();
+}
+
+void ProcessEngine::StartAbortWatcher(const HostPort& scheduler, const Config& c) {
+  Status st = TcpStoreClient::Connect(scheduler, c.job_token, Role::kWorker, c.rank(), 30, c.timeout_seconds,
+                                      &abort_watch_client_);
+  if (!st.ok()) return;
+  const double interval = AbortWatchIntervalSeconds(c.timeout_seconds);
+  const std::string where = c.root_uri + ":" + std::to_string(c.root_port);
+  abort_watcher_ = std::thread([this, interval, where] {
+    std::string why;
+    while (true) {
+      Status s = abort_watch_client_->Get(kAbortKey, interval, &why);
+      if (stopping_) return;
+      if (s.code() == BPS_TIMEOUT) continue;
+      Status verdict = s.ok() ? Status::PeerFailure("job aborted: " + why)
+                              : Status::PeerFailure("lost the scheduler " + where + ": " + s.message());
+      // The engine may still be starting (rendezvous): wait for it, or for
+      // Init to give up (stopping_).
+      while (!stopping_) {
+        if (std::shared_ptr<Engine> engine = std::atomic_load(&engine_)) {
+          engine->Fail(verdict);
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      return;
+    }
+  });
+}
+
+void ProcessEngine::ReleaseSchedulerClients(bool failed) {
+  stopping_ = true;
+  if (scheduler_client_ && !failed) scheduler_client_->Goodbye();
+  if (abort_watch_client_) abort_watch_client_->ShutdownSocket();
+  if (abort_watcher_.joinable()) abort_watcher_.join();
+  abort_watch_client_.reset();
+  scheduler_client_.reset();
+}
+
+Status ProcessEngine::Shutdown() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::shared_ptr<Engine> engine = std::atomic_load(&engine_);
+  if (!engine) return Status::OK();
+  stopping_ = true;  // the abort watcher's wake-up below is no verdict
+  Status st = engine->Shutdown();
+  const bool failed = engine->failed();
+  std::atomic_store(&engine_, std::shared_ptr<Engine>());
+  ReleaseSchedulerClients(failed);
+  return st;
+}
+
+}  // namespace bps

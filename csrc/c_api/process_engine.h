@@ -1,0 +1,44 @@
+// The one engine of this process, as the C ABI (and through it every adapter)
+// and the CUDA path reach it. Init parses the environment once into a Config,
+// chooses the rendezvous store (an adapter's, the scheduler's, or an
+// in-process one for a one-rank job), watches the scheduler's abort key, and
+// builds an Engine from those parts; Shutdown undoes it. The Engine itself
+// reads no environment and is not a singleton.
+#pragma once
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "c_api/byteps_c.h"
+#include "core/engine.h"
+#include "store/tcp_store.h"
+
+namespace bps {
+
+class ProcessEngine {
+ public:
+  static ProcessEngine& Get();
+
+  Status Init(const bps_init_options* options);
+  Status Shutdown();
+  // The running engine, or null before Init / after Shutdown. Callers keep
+  // the pointer only for the call: a Shutdown may retire the engine.
+  std::shared_ptr<Engine> engine() const { return std::atomic_load(&engine_); }
+
+ private:
+  ProcessEngine() = default;
+  Status InitSteps(const bps_init_options* options);
+  void StartAbortWatcher(const HostPort& scheduler, const Config& c);
+  // Stops the scheduler clients; says goodbye to the scheduler unless failed.
+  void ReleaseSchedulerClients(bool failed);
+
+  std::mutex mu_;  // serialises Init and Shutdown
+  std::shared_ptr<Engine> engine_;
+  std::unique_ptr<TcpStoreClient> scheduler_client_;  // keeps our membership alive
+  std::unique_ptr<TcpStoreClient> abort_watch_client_;
+  std::thread abort_watcher_;
+  std::atomic<bool> stopping_{false};
+};
+
+}  // namespace bps

@@ -1,0 +1,212 @@
+#include "local/shm_reducer.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include "common/futex.h"
+#include "common/reduce_kernels.h"
+#include "core/partitioner.h"
+#include "core/watchdog.h"
+
+namespace bps {
+namespace {
+
+ShmEntry* Entry(LocalPartition* p) { return reinterpret_cast<ShmEntry*>(p); }
+
+}  // namespace
+
+Status CreateLocalReducer(const std::string& name, const Config& config, Store* store,
+                          std::unique_ptr<LocalReducer>* out) {
+  if (name == "shm") return ShmLocalReducer::Create(config, store, out);
+  return Status::Invalid("unknown local reducer '" + name + "' (this build has: shm)");
+}
+
+Status ShmLocalReducer::Create(const Config& c, Store* store, std::unique_ptr<LocalReducer>* out) {
+  std::unique_ptr<ShmLocalReducer> r(new ShmLocalReducer());
+  r->local_rank_ = c.local_rank;
+  r->local_size_ = c.local_size;
+  r->machine_ = c.worker_id;
+  const std::string machine = std::to_string(c.worker_id);
+  if (c.local_rank == 0) {
+    BPS_RETURN_IF_ERROR(LocalSharedMemory::Create(c.job_id, c.worker_id, c.local_size, 0,
+                                                  static_cast<uint32_t>(c.local_key_table_size), &r->shm_));
+    BPS_RETURN_IF_ERROR(store->Set("shm/" + machine, r->shm_->base_name()));
+  } else {
+    std::string name;
+    BPS_RETURN_IF_ERROR(store->Get("shm/" + machine, c.rendezvous_timeout_seconds, &name));
+    BPS_RETURN_IF_ERROR(LocalSharedMemory::Open(name, c.local_size, &r->shm_));
+  }
+  r->shm_->control()->pids[c.local_rank] = getpid();
+  int64_t opened = 0;
+  BPS_RETURN_IF_ERROR(store->Add("shm_opened/" + machine, 1, &opened));
+  if (c.local_rank == 0) {
+    // Once everyone has mapped the segments their names can go: nothing is
+    // left in /dev/shm even if the job is killed later.
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(c.rendezvous_timeout_seconds);
+    while (opened < c.local_size) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        return Status::Timeout("only " + std::to_string(opened) + " of " + std::to_string(c.local_size) +
+                               " local ranks opened the shared memory");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      BPS_RETURN_IF_ERROR(store->Add("shm_opened/" + machine, 0, &opened));
+    }
+    r->shm_->Unlink();
+  }
+  *out = std::move(r);
+  return Status::OK();
+}
+
+ShmLocalReducer::~ShmLocalReducer() { Leave(); }
+
+void ShmLocalReducer::Leave() {
+  if (shm_) shm_->control()->pids[local_rank_] = 0;
+}
+
+Status ShmLocalReducer::Acquire(uint64_t key, uint64_t bytes, DataType dtype, LocalPartition** out) {
+  ShmEntry* e = nullptr;
+  Status st = shm_->Lookup(key, bytes, static_cast<uint32_t>(dtype), &e);
+  // An entry without memory is never to be used or counted.
+  *out = st.ok() || st.code() == BPS_MISMATCH ? reinterpret_cast<LocalPartition*>(e) : nullptr;
+  return st;
+}
+
+LocalProgress ShmLocalReducer::StageIn(LocalPartition* p, uint32_t round, const LocalContribution& c) {
+  ShmEntry* e = Entry(p);
+  const int L = local_size_, me = local_rank_;
+  if (e->released.load(std::memory_order_acquire) < round * static_cast<uint32_t>(L)) return LocalProgress::kWaiting;
+  const size_t esz = DataTypeSize(c.dtype);
+  e->signature[me] = c.signature;
+  e->tensor_bytes[me] = c.tensor_bytes;
+  snprintf(e->shape[me], sizeof(e->shape[me]), "%s %s", DataTypeName(c.dtype), c.shape);
+  for (int q = 0; q < L; ++q) {
+    if (q == me) continue;  // the owner reads its own slice in place
+    Range s = SliceOf(c.count, L, q);
+    if (s.count > 0) memcpy(Slot(e, me) + s.offset * esz, c.input + s.offset * esz, s.count * esz);
+  }
+  e->arrived.fetch_add(1, std::memory_order_acq_rel);
+  shm_->Ring();
+  return LocalProgress::kDone;
+}
+
+Status ShmLocalReducer::ReduceOwnSlice(LocalPartition* p, uint32_t round, const LocalContribution& c, char* also_into,
+                                       int64_t divisor, LocalProgress* progress) {
+  ShmEntry* e = Entry(p);
+  const int L = local_size_, me = local_rank_;
+  *progress = LocalProgress::kWaiting;
+  if (e->error_round.load() == round + 1) return Status::Mismatch(std::string(e->error));
+  if (e->arrived.load(std::memory_order_acquire) < (round + 1) * static_cast<uint32_t>(L)) return Status::OK();
+  for (int q = 0; q < L; ++q) {
+    if (e->signature[q] != c.signature || e->tensor_bytes[q] != e->tensor_bytes[me]) {
+      std::string msg = "tensor '" + std::string(c.name) + "' has " + e->shape[me] + " on rank " +
+                        std::to_string(machine_ * L + me) + " but " + e->shape[q] + " on rank " +
+                        std::to_string(machine_ * L + q) + ": every rank must push the same shape and dtype under one name";
+      FailRound(p, round, msg);
+      return Status::Mismatch(msg);
+    }
+  }
+  const size_t esz = DataTypeSize(c.dtype);
+  Range s = SliceOf(c.count, L, me);
+  if (s.count > 0) {
+    const void* inputs[kMaxLocalRanks];
+    int n = 0;
+    inputs[n++] = c.input + s.offset * esz;
+    for (int q = 0; q < L; ++q) {
+      if (q != me) inputs[n++] = Slot(e, q) + s.offset * esz;
+    }
+    ReduceInputs(inputs, n, static_cast<size_t>(s.count), c.dtype, Slot(e, me) + s.offset * esz,
+                 also_into ? also_into + s.offset * esz : nullptr, divisor);
+  }
+  *progress = LocalProgress::kDone;
+  return Status::OK();
+}
+
+char* ShmLocalReducer::OwnSlice(LocalPartition* p, const LocalContribution& c) {
+  Range s = SliceOf(c.count, local_size_, local_rank_);
+  return Slot(Entry(p), local_rank_) + s.offset * DataTypeSize(c.dtype);
+}
+
+void ShmLocalReducer::PublishOwnSlice(LocalPartition* p, uint32_t round) {
+  Entry(p)->ready[local_rank_].store(round + 1, std::memory_order_release);
+  shm_->Ring();
+}
+
+Status ShmLocalReducer::Gather(LocalPartition* p, uint32_t round, const LocalContribution& c, char* output,
+                               int64_t divisor, uint32_t* gathered, LocalProgress* progress) {
+  ShmEntry* e = Entry(p);
+  const int L = local_size_;
+  *progress = LocalProgress::kWaiting;
+  if (e->error_round.load() == round + 1) return Status::Mismatch(std::string(e->error));
+  const size_t esz = DataTypeSize(c.dtype);
+  for (int q = 0; q < L; ++q) {
+    if (*gathered & (1u << q)) continue;
+    if (e->ready[q].load(std::memory_order_acquire) < round + 1) continue;
+    Range s = SliceOf(c.count, L, q);
+    if (s.count > 0) CopyScaled(output + s.offset * esz, Slot(e, q) + s.offset * esz, s.count, c.dtype, divisor);
+    *gathered |= 1u << q;
+  }
+  const uint32_t all = (L >= 32) ? 0xffffffffu : ((1u << L) - 1);
+  if (*gathered == all) {
+    e->released.fetch_add(1, std::memory_order_acq_rel);
+    shm_->Ring();
+    *progress = LocalProgress::kDone;
+  }
+  return Status::OK();
+}
+
+void ShmLocalReducer::FailRound(LocalPartition* p, uint32_t round, const std::string& why) {
+  ShmEntry* e = Entry(p);
+  snprintf(e->error, sizeof(e->error), "%s", why.c_str());
+  e->error_round.store(round + 1);
+  shm_->Ring();
+}
+
+void ShmLocalReducer::CloseFailedRound(LocalPartition* p, uint64_t key, uint64_t bytes, DataType dtype,
+                                       uint32_t round, const std::string& why, bool staged) {
+  ShmEntry* e = Entry(p);
+  if (!e) shm_->Lookup(key, bytes, static_cast<uint32_t>(dtype), &e);
+  if (!e || !e->initialized.load(std::memory_order_acquire) || e->error_round.load() == UINT32_MAX) return;
+  // Fail it for the local ranks too (unless one already did), and count this
+  // rank in as a finished round would.
+  if (e->error_round.load() < round + 1) {
+    snprintf(e->error, sizeof(e->error), "%s", why.c_str());
+    e->error_round.store(round + 1);
+  }
+  if (!staged) e->arrived.fetch_add(1, std::memory_order_acq_rel);
+  e->released.fetch_add(1, std::memory_order_acq_rel);
+  shm_->Ring();
+}
+
+std::string ShmLocalReducer::DescribeStaging(LocalPartition* p, uint32_t round) {
+  uint32_t arrived = p ? Entry(p)->arrived.load() - round * static_cast<uint32_t>(local_size_) : 0;
+  return std::to_string(arrived) + " of " + std::to_string(local_size_) + " arrived";
+}
+
+uint32_t ShmLocalReducer::Doorbell() { return shm_->control()->doorbell[local_rank_].load(); }
+
+Status ShmLocalReducer::CheckPeers(bool check_alive) {
+  ShmControl* ctl = shm_->control();
+  if (ctl->job_failed.load()) return Status::PeerFailure(std::string("a local rank failed: ") + ctl->job_error);
+  if (!check_alive) return Status::OK();
+  for (int q = 0; q < local_size_; ++q) {
+    int pid = ctl->pids[q];
+    if (q != local_rank_ && pid > 0 && !ProcessAlive(pid)) {
+      return Status::PeerFailure("local rank " + std::to_string(q) + " (worker rank " +
+                                 std::to_string(machine_ * local_size_ + q) + ", pid " + std::to_string(pid) +
+                                 ") died");
+    }
+  }
+  return Status::OK();
+}
+
+void ShmLocalReducer::FailMachine(const std::string& why) {
+  ShmControl* ctl = shm_->control();
+  if (ctl->job_failed.exchange(1) == 0) snprintf(ctl->job_error, sizeof(ctl->job_error), "%s", why.c_str());
+  shm_->Ring();
+}
+
+}  // namespace bps

@@ -1,0 +1,64 @@
+// The POSIX shared-memory LocalReducer: local ranks are processes (or, in
+// tests, threads) that map one machine's LocalSharedMemory. Each partition
+// key has one slot per local rank in the arena; counters in its ShmEntry
+// order the rounds:
+//   stage in   rank q copies the slices it does not own into its slot q
+//              (arrived += 1; waits until released >= round * L)
+//   reduce     the owner of slice q sums it from its input (in place) and
+//              the others' slots into its own slot
+//   publish    ready[q] = round + 1
+//   gather     every rank copies every published slice into its output
+//              (released += 1)
+#pragma once
+#include <memory>
+
+#include "local/local_reducer.h"
+#include "local/shared_memory.h"
+
+namespace bps {
+
+class ShmLocalReducer : public LocalReducer {
+ public:
+  // Local rank 0 creates the segments, the others open them; once all have
+  // mapped them rank 0 unlinks the names.
+  static Status Create(const Config& config, Store* store, std::unique_ptr<LocalReducer>* out);
+  ~ShmLocalReducer() override;
+
+  const char* name() const override { return "shm"; }
+  int local_rank() const override { return local_rank_; }
+  int local_size() const override { return local_size_; }
+
+  Status Acquire(uint64_t key, uint64_t bytes, DataType dtype, LocalPartition** out) override;
+  LocalProgress StageIn(LocalPartition* p, uint32_t round, const LocalContribution& c) override;
+  Status ReduceOwnSlice(LocalPartition* p, uint32_t round, const LocalContribution& c, char* also_into,
+                        int64_t divisor, LocalProgress* progress) override;
+  char* OwnSlice(LocalPartition* p, const LocalContribution& c) override;
+  void PublishOwnSlice(LocalPartition* p, uint32_t round) override;
+  Status Gather(LocalPartition* p, uint32_t round, const LocalContribution& c, char* output, int64_t divisor,
+                uint32_t* gathered, LocalProgress* progress) override;
+  void CloseFailedRound(LocalPartition* p, uint64_t key, uint64_t bytes, DataType dtype, uint32_t round,
+                        const std::string& why, bool staged) override;
+  void FailRound(LocalPartition* p, uint32_t round, const std::string& why) override;
+  std::string DescribeStaging(LocalPartition* p, uint32_t round) override;
+
+  uint32_t Doorbell() override;
+  void Ring() override { shm_->Ring(); }
+  void WaitDoorbell(uint32_t seen, int timeout_ms) override { shm_->WaitDoorbell(local_rank_, seen, timeout_ms); }
+  Status CheckPeers(bool check_alive) override;
+  void FailMachine(const std::string& why) override;
+  void Leave() override;
+
+  uint64_t staging_bytes() override { return shm_->control()->arena_used.load(); }
+  uint64_t keys_used() override { return shm_->control()->keys_used.load(); }
+
+ private:
+  ShmLocalReducer() = default;
+  char* Slot(ShmEntry* e, int q) { return shm_->arena() + e->arena_offset + static_cast<uint64_t>(q) * e->bytes; }
+
+  std::unique_ptr<LocalSharedMemory> shm_;
+  int local_rank_ = 0;
+  int local_size_ = 1;
+  int machine_ = 0;
+};
+
+}  // namespace bps

@@ -1,0 +1,247 @@
+// Whole jobs in one process (tests/cpp/in_process_job.h): N workers x S
+// servers as Engine objects built from a Config, over loopback TCP and real
+// shared memory. Exact sums for several layouts, and what the other ranks
+// see when one rank's engine goes away in the middle of a round.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "in_process_job.h"
+
+namespace bps {
+namespace {
+
+using testing_support::Completion;
+using testing_support::InProcessJob;
+using testing_support::JobShape;
+
+std::string ShapeName(const ::testing::TestParamInfo<JobShape>& info) {
+  const JobShape& s = info.param;
+  return std::to_string(s.machines) + "machines_x" + std::to_string(s.local_size) + "local_" +
+         std::to_string(s.servers) + "servers";
+}
+
+class EngineInProcess : public ::testing::TestWithParam<JobShape> {};
+
+struct TensorCase {
+  std::string name;
+  int64_t count;
+  int32_t dtype;
+  int32_t reduce_op;
+};
+
+// Rank r contributes (r + 1) * (i % 7 + 1) at element i: every partial sum is
+// an exact integer, so results compare exactly.
+template <typename T>
+std::vector<T> Contribution(int rank, int64_t count, int round) {
+  std::vector<T> v(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) v[i] = static_cast<T>((rank + 1) * (i % 7 + 1) + round);
+  return v;
+}
+
+template <typename T>
+T Expected(int world, int64_t i, int round, bool average) {
+  double sum = 0;
+  for (int r = 0; r < world; ++r) sum += (r + 1) * (i % 7 + 1) + round;
+  return static_cast<T>(average ? sum / world : sum);
+}
+
+TEST_P(EngineInProcess, EveryRankGetsTheExactSum) {
+  const JobShape shape = GetParam();
+  InProcessJob job(shape);
+  Status st = job.Start();
+  ASSERT_TRUE(st.ok()) << st.message();
+  const int world = job.size();
+  const std::vector<TensorCase> tensors = {
+      {"scalar", 1, BPS_FLOAT32, BPS_REDUCE_SUM},
+      {"weights", 5000, BPS_FLOAT32, BPS_REDUCE_SUM},   // ~5 partitions of 4 KB
+      {"averaged", 3001, BPS_FLOAT32, BPS_REDUCE_AVERAGE},
+      {"counts", 2048, BPS_INT32, BPS_REDUCE_SUM},
+  };
+  constexpr int kRounds = 3;
+  // Per rank, per round, per tensor: input, output, completion.
+  struct Slot {
+    std::vector<float> fin, fout;
+    std::vector<int32_t> iin, iout;
+    Completion done;
+  };
+  std::vector<std::vector<std::vector<std::unique_ptr<Slot>>>> slots(world);
+  for (int r = 0; r < world; ++r) {
+    slots[r].resize(kRounds);
+    for (int round = 0; round < kRounds; ++round) {
+      // Ranks submit in different orders: keys, not order, match them up.
+      std::vector<size_t> order(tensors.size());
+      std::iota(order.begin(), order.end(), 0);
+      std::rotate(order.begin(), order.begin() + (r + round) % order.size(), order.end());
+      slots[r][round].resize(tensors.size());
+      for (size_t k : order) {
+        const TensorCase& tc = tensors[k];
+        auto slot = std::make_unique<Slot>();
+        bps_tensor t{};
+        t.dtype = tc.dtype;
+        t.num_elements = tc.count;
+        t.device = -1;
+        void* out = nullptr;
+        if (tc.dtype == BPS_FLOAT32) {
+          slot->fin = Contribution<float>(r, tc.count, round);
+          slot->fout.assign(tc.count, -1);
+          t.data = slot->fin.data();
+          out = slot->fout.data();
+        } else {
+          slot->iin = Contribution<int32_t>(r, tc.count, round);
+          slot->iout.assign(tc.count, -1);
+          t.data = slot->iin.data();
+          out = slot->iout.data();
+        }
+        st = job.rank(r).Submit(t, out, tc.name, 0, tc.reduce_op, Completion::Callback, &slot->done);
+        ASSERT_TRUE(st.ok()) << st.message();
+        slots[r][round][k] = std::move(slot);
+      }
+    }
+  }
+  for (int r = 0; r < world; ++r) {
+    for (int round = 0; round < kRounds; ++round) {
+      for (size_t k = 0; k < tensors.size(); ++k) {
+        const TensorCase& tc = tensors[k];
+        Slot& slot = *slots[r][round][k];
+        ASSERT_TRUE(slot.done.Wait(30)) << "rank " << r << " '" << tc.name << "' round " << round << " never completed";
+        ASSERT_EQ(slot.done.code, BPS_OK) << slot.done.message;
+        const bool average = tc.reduce_op == BPS_REDUCE_AVERAGE;
+        int64_t wrong = 0, first = -1;
+        for (int64_t i = 0; i < tc.count; ++i) {
+          bool ok = tc.dtype == BPS_FLOAT32 ? slot.fout[i] == Expected<float>(world, i, round, average)
+                                            : slot.iout[i] == Expected<int32_t>(world, i, round, average);
+          if (!ok && wrong++ == 0) first = i;
+        }
+        EXPECT_EQ(wrong, 0) << "rank " << r << " '" << tc.name << "' round " << round << ": " << wrong
+                            << " wrong elements, first at " << first;
+      }
+    }
+  }
+  job.Stop();
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, EngineInProcess,
+                         ::testing::Values(JobShape{1, 2, 0},   // one machine: shared memory only
+                                           JobShape{2, 1, 1},   // two machines, one server
+                                           JobShape{3, 1, 2},   // three machines, two servers
+                                           JobShape{2, 2, 2}),  // shared memory and servers
+                         ShapeName);
+
+// Runs one push_pull of `name` on every rank in `ranks` and waits for it.
+void PushPullOnRanks(InProcessJob& job, const std::vector<int>& ranks, const std::string& name) {
+  std::vector<std::vector<float>> in(ranks.size(), std::vector<float>(100, 1.0f)), out(ranks.size());
+  std::vector<Completion> done(ranks.size());
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    out[i].resize(100);
+    bps_tensor t{};
+    t.data = in[i].data();
+    t.dtype = BPS_FLOAT32;
+    t.num_elements = 100;
+    t.device = -1;
+    ASSERT_TRUE(job.rank(ranks[i]).Submit(t, out[i].data(), name, 0, BPS_REDUCE_SUM, Completion::Callback, &done[i]).ok());
+  }
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    ASSERT_TRUE(done[i].Wait(20));
+    ASSERT_EQ(done[i].code, BPS_OK) << done[i].message;
+  }
+}
+
+struct PendingOp {
+  std::vector<float> in = std::vector<float>(1000, 1.0f), out = std::vector<float>(1000);
+  Completion done;
+  Status Submit(Engine& engine, const std::string& name) {
+    bps_tensor t{};
+    t.data = in.data();
+    t.dtype = BPS_FLOAT32;
+    t.num_elements = static_cast<int64_t>(in.size());
+    t.device = -1;
+    return engine.Submit(t, out.data(), name, 0, BPS_REDUCE_SUM, Completion::Callback, &done);
+  }
+};
+
+// A rank that fails tells its servers why, and they tell every other worker:
+// the pending op fails with the root cause well before BYTEPS_TIMEOUT.
+TEST(EngineInProcessFailure, ARankFailingMidRoundFailsTheOthersWithItsCause) {
+  JobShape shape{3, 1, 2};
+  shape.timeout_seconds = 60;
+  InProcessJob job(shape);
+  Status st = job.Start();
+  ASSERT_TRUE(st.ok()) << st.message();
+  PushPullOnRanks(job, {0, 1, 2}, "warmup");
+  PendingOp op0, op1;
+  ASSERT_TRUE(op0.Submit(job.rank(0), "gradient").ok());
+  ASSERT_TRUE(op1.Submit(job.rank(1), "gradient").ok());
+  // Rank 2 never pushes "gradient": it fails and shuts down instead.
+  job.rank(2).Fail(Status::PeerFailure("rank 2 ran out of memory"));
+  job.rank(2).Shutdown();
+  for (PendingOp* op : {&op0, &op1}) {
+    ASSERT_TRUE(op->done.Wait(20)) << "a pending op hung after a peer failed";
+    EXPECT_EQ(op->done.code, BPS_PEER_FAILURE) << op->done.message;
+    EXPECT_NE(op->done.message.find("rank 2 ran out of memory"), std::string::npos) << op->done.message;
+    EXPECT_NE(op->done.message.find("'gradient'"), std::string::npos) << op->done.message;
+  }
+  // Later submissions fail at once with the same cause.
+  PendingOp later;
+  st = later.Submit(job.rank(0), "next");
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("rank 2 ran out of memory"), std::string::npos) << st.message();
+}
+
+// A rank whose engine is shut down in order while the others wait in a
+// round: they fail by BYTEPS_TIMEOUT, naming what they waited for.
+TEST(EngineInProcessFailure, ARankShutDownMidRoundTimesTheOthersOutNamingTheWait) {
+  JobShape shape{2, 2, 1};
+  shape.timeout_seconds = 1.5;
+  InProcessJob job(shape);
+  Status st = job.Start();
+  ASSERT_TRUE(st.ok()) << st.message();
+  PushPullOnRanks(job, {0, 1, 2, 3}, "warmup");
+  PendingOp ops[3];
+  for (int r = 0; r < 3; ++r) ASSERT_TRUE(ops[r].Submit(job.rank(r), "gradient").ok());
+  job.rank(3).Shutdown();  // machine 1's local rank 1 leaves before pushing "gradient"
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(ops[r].done.Wait(20)) << "rank " << r << " hung after a peer shut down";
+    EXPECT_NE(ops[r].done.code, BPS_OK);
+    EXPECT_NE(ops[r].done.message.find("'gradient'"), std::string::npos) << ops[r].done.message;
+  }
+  // Rank 2 shares machine 1 with the rank that left: it waited for it locally.
+  EXPECT_NE(ops[2].done.message.find("waited for local ranks"), std::string::npos) << ops[2].done.message;
+  // Machine 0's ranks waited for the server, or heard of rank 2's failure.
+  for (int r = 0; r < 2; ++r) {
+    const std::string& m = ops[r].done.message;
+    EXPECT_TRUE(m.find("server 0") != std::string::npos || m.find("BYTEPS_TIMEOUT") != std::string::npos) << m;
+  }
+}
+
+// Issue 20 item 12: a machine's shared-memory key table holds a job's
+// partition keys for its lifetime. Once full, a new name fails on every
+// local rank with an error naming the limit and the variable that raises it;
+// names already known keep working.
+TEST(EngineInProcessKeyTable, AFullKeyTableNamesItsLimitAndKnownNamesKeepWorking) {
+  JobShape shape{1, 2, 0};
+  shape.key_table_size = 16;
+  InProcessJob job(shape);
+  Status st = job.Start();
+  ASSERT_TRUE(st.ok()) << st.message();
+  for (int i = 0; i < 16; ++i) PushPullOnRanks(job, {0, 1}, "layer" + std::to_string(i));  // one key each
+  PendingOp late[2];
+  for (int r = 0; r < 2; ++r) ASSERT_TRUE(late[r].Submit(job.rank(r), "one_name_too_many").ok());
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(late[r].done.Wait(20)) << "rank " << r << " hung on a full key table";
+    EXPECT_NE(late[r].done.code, BPS_OK);
+    const std::string& m = late[r].done.message;
+    EXPECT_NE(m.find("'one_name_too_many'"), std::string::npos) << m;
+    EXPECT_NE(m.find("all 16 entries"), std::string::npos) << m;
+    EXPECT_NE(m.find("BYTEPS_LOCAL_KEY_TABLE_SIZE"), std::string::npos) << m;
+  }
+  PushPullOnRanks(job, {0, 1}, "layer3");  // a known name: its key is still there
+  PushPullOnRanks(job, {0, 1}, "layer3");
+}
+
+}  // namespace
+}  // namespace bps

@@ -1,0 +1,143 @@
+// A whole job in one process: M machines x L local ranks of Engine, each
+// built from a Config (no environment), and S Servers, all rendezvousing
+// through one MemoryStore and talking over loopback TCP with the real
+// handshake. Local ranks of one machine share real POSIX shared memory.
+#pragma once
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <ostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/engine.h"
+#include "server/server.h"
+#include "store/memory_store.h"
+#include "transport/transport.h"
+
+namespace bps {
+namespace testing_support {
+
+struct JobShape {
+  int machines = 1;
+  int local_size = 1;
+  int servers = 0;
+  int64_t partition_bytes = 4096;  // small: a test tensor spans many partitions
+  double timeout_seconds = 20;
+  int key_table_size = 8192;  // BYTEPS_LOCAL_KEY_TABLE_SIZE
+};
+
+inline void PrintTo(const JobShape& s, std::ostream* os) {
+  *os << s.machines << " machines x " << s.local_size << " local ranks, " << s.servers << " servers";
+}
+
+// One push_pull's completion, waited for by the test.
+struct Completion {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  int32_t code = 0;
+  std::string message;
+
+  static void Callback(void* user_data, int32_t code, const char* message) {
+    auto* c = static_cast<Completion*>(user_data);
+    std::lock_guard<std::mutex> lock(c->mu);
+    c->code = code;
+    c->message = message ? message : "";
+    c->done = true;
+    c->cv.notify_all();
+  }
+  bool Wait(double seconds) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return done; });
+  }
+};
+
+class InProcessJob {
+ public:
+  static constexpr const char* kToken = "in-process-job-token";
+
+  explicit InProcessJob(const JobShape& shape) : shape_(shape), store_(std::make_shared<MemoryStore>()) {
+    static std::atomic<int> jobs{0};
+    job_id_ = "ipj" + std::to_string(getpid()) + "x" + std::to_string(jobs++);
+  }
+  ~InProcessJob() { Stop(); }
+
+  int size() const { return shape_.machines * shape_.local_size; }
+  Engine& rank(int r) { return *engines_[r]; }
+  const JobShape& shape() const { return shape_; }
+
+  Config WorkerConfig(int rank) const {
+    Config c = BaseConfig();
+    c.role = Role::kWorker;
+    c.worker_id = rank / shape_.local_size;
+    c.local_rank = rank % shape_.local_size;
+    return c;
+  }
+
+  // Starts the servers, then every rank's engine at once (their rendezvous
+  // waits for all of them).
+  Status Start() {
+    for (int s = 0; s < shape_.servers; ++s) {
+      Config c = BaseConfig();
+      c.role = Role::kServer;
+      servers_.emplace_back(new Server(c, store_, s, "127.0.0.1"));
+      BPS_RETURN_IF_ERROR(servers_.back()->Start());
+    }
+    for (int r = 0; r < size(); ++r) {
+      Config c = WorkerConfig(r);
+      transport::TransportOptions options;
+      options.auth = transport::PeerAuth{c.job_token, Role::kWorker, c.rank()};
+      options.liveness_seconds = c.timeout_seconds;
+      std::unique_ptr<transport::Transport> transport;
+      BPS_RETURN_IF_ERROR(transport::CreateTransport("tcp", options, &transport));
+      engines_.emplace_back(new Engine(c, store_, std::move(transport)));
+    }
+    std::vector<Status> results(size());
+    std::vector<std::thread> starters;
+    for (int r = 0; r < size(); ++r) starters.emplace_back([&, r] { results[r] = engines_[r]->Start(); });
+    for (auto& t : starters) t.join();
+    for (int r = 0; r < size(); ++r) {
+      if (!results[r].ok()) return results[r].WithContext("starting rank " + std::to_string(r));
+    }
+    return Status::OK();
+  }
+
+  void Stop() {
+    for (auto& e : engines_) e->Shutdown();
+    engines_.clear();
+    for (auto& s : servers_) s->Stop();
+    servers_.clear();
+  }
+
+ private:
+  Config BaseConfig() const {
+    Config c;
+    c.num_worker = shape_.machines;
+    c.local_size = shape_.local_size;
+    c.num_server = shape_.servers;
+    c.force_distributed = shape_.servers > 0 && shape_.machines == 1;
+    c.partition_bytes = shape_.partition_bytes;
+    c.server_engine_threads = 1;
+    c.timeout_seconds = shape_.timeout_seconds;
+    c.rendezvous_timeout_seconds = 20;
+    c.job_token = kToken;
+    c.job_id = job_id_;
+    c.local_key_table_size = shape_.key_table_size;
+    return c;
+  }
+
+  JobShape shape_;
+  std::string job_id_;
+  std::shared_ptr<MemoryStore> store_;
+  std::vector<std::unique_ptr<Server>> servers_;
+  std::vector<std::unique_ptr<Engine>> engines_;
+};
+
+}  // namespace testing_support
+}  // namespace bps
