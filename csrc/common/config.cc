@@ -198,7 +198,7 @@ Status ConfigFromEnvironment(bool require_rendezvous, Config* out) {
   c.node_host = ReadString("DMLC_NODE_HOST");
   BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_LOCAL_SIZE", 1, 256, &c.local_size));
   BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_LOCAL_RANK", 0, 255, &c.local_rank));
-  BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_PARTITION_BYTES", 1024, int64_t(1) << 32, &c.partition_bytes));
+  BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_PARTITION_BYTES", 1024, int64_t(1) << 31, &c.partition_bytes));
   BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_LOCAL_KEY_TABLE_SIZE", 16, 1 << 22, &c.local_key_table_size));
   BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_SCHEDULING_CREDIT", 0, 1 << 20, &c.scheduling_credit));
   // A server's event loops, each receiving and summing on its own core: one

@@ -39,8 +39,9 @@ std::string ShapeString(const bps_tensor& t) {
   return s.str();
 }
 
-uint64_t SignatureOf(DataType dtype, const std::string& shape) {
-  return HashName(std::string(DataTypeName(dtype)) + shape);
+// What local ranks compare in shared memory and servers across machines.
+uint64_t SignatureOf(DataType dtype, const std::string& shape, bool average) {
+  return HashName(std::string(DataTypeName(dtype)) + shape + (average ? " average" : " sum"));
 }
 
 }  // namespace
@@ -201,9 +202,10 @@ Status Engine::SubmitOp(const bps_tensor& input, void* output, const std::string
   op->dtype = static_cast<DataType>(input.dtype);
   op->count = input.num_elements;
   op->shape = ShapeString(input);
-  op->signature = SignatureOf(op->dtype, op->shape);
+  op->signature = SignatureOf(op->dtype, op->shape, reduce_op == BPS_REDUCE_AVERAGE);
   op->priority = priority;
   op->average = reduce_op == BPS_REDUCE_AVERAGE;
+  op->shape_and_op = op->shape + (op->average ? " (average)" : " (sum)");
   op->machine_reduced = machine_reduced;
   op->done = done;
   op->user_data = user_data;
@@ -234,6 +236,10 @@ void Engine::Activate(std::unique_ptr<TensorOp> op) {
   const size_t esz = DataTypeSize(op->dtype);
   auto ranges = PlanPartitions(op->count, static_cast<int64_t>(esz), config_.partition_bytes, L, num_servers_);
   TensorOp* raw = op.get();
+  // After a mismatch every rank uses fresh keys for the name (shared-memory
+  // entries, server rounds): the failed round's leftovers cannot block it.
+  const auto generation = mismatch_generation_.find(raw->name_hash);
+  if (generation != mismatch_generation_.end()) raw->name_hash = MixKey(raw->name_hash, generation->second, 0xfffe);
   for (size_t i = 0; i < ranges.size(); ++i) {
     auto t = std::make_unique<PartitionTask>();
     t->op = raw;
@@ -263,6 +269,7 @@ void Engine::Loop() {
       fresh.swap(submitted_);
     }
     for (auto& op : fresh) Activate(std::move(op));
+    FailTensorsReportedByServers();
     // Failed partitions stay active until their I/O stopped and their round
     // closed, so this also waits for every buffer to be released.
     if (!running_ && active_.empty()) break;
@@ -345,7 +352,7 @@ bool Engine::Advance(PartitionTask& t) {
     mine.signature = op->signature;
     mine.tensor_bytes = static_cast<uint64_t>(op->count) * esz;
     mine.name = op->name.c_str();
-    mine.shape = op->shape.c_str();
+    mine.shape = op->shape_and_op.c_str();
   }
 
   if (t.stage == Stage::kWaitTurn) {
@@ -431,6 +438,7 @@ bool Engine::Advance(PartitionTask& t) {
     // The push's on_sent may still be pending: the input is read until then.
     if (state == 1 && t.io->in_flight.load(std::memory_order_acquire) != 0) return moved;
     if (state == 2) {
+      op->mismatch_from_server = true;
       FailOp(op, Status::Mismatch("tensor '" + op->name + "' (" + DataTypeName(op->dtype) + " " + op->shape +
                                   " on rank " + std::to_string(rank()) + "): " + t.pull->error));
       return true;
@@ -519,7 +527,9 @@ void Engine::SendPush(PartitionTask& t, const char* data, uint64_t bytes, char* 
   h.sender_rank = static_cast<uint32_t>(rank());
   h.dtype = static_cast<uint8_t>(op->dtype);
   h.num_contributors = static_cast<uint16_t>(config_.num_worker);
-  h.signature = op->signature;
+  h.flags = (op->average ? kFlagAverage : 0) | (config_.enable_async ? kFlagAsync : 0);
+  h.signature = static_cast<uint32_t>(op->signature);
+  h.partition_bytes = static_cast<uint32_t>(config_.partition_bytes);
   h.tensor_bytes = static_cast<uint64_t>(op->count) * DataTypeSize(op->dtype);
   stats_.bytes_pushed += bytes;
   if (t.server < EngineStats::kMaxTrackedServers) stats_.bytes_per_server[t.server] += bytes;
@@ -528,6 +538,23 @@ void Engine::SendPush(PartitionTask& t, const char* data, uint64_t bytes, char* 
     io->in_flight.fetch_sub(1, std::memory_order_acq_rel);
     Ring();
   });
+}
+
+void Engine::FailTensorsReportedByServers() {
+  std::vector<std::pair<uint64_t, std::string>> errors;
+  {
+    std::lock_guard<std::mutex> lock(net_mu_);
+    if (tensor_errors_.empty()) return;
+    errors.swap(tensor_errors_);
+  }
+  for (auto& error : errors) {
+    for (auto& op : ops_) {
+      if (op->failed || op->name_hash != error.first) continue;
+      op->mismatch_from_server = true;
+      FailOp(op.get(), Status::Mismatch("tensor '" + op->name + "' (" + DataTypeName(op->dtype) + " " + op->shape +
+                                        " on rank " + std::to_string(rank()) + "): " + error.second));
+    }
+  }
 }
 
 void Engine::FinishPartition(PartitionTask& t) {
@@ -548,12 +575,33 @@ void Engine::FailOp(TensorOp* op, const Status& st) {
   std::string msg = st.message();
   if (msg.find("'" + op->name + "'") == std::string::npos) msg = "push_pull of '" + op->name + "' failed: " + msg;
   op->failure = Status(st.code(), msg);
+  if (st.code() == BPS_MISMATCH) OnTensorMismatch(op);
   op->unretired = 0;
   for (auto& t : op->parts) op->unretired += t->stage != Stage::kDone;
   // Cancel every pull of the op: its receive's callback (which releases it)
   // runs only once nothing more can land in its buffer. done() waits for it.
   for (auto& t : op->parts) {
     if (t->pull && !t->pull->released.load()) t->pull->conn->CancelReceive(t->net_key);
+  }
+}
+
+void Engine::OnTensorMismatch(TensorOp* op) {
+  // Every rank's op of this round fails with the mismatch (the servers and
+  // shared memory tell them all), so every rank moves to the same generation.
+  ++mismatch_generation_[HashName(op->name)];
+  if (op->mismatch_from_server) return;  // the server already told everyone
+  // Tell the other machines through every server: ranks that wait there for
+  // this round fail now, naming it, instead of timing out.
+  auto text = std::make_shared<std::string>(op->failure.message().substr(0, kMaxErrorPayloadBytes));
+  for (auto& conns : server_conns_) {
+    if (conns.empty()) continue;
+    MessageHeader h;
+    h.type = static_cast<uint16_t>(MessageType::kError);
+    h.flags = kFlagTensorError;
+    h.key = op->name_hash;
+    h.name_hash = op->name_hash;
+    h.payload_bytes = text->size();
+    conns[0]->Send(h, text->data(), [text](const Status&) {});
   }
 }
 
@@ -601,6 +649,11 @@ void Engine::SetFatal(const Status& st) {
 
 void Engine::OnUnexpected(transport::Connection* conn, const MessageHeader& h, const std::string& payload) {
   if (h.type != static_cast<uint16_t>(MessageType::kError)) return;  // e.g. the answer of a cancelled pull
+  if (h.flags & kFlagTensorError) {
+    // Fails every op of that tensor (this generation), on the engine thread.
+    std::lock_guard<std::mutex> lock(net_mu_);
+    tensor_errors_.emplace_back(h.name_hash, payload);
+  }
   if (h.key == 0) {
     SetFatal(Status::PeerFailure(payload + " (reported by " + conn->peer_name() + ")"));
     return;

@@ -98,6 +98,7 @@ struct TensorOp {
   DataType dtype = DataType::kFloat32;
   int64_t count = 0;
   std::string shape;  // "[10, 5]"
+  std::string shape_and_op;  // "[10, 5] (average)": what local ranks compare, for their errors
   uint64_t signature = 0;
   int32_t priority = 0;
   bool average = false;
@@ -108,6 +109,7 @@ struct TensorOp {
   void* user_data = nullptr;
   int remaining = 0;
   bool failed = false;
+  bool mismatch_from_server = false;  // a server reported it to every rank
   Status failure;              // why, reported by done() once every partition retired
   int unretired = 0;           // failed op: partitions whose I/O or round is still open
   std::vector<std::unique_ptr<PartitionTask>> parts;
@@ -208,6 +210,9 @@ class Engine {
   void SendPush(PartitionTask& t, const char* data, uint64_t bytes, char* dst);
   void FinishPartition(PartitionTask& t);
   void FailOp(TensorOp* op, const Status& st);
+  // A mismatch failed `op`: new keys for its name, and the other machines told.
+  void OnTensorMismatch(TensorOp* op);
+  void FailTensorsReportedByServers();
   // Server connections (I/O thread): frames without a posted receive, and loss.
   void OnUnexpected(transport::Connection* conn, const MessageHeader& header, const std::string& payload);
   void OnServerClosed(transport::Connection* conn, const Status& reason);
@@ -245,11 +250,13 @@ class Engine {
   PartitionQueue<PartitionTask> active_;  // scheduling order
   std::unordered_map<uint64_t, uint32_t> next_round_;
   std::unordered_map<uint64_t, uint32_t> done_round_;
+  std::unordered_map<uint64_t, uint32_t> mismatch_generation_;  // by plain name hash
   CreditWindow credits_;  // bytes of pushes queued to the network
   std::chrono::steady_clock::time_point last_peer_check_;
 
   std::mutex net_mu_;
   std::unordered_map<uint64_t, std::shared_ptr<PendingPull>> pending_;  // by net key: routes error frames
+  std::vector<std::pair<uint64_t, std::string>> tensor_errors_;  // (name hash, why) from servers
 
   std::mutex fatal_mu_;
   Status fatal_;

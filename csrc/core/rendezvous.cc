@@ -1,5 +1,7 @@
 #include "core/rendezvous.h"
 
+#include <cstdio>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -76,22 +78,31 @@ Status RendezvousWorkers(Store* store, Config* config) {
   // with a rank missing and silently wrong sums: refuse it, and tell everyone.
   int64_t claims = 0;
   BPS_RETURN_IF_ERROR(store->Add("worker_claim/" + std::to_string(c.rank()), 1, &claims));
-  std::string first;  // "local_size host pid" of the earlier claim
+  std::string first;  // "local_size host pid partition_bytes async" of the earlier claim
   if (claims > 1) store->Get("worker/" + std::to_string(c.rank()), 5, &first);
+  char first_host[256] = {0};
+  long long first_pid = 0;
+  if (sscanf(first.c_str(), "%*d %255s %lld", first_host, &first_pid) == 2) {
+    first = std::string(first_host) + " pid " + std::to_string(first_pid);
+  } else {
+    first.clear();
+  }
   // This very process retrying Init (after a timed-out rendezvous) is no duplicate.
-  const std::string me = std::string(host) + " " + std::to_string(getpid());
-  const bool retry_by_me = first.find(' ') != std::string::npos && first.substr(first.find(' ') + 1) == me;
+  const bool retry_by_me = first == std::string(host) + " pid " + std::to_string(getpid());
   if (claims > 1 && !retry_by_me) {
     std::string why = "rank " + std::to_string(c.rank()) + " (DMLC_WORKER_ID=" + std::to_string(c.worker_id) +
                       ", BYTEPS_LOCAL_RANK=" + std::to_string(c.local_rank) + ") joined twice: by " + host +
                       " pid " + std::to_string(getpid()) + " and earlier by " +
-                      (first.find(' ') == std::string::npos ? std::string("another process") : first.substr(first.find(' ') + 1)) +
+                      (first.empty() ? std::string("another process") : first) +
                       "; give each machine its own DMLC_WORKER_ID (0 to DMLC_NUM_WORKER-1)";
     store->Set("abort", why);  // every member's watcher fails with this
     return Status::Invalid(why);
   }
+  // Settings every worker must share ride along, so a difference fails every
+  // rank here, naming both values, instead of as a size mismatch per tensor.
   BPS_RETURN_IF_ERROR(store->Set("worker/" + std::to_string(c.rank()),
-                                  std::to_string(c.local_size) + " " + host + " " + std::to_string(getpid())));
+                                  std::to_string(c.local_size) + " " + host + " " + std::to_string(getpid()) + " " +
+                                      std::to_string(c.partition_bytes) + " " + (c.enable_async ? "1" : "0")));
   BPS_RETURN_IF_ERROR(store->Set("size", std::to_string(c.size())));  // servers wait for this many
   int64_t joined = 0;
   BPS_RETURN_IF_ERROR(store->Add("workers_joined", 1, &joined));
@@ -120,6 +131,20 @@ Status RendezvousWorkers(Store* store, Config* config) {
       return Status::Invalid("rank " + std::to_string(q) + " runs with local size " + std::to_string(their_local) +
                              " but this rank with " + std::to_string(c.local_size) +
                              ": every machine must run the same number of local ranks");
+    }
+    long long their_partition = 0;
+    int their_async = 0;
+    if (sscanf(value.c_str(), "%*d %*s %*d %lld %d", &their_partition, &their_async) == 2) {
+      if (their_partition != c.partition_bytes) {
+        return Status::Invalid("rank " + std::to_string(q) + " runs with BYTEPS_PARTITION_BYTES=" +
+                               std::to_string(their_partition) + " but this rank with " +
+                               std::to_string(c.partition_bytes) + " (rounded up to 64): set it alike on every process");
+      }
+      if ((their_async != 0) != c.enable_async) {
+        return Status::Invalid("rank " + std::to_string(q) + " runs with BYTEPS_ENABLE_ASYNC=" +
+                               std::to_string(their_async) + " but this rank with " + (c.enable_async ? "1" : "0") +
+                               ": set it alike on every worker and server");
+      }
     }
   }
   return Status::OK();

@@ -11,6 +11,7 @@
 #include "common/logging.h"
 #include "common/net_util.h"
 #include "common/reduce_kernels.h"
+#include "server/round_agreement.h"
 
 namespace bps {
 
@@ -201,6 +202,14 @@ void Server::OnControl(Connection* conn, const MessageHeader& h, const char* pay
       return;
     }
     case MessageType::kError: {
+      if (h.flags & kFlagTensorError) {
+        // A worker saw this tensor's ranks disagree inside its machine: fail
+        // the tensor on the other machines too, now, naming that cause.
+        std::string why(payload ? payload : "", payload ? h.payload_bytes : 0);
+        Poison(h.name_hash, why);
+        TellEveryone(h.key, h.name_hash, why, conn);
+        return;
+      }
       // A worker failed (e.g. it lost another server): relay its root cause.
       std::string why = conn->peer_name() + " failed: " + std::string(payload ? payload : "", payload ? h.payload_bytes : 0);
       BPS_LOG(Error) << "server " << server_id_ << ": " << why;
@@ -265,10 +274,22 @@ void Server::SendError(const std::shared_ptr<Connection>& conn, uint64_t key, ui
   m.header.type = static_cast<uint16_t>(MessageType::kError);
   m.header.key = key;
   m.header.name_hash = name_hash;
+  if (name_hash != 0) m.header.flags = kFlagTensorError;
   m.header.payload_bytes = text->size();
   m.payload = text->data();
   m.keepalive = text;
   conn->Send(std::move(m));
+}
+
+void Server::TellEveryone(uint64_t key, uint64_t name_hash, const std::string& msg, Connection* except) {
+  std::vector<std::shared_ptr<Connection>> everyone;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& kv : conns_) {
+      if (kv.first != except) everyone.push_back(kv.second.conn);
+    }
+  }
+  for (auto& c : everyone) SendError(c, key, name_hash, msg);
 }
 
 bool Server::PoisonedMessage(uint64_t name_hash, std::string* message) {
@@ -320,25 +341,21 @@ void Server::HandlePush(IoLoop* loop, const std::shared_ptr<Connection>& conn, c
   }
   // Every contribution to a key must describe the same tensor: otherwise the
   // sum would be silent garbage. Poison the tensor and tell every pusher.
-  std::string mismatch;
-  if (ks.contributions > 0 || (config_.enable_async && !fresh_key)) {
-    if (h.signature != ks.signature || h.payload_bytes != ks.payload_bytes || dtype != ks.dtype) {
-      mismatch = "ranks disagree on this tensor: rank " + std::to_string(ks.first_rank) + " pushed " +
-                 DataTypeName(ks.dtype) + " data of " + std::to_string(ks.tensor_bytes) +
-                 " bytes in total (shape signature " + std::to_string(ks.signature % 100000) + "), rank " +
-                 std::to_string(h.sender_rank) + " pushed " + DataTypeName(dtype) + " data of " +
-                 std::to_string(h.tensor_bytes) + " bytes (shape signature " + std::to_string(h.signature % 100000) +
-                 ")";
-    }
-  }
-  if (mismatch.empty() && !config_.enable_async && ks.contributions > 0 && h.round != ks.round) {
-    mismatch = "round mismatch: rank " + std::to_string(h.sender_rank) + " pushed round " + std::to_string(h.round) +
-               " while round " + std::to_string(ks.round) + " is open (a rank skipped or repeated this tensor)";
+  std::string mismatch = CheckPushTerms(h, ks.waiting.empty() ? nullptr : &ks.waiting.front().second,
+                                        ServerTerms{server_id_, config_.enable_async});
+  if (mismatch.empty() && config_.enable_async && !fresh_key &&
+      (h.signature != ks.signature || h.payload_bytes != ks.payload_bytes || dtype != ks.dtype)) {
+    // Async rounds never wait: compare with the key's last push instead.
+    mismatch = "ranks disagree on this tensor: rank " + std::to_string(ks.first_rank) + " pushed " +
+               DataTypeName(ks.dtype) + " data of " + std::to_string(ks.tensor_bytes) + " bytes in total, rank " +
+               std::to_string(h.sender_rank) + " pushed " + DataTypeName(dtype) + " data of " +
+               std::to_string(h.tensor_bytes) + " bytes (or another shape)";
   }
   if (!mismatch.empty()) {
     Poison(h.name_hash, mismatch);
-    SendError(conn, h.key, h.name_hash, mismatch);
-    for (auto& waiter : ks.waiting) SendError(waiter.first, h.key, h.name_hash, mismatch);
+    // Every worker, not only this round's pushers: ranks waiting on other
+    // partitions (or other keys of a different plan) of the tensor fail now.
+    TellEveryone(h.key, h.name_hash, mismatch, nullptr);
     ks.waiting.clear();
     ks.contributions = 0;
     loop->pool.Give(std::move(payload));

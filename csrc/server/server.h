@@ -57,6 +57,8 @@ class Server {
   void OnControl(Connection* conn, const MessageHeader& h, const char* payload);
   void OnLinkClosed(Connection* conn, const Status& reason);
   void SendError(const std::shared_ptr<Connection>& conn, uint64_t key, uint64_t name_hash, const std::string& msg);
+  // A tensor-scoped error (name_hash) to every worker connection but `except`.
+  void TellEveryone(uint64_t key, uint64_t name_hash, const std::string& msg, Connection* except);
   bool PoisonedMessage(uint64_t name_hash, std::string* message);
   void Poison(uint64_t name_hash, const std::string& message);
 

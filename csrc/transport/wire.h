@@ -12,7 +12,9 @@
 namespace bps {
 
 constexpr uint32_t kWireMagic = 0x4E535042;  // "BPSN" little-endian
-constexpr uint16_t kWireVersion = 1;
+// 2: the push header carries what every rank must agree on (flags,
+// partition size) and a 32-bit shape signature.
+constexpr uint16_t kWireVersion = 2;
 // Largest data payload accepted from a peer: a partition slice. Bigger frames
 // close the connection (a peer that sends them is broken or hostile).
 constexpr uint64_t kMaxPayloadBytes = uint64_t(1) << 31;
@@ -26,7 +28,17 @@ enum class MessageType : uint16_t {
   kHeartbeat = 5,
 };
 
-#pragma pack(push, 1)
+// MessageHeader::flags.
+enum WireFlags : uint8_t {
+  kFlagAverage = 1,      // push: the sender averages (else sums) this tensor
+  kFlagAsync = 2,        // push: the sender runs BYTEPS_ENABLE_ASYNC=1
+  kFlagTensorError = 4,  // error: concerns the tensor `name_hash` only, not the job
+};
+
+// Every field sits at a multiple of its size, so the layout has no padding
+// without packing; not packed, so the header is 8-byte aligned wherever it is
+// kept and references to its fields are aligned (UBSan reported misaligned
+// binding of `key` when the struct was packed and placed at an odd address).
 struct MessageHeader {
   uint32_t magic = kWireMagic;
   uint16_t version = kWireVersion;
@@ -38,13 +50,16 @@ struct MessageHeader {
   uint64_t payload_bytes = 0;
   uint32_t sender_rank = 0;
   uint8_t dtype = 0;
-  uint8_t flags = 0;
+  uint8_t flags = 0;          // WireFlags
   uint16_t num_contributors = 0;  // pushes per round for this key (machines)
-  uint64_t signature = 0;     // hash of the tensor's dtype and shape
-  uint64_t tensor_bytes = 0;  // the whole tensor's size, for mismatch messages
+  uint32_t signature = 0;     // hash of the tensor's dtype, shape and reduce op
+  uint32_t partition_bytes = 0;  // the sender's BYTEPS_PARTITION_BYTES (push)
+  uint64_t tensor_bytes = 0;  // the whole tensor's size
 };
-#pragma pack(pop)
 static_assert(sizeof(MessageHeader) == 64, "wire header must stay 64 bytes");
+static_assert(offsetof(MessageHeader, key) == 8 && offsetof(MessageHeader, payload_bytes) == 32 &&
+                  offsetof(MessageHeader, num_contributors) == 46 && offsetof(MessageHeader, tensor_bytes) == 56,
+              "wire header fields moved: the layout is the wire format");
 
 // Checks everything that can be checked without context. Returns a message
 // naming the problem (never throws, never allocates beyond the message).

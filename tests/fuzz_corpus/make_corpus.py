@@ -14,9 +14,9 @@ import os
 import struct
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MAGIC, VERSION = 0x4E535042, 1
+MAGIC, VERSION = 0x4E535042, 2
 PUSH, RESPONSE, ERROR, BYE, HEARTBEAT = 1, 2, 3, 4, 5
-HEADER = struct.Struct("<IHHQQIIQIBBHQQ")
+HEADER = struct.Struct("<IHHQQIIQIBBHIIQ")
 assert HEADER.size == 64
 HS = struct.Struct("<IHHHHi32s80s")
 STORE_REQ = struct.Struct("<IB3sIIq")
@@ -26,7 +26,8 @@ STORE_MAGIC = 0x53535042
 def header(type_, payload=b"", key=7, round_=0, dtype=0, contributors=2, magic=MAGIC, version=VERSION,
            payload_bytes=None):
     n = len(payload) if payload_bytes is None else payload_bytes
-    return HEADER.pack(magic, version, type_, key, 99, round_, 0, n, 1, dtype, 0, contributors, 1234, n) + payload
+    return HEADER.pack(magic, version, type_, key, 99, round_, 0, n, 1, dtype, 0, contributors, 1234, 4096000,
+                       n) + payload
 
 
 def hs(type_, role=0, rank=0, blob=b"\0" * 32, reason=b"", magic=MAGIC, version=VERSION):
@@ -52,7 +53,7 @@ FRAME_SEEDS = {
     "truncated_payload": header(PUSH, b"\0" * 64)[:100],
     "oversized": header(PUSH, payload_bytes=1 << 40),
     "error_too_long": header(ERROR, payload_bytes=1 << 20),
-    "bad_version": header(PUSH, b"\0" * 4, version=2),
+    "bad_version": header(PUSH, b"\0" * 4, version=1),
     "bad_magic": header(PUSH, b"\0" * 4, magic=0x12345678),
     "unknown_type": header(77),
     "bye_with_payload": header(BYE, b"zz"),
@@ -62,7 +63,7 @@ HANDSHAKE_STORE_SEEDS = {
     "accept_hello": b"\0" + hs(101, role=0, rank=3, blob=b"\x11" * 32),
     "accept_hello_server": b"\0" + hs(101, role=1, rank=-1),
     "accept_hello_bad_role": b"\0" + hs(101, role=9),
-    "accept_other_version": b"\0" + hs(101, version=2),
+    "accept_other_version": b"\0" + hs(101, version=1),
     "accept_bad_magic": b"\0" + hs(101, magic=0x1),
     "accept_short": b"\0" + hs(101)[:60],
     "connect_accepted": b"\x01" + hs(100, blob=b"\x22" * 32) + hs(102),

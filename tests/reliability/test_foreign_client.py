@@ -23,7 +23,7 @@ def _attacks(host, port):
     ok, reason, s = wc.handshake(host, port, "")
     s.close()
     results["empty token"] = (ok, reason)
-    ok, reason, s = wc.handshake(host, port, "not-the-token", version=2)
+    ok, reason, s = wc.handshake(host, port, "not-the-token", version=1)
     s.close()
     results["other version"] = (ok, reason)
     ok, reason, s = wc.handshake(host, port, "not-the-token", magic=0x12345678)
@@ -63,7 +63,7 @@ def test_foreign_clients_refused_while_training(tmp_path):
             for label, (accepted, reason) in results.items():
                 assert not accepted, f"{who} accepted a client with {label}"
             assert "BYTEPS_JOB_TOKEN" in results["wrong token"][1], results
-            assert "wire version 2" in results["other version"][1], results
+            assert "wire version 1" in results["other version"][1], results
             assert "bad magic" in results["bad magic"][1] or "not a byteps-native" in results["bad magic"][1]
         # The job's own token still works (the refusals were about the token).
         ok, reason, s = wc.handshake(*targets["scheduler"], token, role=0, rank=99)

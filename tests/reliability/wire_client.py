@@ -16,7 +16,7 @@ import socket
 import struct
 
 MAGIC = 0x4E535042
-VERSION = 1
+VERSION = 2
 CHALLENGE, HELLO, ACCEPT, REJECT = 100, 101, 102, 103
 FRAME = struct.Struct("<IHHHHi32s80s")
 assert FRAME.size == 128
