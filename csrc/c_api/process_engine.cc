@@ -52,6 +52,10 @@ Status ProcessEngine::Init(const bps_init_options* options) {
 
 Status ProcessEngine::InitSteps(const bps_init_options* options) {
   stopping_ = false;
+  {
+    std::lock_guard<std::mutex> lock(verdict_mu_);
+    early_abort_.clear();
+  }
   Config c;
   BPS_RETURN_IF_ERROR(ConfigFromEnvironment(false, &c));
   if (c.role != Role::kWorker) {
@@ -106,7 +110,12 @@ Status ProcessEngine::InitSteps(const bps_init_options* options) {
   BPS_RETURN_IF_ERROR(transport::CreateTransport("tcp", transport_options, &transport));
 
   auto engine = std::make_shared<Engine>(c, store, std::move(transport), engine_options);
-  BPS_RETURN_IF_ERROR(engine->Start());
+  Status started = engine->Start();
+  if (!started.ok()) {
+    std::lock_guard<std::mutex> lock(verdict_mu_);
+    if (!early_abort_.empty()) return Status::PeerFailure(early_abort_ + " (then: " + started.message() + ")");
+    return started;
+  }
   std::atomic_store(&engine_, engine);
   return Status::OK();
 }
@@ -126,7 +135,11 @@ void ProcessEngine::StartAbortWatcher(const HostPort& scheduler, const Config& c
       Status verdict = s.ok() ? Status::PeerFailure("job aborted: " + why)
                               : Status::PeerFailure("lost the scheduler " + where + ": " + s.message());
       // The engine may still be starting (rendezvous): wait for it, or for
-      // Init to give up (stopping_).
+      // Init to give up (stopping_) naming this verdict.
+      {
+        std::lock_guard<std::mutex> lock(verdict_mu_);
+        early_abort_ = verdict.message();
+      }
       while (!stopping_) {
         if (std::shared_ptr<Engine> engine = std::atomic_load(&engine_)) {
           engine->Fail(verdict);

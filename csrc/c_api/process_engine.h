@@ -39,6 +39,10 @@ class ProcessEngine {
   std::unique_ptr<TcpStoreClient> abort_watch_client_;
   std::thread abort_watcher_;
   std::atomic<bool> stopping_{false};
+  // An abort seen while the engine still starts: Init reports it as the
+  // cause when Start then fails (a connect to a server the abort took down).
+  std::mutex verdict_mu_;
+  std::string early_abort_;
 };
 
 }  // namespace bps

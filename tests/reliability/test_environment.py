@@ -142,7 +142,8 @@ def test_worker_count_never_arrives(tmp_path):
         for w in ws:
             assert w.wait(RUN_TIMEOUT) not in (None, 0), c.dump()
             out = w.output()
-            assert "rendezvous timed out after 2 s: 2 of 3 workers arrived (rank 2 is missing" in out, out
+            # Its own rendezvous deadline or the scheduler's (same length): either names the count.
+            assert "rendezvous timed out after 2 s" in out and "2 of 3 workers arrived" in out, out
         assert c.procs["scheduler"].wait(30) not in (None, 0), c.dump()
 
 
