@@ -16,6 +16,8 @@
 #include <cstring>
 #include <thread>
 
+#include "common/logging.h"
+
 namespace bps {
 
 Status ParseHostPort(const std::string& text, HostPort* out) {
@@ -93,13 +95,19 @@ void SetNonBlocking(int fd, bool on) {
   fcntl(fd, F_SETFL, on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK));
 }
 
-Status ConnectWithRetry(const HostPort& target, double timeout_seconds, int* fd_out) {
+namespace {
+constexpr int kWaitNoteSeconds = 4;  // how often a connect still waiting says so
+}  // namespace
+
+Status ConnectWithRetry(const HostPort& target, double timeout_seconds, int* fd_out, const char* waiting_for) {
   sockaddr_in addr;
   BPS_RETURN_IF_ERROR(ResolveIPv4(target.host, &addr));
   addr.sin_port = htons(static_cast<uint16_t>(target.port));
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_seconds);
   std::string last_error;
   int delay_ms = 10;
+  const auto started = std::chrono::steady_clock::now();
+  auto next_note = started + std::chrono::seconds(kWaitNoteSeconds);
   while (true) {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return Status::Internal(std::string("socket: ") + strerror(errno));
@@ -113,6 +121,12 @@ Status ConnectWithRetry(const HostPort& target, double timeout_seconds, int* fd_
     if (std::chrono::steady_clock::now() >= deadline) {
       return Status::PeerFailure("cannot connect to " + target.ToString() + " within " +
                                  std::to_string(static_cast<int>(timeout_seconds)) + " s: " + last_error);
+    }
+    if (waiting_for && std::chrono::steady_clock::now() >= next_note) {
+      const auto waited = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started);
+      BPS_LOG(Warning) << "waiting for " << waiting_for << " at " << target.ToString() << " (" << waited.count()
+                       << " s of " << static_cast<int>(timeout_seconds) << " s; " << last_error << ")";
+      next_note += std::chrono::seconds(kWaitNoteSeconds);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
     delay_ms = std::min(delay_ms * 2, 500);

@@ -19,7 +19,10 @@ Status ResolveIPv4(const std::string& host, sockaddr_in* out);
 // IPv4 address of a network interface, e.g. "eth0" -> "10.0.0.2".
 Status InterfaceAddress(const std::string& interface, std::string* address);
 // Connects (blocking) with retries until deadline; returns a blocking fd.
-Status ConnectWithRetry(const HostPort& target, double timeout_seconds, int* fd_out);
+// `waiting_for` (e.g. "the scheduler"): say so every few seconds while the
+// peer is not there yet, so a long wait is never silent.
+Status ConnectWithRetry(const HostPort& target, double timeout_seconds, int* fd_out,
+                        const char* waiting_for = nullptr);
 // Listens on host:port (port 0 = ephemeral); returns the bound port.
 Status ListenOn(const std::string& host, int port, int backlog, int* fd_out, int* bound_port);
 // Local address of a connected socket (the interface that routes to the peer).

@@ -303,7 +303,7 @@ Status TcpStoreClient::Connect(const HostPort& at, const std::string& token, Rol
                                std::unique_ptr<TcpStoreClient>* out) {
   BPS_RETURN_IF_ERROR(RequireRoleModeSecret(token, RoleName(role)));
   int fd = -1;
-  BPS_RETURN_IF_ERROR(ConnectWithRetry(at, connect_timeout_seconds, &fd).WithContext("scheduler"));
+  BPS_RETURN_IF_ERROR(ConnectWithRetry(at, connect_timeout_seconds, &fd, "the scheduler").WithContext("scheduler"));
   // The scheduler connection stays open for the job: its death must show.
   SetLivenessProbes(fd, liveness_seconds);
   Status st = ConnectHandshake(fd, token, role, rank, 10000);
