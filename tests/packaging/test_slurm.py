@@ -98,6 +98,11 @@ PartitionName=debug Nodes={host} Default=YES MaxTime=30 State=UP
                 os.kill(int(open(pidfile).read().strip()), 15)
             except (OSError, ValueError):
                 pass
+        # A daemon whose pid file was missing or that ignored SIGTERM was left
+        # running after CI before: end every process of this private cluster.
+        subprocess.run(["pkill", "-f", str(conf)], capture_output=True)
+        time.sleep(1)
+        subprocess.run(["pkill", "-9", "-f", str(conf)], capture_output=True)
 
 
 def _job_env(env):
