@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "transport/transport.h"
+#include "completion.h"
 
 namespace bps {
 namespace transport {
@@ -25,36 +26,6 @@ namespace {
 
 constexpr char kToken[] = "multi-connection-token";
 constexpr int kConnections = 4;
-
-class CallCounter {
- public:
-  Callback callback() {
-    return [this](const Status& st) {
-      std::lock_guard<std::mutex> lock(mu_);
-      ++calls_;
-      status_ = st;
-      cv_.notify_all();
-    };
-  }
-  bool Wait(double seconds = 10) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return calls_ > 0; });
-  }
-  int calls() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return calls_;
-  }
-  Status status() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return status_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int calls_ = 0;
-  Status status_;
-};
 
 std::unique_ptr<Transport> MakeTransport(const std::string& name, int io_threads) {
   TransportOptions options;
@@ -147,7 +118,7 @@ TEST_P(MultiConnection, EachConnectionKeepsItsOrderAndPayloadsLandInTheirBuffers
   constexpr size_t kFloats = 64 << 10;  // 256 KB: several segments, interleaved across threads
   // Data receives: one per (connection, message) key, all posted up front.
   std::vector<std::vector<float>> out(kConnections * kMessages);
-  std::vector<CallCounter> received(kConnections * kMessages);
+  std::vector<Completion> received(kConnections * kMessages);
   for (int i = 0; i < kConnections; ++i) {
     for (int j = 0; j < kMessages; ++j) {
       const int slot = i * kMessages + j;
@@ -162,7 +133,7 @@ TEST_P(MultiConnection, EachConnectionKeepsItsOrderAndPayloadsLandInTheirBuffers
   }
   // Every connection sends from its own thread at once, as the engine does.
   std::vector<std::string> texts(kConnections * kMessages);
-  std::vector<CallCounter> sent(kConnections * kMessages);
+  std::vector<Completion> sent(kConnections * kMessages);
   std::vector<std::thread> threads;
   for (int i = 0; i < kConnections; ++i) {
     threads.emplace_back([&, i] {
@@ -221,7 +192,7 @@ TEST_P(MultiConnection, EachConnectionKeepsItsOrderAndPayloadsLandInTheirBuffers
 TEST_P(MultiConnection, APeerGoingAwayFailsEveryPendingCallbackOnEveryThreadOnce) {
   constexpr int kPerConnection = 5;
   std::vector<std::vector<char>> out(kConnections * kPerConnection, std::vector<char>(4096));
-  std::vector<CallCounter> received(kConnections * kPerConnection);
+  std::vector<Completion> received(kConnections * kPerConnection);
   for (int i = 0; i < kConnections; ++i) {
     for (int k = 0; k < kPerConnection; ++k) {
       const int slot = i * kPerConnection + k;
@@ -253,7 +224,7 @@ TEST_P(MultiConnection, ShuttingDownTheTransportFailsEveryPendingCallbackOnce) {
   // written yet (the peer posts nothing and reads on its own loop).
   constexpr int kPerConnection = 3;
   std::vector<std::vector<char>> out(kConnections * kPerConnection, std::vector<char>(4096));
-  std::vector<CallCounter> received(kConnections * kPerConnection);
+  std::vector<Completion> received(kConnections * kPerConnection);
   for (int i = 0; i < kConnections; ++i) {
     for (int k = 0; k < kPerConnection; ++k) {
       const int slot = i * kPerConnection + k;
@@ -261,7 +232,7 @@ TEST_P(MultiConnection, ShuttingDownTheTransportFailsEveryPendingCallbackOnce) {
     }
   }
   std::vector<char> big(32 << 20, 1);
-  std::vector<CallCounter> sent(kConnections * 2);
+  std::vector<Completion> sent(kConnections * 2);
   for (int i = 0; i < kConnections; ++i) {
     for (int k = 0; k < 2; ++k) senders_[i]->Send(DataHeader(90 + k, big.size()), big.data(), sent[i * 2 + k].callback());
   }
