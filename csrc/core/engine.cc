@@ -367,7 +367,7 @@ bool Engine::Advance(PartitionTask& t) {
                                    ": " + st.message() +
                                    (mismatch ? ": every rank must push the same shape and dtype under one name" : ""));
         // make the other local ranks fail too, not time out
-        if (t.entry) reducer_->FailRound(t.entry, t.round, st.message());
+        if (t.entry) reducer_->FailRound(t.entry, t.round, st);
         FailOp(op, st);
         return true;
       }
@@ -613,7 +613,7 @@ bool Engine::RetireFailed(PartitionTask& t) {
   const int L = op->machine_reduced ? 1 : config_.local_size;
   if (L > 1) {
     reducer_->CloseFailedRound(t.entry, t.local_key, t.range.count * DataTypeSize(op->dtype), op->dtype, t.round,
-                               op->failure.message(), t.staged);
+                               op->failure, t.staged);
   }
   closed = t.round + 1;
   t.stage = Stage::kDone;

@@ -71,12 +71,13 @@ class LocalReducer {
   virtual Status Gather(LocalPartition* p, uint32_t round, const LocalContribution& c, char* output, int64_t divisor,
                         uint32_t* gathered, LocalProgress* progress) = 0;
   // A failed op closes its round of `key` on this rank (p may be null: found
-  // by key): the other ranks' op of that round fails with `why` unless one
-  // already failed it, and the next round may start.
+  // by key): the other ranks' op of that round fails with `why` (its code
+  // kept: a peer failure is not a mismatch) unless one already failed it,
+  // and the next round may start.
   virtual void CloseFailedRound(LocalPartition* p, uint64_t key, uint64_t bytes, DataType dtype, uint32_t round,
-                                const std::string& why, bool staged) = 0;
+                                const Status& why, bool staged) = 0;
   // Fails round `round` of `p` for every local rank now (e.g. disagreeing sizes).
-  virtual void FailRound(LocalPartition* p, uint32_t round, const std::string& why) = 0;
+  virtual void FailRound(LocalPartition* p, uint32_t round, const Status& why) = 0;
   // "2 of 4 local ranks staged": for the watchdog's message.
   virtual std::string DescribeStaging(LocalPartition* p, uint32_t round) = 0;
 

@@ -36,7 +36,8 @@ struct alignas(64) ShmEntry {
   std::atomic<uint32_t> arrived;
   std::atomic<uint32_t> released;
   std::atomic<uint32_t> ready[kMaxLocalRanks];  // slice q reduced for round ready[q]-1
-  std::atomic<uint32_t> error_round;  // round+1 that failed; message in error
+  std::atomic<uint32_t> error_round;  // round+1 that failed; code and message below
+  int32_t error_code;                 // a BpsStatus: a relayed peer failure stays one
   char error[384];
   uint64_t signature[kMaxLocalRanks];
   uint64_t tensor_bytes[kMaxLocalRanks];

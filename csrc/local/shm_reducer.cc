@@ -93,19 +93,26 @@ LocalProgress ShmLocalReducer::StageIn(LocalPartition* p, uint32_t round, const 
   return LocalProgress::kDone;
 }
 
+// The failure a local rank wrote into the entry, with its code: a rank that
+// lost its server fails the others with a peer failure, not a mismatch.
+static Status RoundFailure(const ShmEntry* e) {
+  const int code = e->error_code != BPS_OK ? e->error_code : BPS_MISMATCH;
+  return Status(code, std::string(e->error));
+}
+
 Status ShmLocalReducer::ReduceOwnSlice(LocalPartition* p, uint32_t round, const LocalContribution& c, char* also_into,
                                        int64_t divisor, LocalProgress* progress) {
   ShmEntry* e = Entry(p);
   const int L = local_size_, me = local_rank_;
   *progress = LocalProgress::kWaiting;
-  if (e->error_round.load() == round + 1) return Status::Mismatch(std::string(e->error));
+  if (e->error_round.load() == round + 1) return RoundFailure(e);
   if (e->arrived.load(std::memory_order_acquire) < (round + 1) * static_cast<uint32_t>(L)) return Status::OK();
   for (int q = 0; q < L; ++q) {
     if (e->signature[q] != c.signature || e->tensor_bytes[q] != e->tensor_bytes[me]) {
       std::string msg = "tensor '" + std::string(c.name) + "' has " + e->shape[me] + " on rank " +
                         std::to_string(machine_ * L + me) + " but " + e->shape[q] + " on rank " +
                         std::to_string(machine_ * L + q) + ": every rank must push the same shape and dtype under one name";
-      FailRound(p, round, msg);
+      FailRound(p, round, Status::Mismatch(msg));
       return Status::Mismatch(msg);
     }
   }
@@ -140,7 +147,7 @@ Status ShmLocalReducer::Gather(LocalPartition* p, uint32_t round, const LocalCon
   ShmEntry* e = Entry(p);
   const int L = local_size_;
   *progress = LocalProgress::kWaiting;
-  if (e->error_round.load() == round + 1) return Status::Mismatch(std::string(e->error));
+  if (e->error_round.load() == round + 1) return RoundFailure(e);
   const size_t esz = DataTypeSize(c.dtype);
   for (int q = 0; q < L; ++q) {
     if (*gathered & (1u << q)) continue;
@@ -158,22 +165,24 @@ Status ShmLocalReducer::Gather(LocalPartition* p, uint32_t round, const LocalCon
   return Status::OK();
 }
 
-void ShmLocalReducer::FailRound(LocalPartition* p, uint32_t round, const std::string& why) {
+void ShmLocalReducer::FailRound(LocalPartition* p, uint32_t round, const Status& why) {
   ShmEntry* e = Entry(p);
-  snprintf(e->error, sizeof(e->error), "%s", why.c_str());
+  e->error_code = why.code();
+  snprintf(e->error, sizeof(e->error), "%s", why.message().c_str());
   e->error_round.store(round + 1);
   shm_->Ring();
 }
 
 void ShmLocalReducer::CloseFailedRound(LocalPartition* p, uint64_t key, uint64_t bytes, DataType dtype,
-                                       uint32_t round, const std::string& why, bool staged) {
+                                       uint32_t round, const Status& why, bool staged) {
   ShmEntry* e = Entry(p);
   if (!e) shm_->Lookup(key, bytes, static_cast<uint32_t>(dtype), &e);
   if (!e || !e->initialized.load(std::memory_order_acquire) || e->error_round.load() == UINT32_MAX) return;
   // Fail it for the local ranks too (unless one already did), and count this
   // rank in as a finished round would.
   if (e->error_round.load() < round + 1) {
-    snprintf(e->error, sizeof(e->error), "%s", why.c_str());
+    e->error_code = why.code();
+    snprintf(e->error, sizeof(e->error), "%s", why.message().c_str());
     e->error_round.store(round + 1);
   }
   if (!staged) e->arrived.fetch_add(1, std::memory_order_acq_rel);

@@ -37,8 +37,8 @@ class ShmLocalReducer : public LocalReducer {
   Status Gather(LocalPartition* p, uint32_t round, const LocalContribution& c, char* output, int64_t divisor,
                 uint32_t* gathered, LocalProgress* progress) override;
   void CloseFailedRound(LocalPartition* p, uint64_t key, uint64_t bytes, DataType dtype, uint32_t round,
-                        const std::string& why, bool staged) override;
-  void FailRound(LocalPartition* p, uint32_t round, const std::string& why) override;
+                        const Status& why, bool staged) override;
+  void FailRound(LocalPartition* p, uint32_t round, const Status& why) override;
   std::string DescribeStaging(LocalPartition* p, uint32_t round) override;
 
   uint32_t Doorbell() override;

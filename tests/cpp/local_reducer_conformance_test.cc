@@ -89,7 +89,7 @@ void RunRound(std::vector<std::unique_ptr<LocalReducer>>& reducers, std::vector<
         case RankRound::kAcquire: {
           Status st = r.Acquire(key, bytes, rr.c.dtype, &rr.p);
           if (!st.ok()) {
-            if (rr.p) r.FailRound(rr.p, round, st.message());
+            if (rr.p) r.FailRound(rr.p, round, st);
             rr.error = st;
             rr.step = RankRound::kFailed;
             break;
@@ -147,7 +147,7 @@ void RunRound(std::vector<std::unique_ptr<LocalReducer>>& reducers, std::vector<
     RankRound& rr = ranks[q];
     if (rr.step == RankRound::kFailed) {
       reducers[q]->CloseFailedRound(rr.p, key, static_cast<uint64_t>(rr.c.count) * DataTypeSize(rr.c.dtype),
-                                    rr.c.dtype, round, rr.error.message(), rr.staged);
+                                    rr.c.dtype, round, rr.error, rr.staged);
     }
   }
 }
@@ -256,18 +256,19 @@ TEST_P(LocalReducerConformance, RanksDisagreeingOnTheShapeAllFailNamingBothShape
 }
 
 // A rank whose op failed before staging (e.g. its server connection broke)
-// closes the round: the others fail with its reason instead of waiting, and
-// the next round of the key runs.
+// closes the round: the others fail with its reason and its code (a peer
+// failure, not a mismatch) instead of waiting, and the next round runs.
 TEST_P(LocalReducerConformance, ARoundClosedByAFailedRankFailsTheOthersAndTheNextRoundRuns) {
   std::vector<RankRound> ranks(L());
   std::vector<std::vector<float>> inputs;
   SetUpRanks(ranks, inputs, 500, 0, DataType::kFloat32);
-  reducers_[0]->CloseFailedRound(nullptr, 21, 500 * sizeof(float), DataType::kFloat32, 0, "rank 0 lost its server",
-                                 /*staged=*/false);
+  reducers_[0]->CloseFailedRound(nullptr, 21, 500 * sizeof(float), DataType::kFloat32, 0,
+                                 Status::PeerFailure("rank 0 lost its server"), /*staged=*/false);
   ranks[0].step = RankRound::kDone;  // rank 0 is out of this round
   RunRound(reducers_, ranks, 21, 0, 1, /*distributed=*/false);
   for (int q = 1; q < L(); ++q) {
     ASSERT_EQ(ranks[q].step, RankRound::kFailed) << "rank " << q;
+    EXPECT_EQ(ranks[q].error.code(), BPS_PEER_FAILURE) << ranks[q].error.message();
     EXPECT_NE(ranks[q].error.message().find("rank 0 lost its server"), std::string::npos) << ranks[q].error.message();
   }
   SetUpRanks(ranks, inputs, 500, 1, DataType::kFloat32);
