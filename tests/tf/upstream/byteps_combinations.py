@@ -66,6 +66,26 @@ def _start_engine_job():
 CROSS_DEVICE_OPS = os.environ.get("BPS_UPSTREAM_CROSS_DEVICE_OPS", "reference")
 
 
+def _pickle_main_classes_by_reference():
+    """cross_device_ops_test hands its pools closures that capture the test
+    case (`self`). dill pickles a class of __main__ by value, with every
+    method; the methods that TensorFlow's combinations decorate are wrappers
+    whose __module__ tf_decorator relabels to "__main__" while their globals
+    stay tensorflow/python/distribute/combinations.py's, so dill (>= 0.3.6)
+    copies that module's globals into the pickle, NamedObjects
+    (`tf_function`) included; unpickling a NamedObject recurses in its
+    __getattr__ (pickle looks up __setstate__ before _obj exists), and every
+    pool worker died with RecursionError, TensorFlow's own ops included.
+    The pool processes re-run the same test program as __main__, so the
+    class is found there by name."""
+    import dill  # multi_process_runner's dependency
+    dill.settings["byref"] = True
+
+
+if "BPS_UPSTREAM_CROSS_DEVICE_OPS" in os.environ:
+    _pickle_main_classes_by_reference()
+
+
 def start_engine_job():
     """The scheduler and server of the layout's job (main process, before
     any pool process starts; pool processes, which import the test module
