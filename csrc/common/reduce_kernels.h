@@ -1,5 +1,7 @@
 // Vectorised element-wise kernels used by the local reduce and the servers.
-// All are blocked so intermediate float32 accumulators stay in L1.
+// All are blocked so intermediate float32 accumulators stay in L1. The inner
+// loops exist per x86 level (reduce_kernels_simd.h); the best one this CPU
+// supports is chosen at first use, and all give bit-identical results.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -7,6 +9,18 @@
 #include "common/dtype.h"
 
 namespace bps {
+
+// Instruction-set levels of the inner loops, in increasing order.
+enum class ReduceIsa : uint8_t { kBaseline = 0, kAvx2 = 1, kAvx512 = 2 };
+#define BPS_REDUCE_KERNELS_HAVE_ISA 1  // for benchmarks built against older trees too
+const char* ReduceIsaName(ReduceIsa isa);
+// The best level this CPU runs: avx512 needs AVX-512 F/BW/VL, avx2 needs AVX2 and F16C.
+ReduceIsa BestSupportedReduceIsa();
+// The level in use (the best supported one unless a test chose another).
+ReduceIsa ActiveReduceIsa();
+// Tests and benchmarks: run every kernel at `isa` from now on. Returns false,
+// and changes nothing, where this CPU lacks it. Not for use while kernels run.
+bool SetReduceIsaForTesting(ReduceIsa isa);
 
 // out = sum_i inputs[i]  (num_inputs >= 1), written to `sum_out` unscaled
 // and/or to `avg_out` divided by `divisor`; either output may be null and
