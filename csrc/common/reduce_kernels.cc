@@ -30,7 +30,7 @@ std::atomic<int> g_active_isa{-1};
 ReduceIsa Active() {
   int isa = g_active_isa.load(std::memory_order_relaxed);
   if (isa < 0) {
-    isa = static_cast<int>(BestSupportedReduceIsa());
+    isa = static_cast<int>(DefaultReduceIsa());
     g_active_isa.store(isa, std::memory_order_relaxed);
   }
   return static_cast<ReduceIsa>(isa);
@@ -244,6 +244,10 @@ ReduceIsa BestSupportedReduceIsa() {
     return ReduceIsa::kBaseline;
   }();
   return best;
+}
+
+ReduceIsa DefaultReduceIsa() {
+  return BestSupportedReduceIsa() >= ReduceIsa::kAvx2 ? ReduceIsa::kAvx2 : ReduceIsa::kBaseline;
 }
 
 ReduceIsa ActiveReduceIsa() { return Active(); }

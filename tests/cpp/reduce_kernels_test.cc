@@ -65,11 +65,11 @@ double Tolerance(DataType t, double magnitude) {
   return 0;
 }
 
-// Runs a test at one level and restores the host's best afterwards.
+// Runs a test at one level and restores the default afterwards.
 class IsaScope {
  public:
   explicit IsaScope(ReduceIsa isa) : ok_(SetReduceIsaForTesting(isa)) {}
-  ~IsaScope() { SetReduceIsaForTesting(BestSupportedReduceIsa()); }
+  ~IsaScope() { SetReduceIsaForTesting(DefaultReduceIsa()); }
   bool ok() const { return ok_; }
 
  private:
@@ -303,8 +303,12 @@ TEST(ReduceLevels, SixteenBitConversionsMatchTheBaselineExhaustively) {
   }
 }
 
-TEST(ReduceLevels, TheHostsBestLevelIsActiveByDefaultAndUnsupportedOnesAreRefused) {
-  EXPECT_EQ(ActiveReduceIsa(), BestSupportedReduceIsa());
+TEST(ReduceLevels, TheDefaultLevelIsActiveAndUnsupportedOnesAreRefused) {
+  EXPECT_EQ(ActiveReduceIsa(), DefaultReduceIsa());
+  EXPECT_LE(static_cast<int>(DefaultReduceIsa()), static_cast<int>(BestSupportedReduceIsa()));
+  if (BestSupportedReduceIsa() >= ReduceIsa::kAvx2) {
+    EXPECT_EQ(DefaultReduceIsa(), ReduceIsa::kAvx2);
+  }
   EXPECT_TRUE(SetReduceIsaForTesting(ReduceIsa::kBaseline));
   EXPECT_EQ(ActiveReduceIsa(), ReduceIsa::kBaseline);
   if (BestSupportedReduceIsa() != ReduceIsa::kAvx512) {
@@ -312,6 +316,8 @@ TEST(ReduceLevels, TheHostsBestLevelIsActiveByDefaultAndUnsupportedOnesAreRefuse
     EXPECT_EQ(ActiveReduceIsa(), ReduceIsa::kBaseline);
   }
   EXPECT_TRUE(SetReduceIsaForTesting(BestSupportedReduceIsa()));
+  EXPECT_EQ(ActiveReduceIsa(), BestSupportedReduceIsa());
+  EXPECT_TRUE(SetReduceIsaForTesting(DefaultReduceIsa()));
 }
 
 TEST(HalfConversions, RoundTripRepresentableValues) {
