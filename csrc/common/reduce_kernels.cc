@@ -1,5 +1,7 @@
 #include "common/reduce_kernels.h"
 
+#include <cpuid.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -37,6 +39,13 @@ ReduceIsa Active() {
 }
 
 const KernelTable& Kernels() { return *TableFor(Active()); }
+
+// From CPUID leaf 1 (clang's __builtin_cpu_supports has no "f16c"); the OS's
+// saving of the AVX state is covered by the "avx2" check beside it.
+bool CpuHasF16C() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+}
 
 template <typename T>
 const Ops<T>& OpsOf(const KernelTable& k) {
@@ -240,7 +249,7 @@ ReduceIsa BestSupportedReduceIsa() {
         __builtin_cpu_supports("avx512vl")) {
       return ReduceIsa::kAvx512;
     }
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) return ReduceIsa::kAvx2;
+    if (__builtin_cpu_supports("avx2") && CpuHasF16C()) return ReduceIsa::kAvx2;
     return ReduceIsa::kBaseline;
   }();
   return best;

@@ -9,7 +9,9 @@
 
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), which
 // -Wmaybe-uninitialized reports at every inlined use (a false positive).
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include <cstring>
