@@ -49,4 +49,6 @@ def pytest_runtest_logreport(report):
         record = {"case": _case(report.nodeid), "outcome": outcome, "seconds": round(report.duration, 2)}
         if report.failed:
             record["error"] = str(report.longrepr)[-1500:]
+        elif report.skipped and isinstance(report.longrepr, tuple):
+            record["reason"] = str(report.longrepr[2])[:300]
         _write(record)
