@@ -51,6 +51,60 @@ NAME_BOUND = {
 }
 
 
+# Families of cases, for the per-family table (first match wins).
+FAMILIES = [
+    ("object collectives", r"_object"),
+    ("all_reduce*", r"test_all_reduce|test_allreduce"),
+    ("sparse all_reduce", r"test_sparse"),
+    ("reduce_scatter*", r"test_reduce_scatter"),
+    ("reduce*", r"test_reduce"),
+    ("broadcast*", r"test_broadcast"),
+    ("all_gather*", r"test_all_gather|test_allgather"),
+    ("gather*", r"test_gather"),
+    ("scatter*", r"test_scatter"),
+    ("all_to_all*", r"test_all_to_all|test_alltoall"),
+    ("barrier* / monitored_barrier*", r"barrier"),
+    ("send/recv, isend/irecv, batch_isend_irecv", r"test_send|test_recv|test_isend|test_irecv|test_batch_isend"),
+    ("DDP (DistributedDataParallel*, ddp_*, comm hooks, Reducer)",
+     r"DistributedDataParallel|test_ddp|_ddp_|test_accumulate_gradients|test_static_graph|test_ignored_output|"
+     r"Reducer|test_grads_same|test_verify_model|comm_hook|test_sync_bn|test_SyncBatchNorm|test_post_localSGD|"
+     r"test_invalid_static_graph|test_output_unused|test_undefined_grad|test_detect_ddp|test_stateless_api|"
+     r"test_different_graph|test_dump_DDP|test_allgather_coalesced_async|Dispatched"),
+    ("groups (new_group, subgroups, destroy, rank/size, backend)",
+     r"group|test_get_|test_Backend|test_destroy|test_backend"),
+]
+
+
+def family(case):
+    import re
+
+    name = case.split("::", 1)[-1]
+    for label, pattern in FAMILIES:
+        if re.search(pattern, name):
+            return label
+    return "other"
+
+
+def family_table(table):
+    """Markdown rows: family | cases | gloo pass | byteps pass | gloo passes, byteps not."""
+    rows = {}
+    for case, row in table.items():
+        r = rows.setdefault(family(case), {"cases": 0, "gloo": 0, "byteps": 0, "behind": []})
+        r["cases"] += 1
+        r["gloo"] += row["gloo"] == "pass"
+        r["byteps"] += row["byteps"] == "pass"
+        if row["gloo"] == "pass" and row["byteps"] != "pass":
+            r["behind"].append(case.split("::")[-1])
+    order = [label for label, _ in FAMILIES] + ["other"]
+    lines = ["| family | cases | gloo pass | byteps pass | gloo passes, byteps not |", "|---|---:|---:|---:|---|"]
+    for label in order:
+        if label in rows:
+            r = rows[label]
+            lines.append(f"| {label} | {r['cases']} | {r['gloo']} | {r['byteps']} | "
+                         f"{', '.join(r['behind']) or 'none'} |")
+    return "\n".join(lines)
+
+
 def collect(targets):
     """The case ids of `targets`, as pytest names them from this folder."""
     env = dict(os.environ, CONFORMANCE_BACKEND="gloo")
@@ -135,6 +189,7 @@ def main(argv=None):
                              "imported suite; ~20x faster here) or spawn (torch's own CI way)")
     parser.add_argument("--world-size", type=int, default=2,
                         help="ranks per case of the shipped suite (some cases need 3 or 4)")
+    parser.add_argument("--families", action="store_true", help="print a per-family table (markdown)")
     parser.add_argument("--logs", default=None,
                         help="keep each run's pytest output and case log in this folder")
     args = parser.parse_args(argv)
@@ -179,6 +234,8 @@ def main(argv=None):
                "gloo_pass_byteps_not": gaps,
                "gloo_pass_byteps_not_name_bound": name_bound}
     print(json.dumps(summary, indent=1))
+    if args.families:
+        print(family_table(table))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"summary": summary, "cases": table}, f, indent=1)
