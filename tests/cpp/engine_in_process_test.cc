@@ -221,12 +221,9 @@ TEST(EngineInProcessFailure, ARankShutDownMidRoundTimesTheOthersOutNamingTheWait
   }
 }
 
-// Issue 20 item 12: a machine's shared-memory key table holds a job's
-// partition keys for its lifetime. Once full, a new name fails on every
-// local rank with an error naming the limit and the variable that raises it;
-// names already known keep working.
-// A key table full of earlier names reclaims the least recently used ones
-// (issue 20 item 12: every new name used to fail once it was full).
+// Issue 20 item 12: a key table full of earlier names reclaims the least
+// recently used ones (every new name used to fail once it was full), and a
+// reclaimed name comes back with rounds that still agree.
 TEST(EngineInProcessKeyTable, AFullKeyTableReclaimsEarlierNamesAndKnownNamesKeepWorking) {
   JobShape shape{1, 2, 0};
   shape.key_table_size = 16;
