@@ -97,6 +97,21 @@ void SetNonBlocking(int fd, bool on) {
 
 namespace {
 constexpr int kWaitNoteSeconds = 4;  // how often a connect still waiting says so
+
+// What a refused or unanswered connect means for the peer a member waits
+// for: a port where nothing listens belongs to a peer that has not started
+// or is already gone (a job that failed or finished ends its scheduler);
+// silence means the host or the route is the problem.
+std::string WhyUnreachable(int err) {
+  if (err == ECONNREFUSED) {
+    return "nothing listens there (Connection refused): it has not started yet, or it is already gone (a job that "
+           "failed or finished ends its scheduler; see its log)";
+  }
+  if (err == ETIMEDOUT || err == EHOSTUNREACH || err == ENETUNREACH) {
+    return std::string("the host does not answer (") + strerror(err) + "): check the address and the network";
+  }
+  return strerror(err);
+}
 }  // namespace
 
 Status ConnectWithRetry(const HostPort& target, double timeout_seconds, int* fd_out, const char* waiting_for) {
@@ -105,9 +120,12 @@ Status ConnectWithRetry(const HostPort& target, double timeout_seconds, int* fd_
   addr.sin_port = htons(static_cast<uint16_t>(target.port));
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_seconds);
   std::string last_error;
+  int last_errno = 0;
   int delay_ms = 10;
   const auto started = std::chrono::steady_clock::now();
-  auto next_note = started + std::chrono::seconds(kWaitNoteSeconds);
+  // The first note comes after a second: a peer starting beside us is there
+  // by then, and a member whose peer is gone learns it at once, not at the end.
+  auto next_note = started + std::chrono::seconds(1);
   while (true) {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return Status::Internal(std::string("socket: ") + strerror(errno));
@@ -116,16 +134,23 @@ Status ConnectWithRetry(const HostPort& target, double timeout_seconds, int* fd_
       *fd_out = fd;
       return Status::OK();
     }
+    last_errno = errno;
     last_error = strerror(errno);
     close(fd);
     if (std::chrono::steady_clock::now() >= deadline) {
-      return Status::PeerFailure("cannot connect to " + target.ToString() + " within " +
-                                 std::to_string(static_cast<int>(timeout_seconds)) + " s: " + last_error);
+      const std::string waited = std::to_string(static_cast<int>(timeout_seconds)) + " s";
+      if (waiting_for) {
+        return Status::PeerFailure(std::string(waiting_for) + " at " + target.ToString() + " is not reachable: " +
+                                   WhyUnreachable(last_errno) + "; gave up after " + waited +
+                                   " (BYTEPS_RENDEZVOUS_TIMEOUT); check DMLC_PS_ROOT_URI and DMLC_PS_ROOT_PORT");
+      }
+      return Status::PeerFailure("cannot connect to " + target.ToString() + " within " + waited + ": " + last_error);
     }
     if (waiting_for && std::chrono::steady_clock::now() >= next_note) {
       const auto waited = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started);
-      BPS_LOG(Warning) << "waiting for " << waiting_for << " at " << target.ToString() << " (" << waited.count()
-                       << " s of " << static_cast<int>(timeout_seconds) << " s; " << last_error << ")";
+      BPS_LOG(Warning) << waiting_for << " at " << target.ToString() << " is not reachable yet: "
+                       << WhyUnreachable(last_errno) << "; still trying (" << waited.count() << " s of "
+                       << static_cast<int>(timeout_seconds) << " s, BYTEPS_RENDEZVOUS_TIMEOUT)";
       next_note += std::chrono::seconds(kWaitNoteSeconds);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));

@@ -14,13 +14,16 @@
 #include "common/reduce_kernels.h"
 #include "core/rendezvous.h"
 #include "core/validation.h"
-#include "core/watchdog.h"
 #include "transport/handshake.h"
 
 namespace bps {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The key of a tensor error that a worker relays through the servers: this
+// tag in the high half, the failed op's TensorOp::name_op in the low half.
+constexpr uint64_t kRelayedOpTag = 0x42505352ull << 32;  // "BPSR"
 
 uint64_t NowNs() {
   return static_cast<uint64_t>(
@@ -240,6 +243,7 @@ void Engine::Activate(std::unique_ptr<TensorOp> op) {
   // entries, server rounds): the failed round's leftovers cannot block it.
   const auto generation = mismatch_generation_.find(raw->name_hash);
   if (generation != mismatch_generation_.end()) raw->name_hash = MixKey(raw->name_hash, generation->second, 0xfffe);
+  raw->name_op = ops_of_name_[raw->name_hash]++;
   for (size_t i = 0; i < ranges.size(); ++i) {
     auto t = std::make_unique<PartitionTask>();
     t->op = raw;
@@ -361,16 +365,17 @@ bool Engine::Advance(PartitionTask& t) {
     if (L > 1) {
       Status st = reducer_->Acquire(t.local_key, t.range.count * esz, op->dtype, &t.entry);
       if (!st.ok()) {
-        const bool mismatch = st.code() == BPS_MISMATCH;
         st = Status(st.code(), "tensor '" + op->name + "' (" + DataTypeName(op->dtype) + " " + op->shape +
                                    " on rank " + std::to_string(rank()) + ") partition " + std::to_string(t.index) +
-                                   ": " + st.message() +
-                                   (mismatch ? ": every rank must push the same shape and dtype under one name" : ""));
+                                   ": " + st.message());
         // make the other local ranks fail too, not time out
         if (t.entry) reducer_->FailRound(t.entry, t.round, st);
         FailOp(op, st);
         return true;
       }
+      // Every entry is in use by partitions in flight: they finish (on this
+      // rank and the others) and free one; the watchdog bounds the wait.
+      if (!t.entry) return false;
     }
     t.stage = Stage::kStage;
     moved = true;
@@ -541,7 +546,7 @@ void Engine::SendPush(PartitionTask& t, const char* data, uint64_t bytes, char* 
 }
 
 void Engine::FailTensorsReportedByServers() {
-  std::vector<std::pair<uint64_t, std::string>> errors;
+  std::vector<TensorError> errors;
   {
     std::lock_guard<std::mutex> lock(net_mu_);
     if (tensor_errors_.empty()) return;
@@ -549,16 +554,20 @@ void Engine::FailTensorsReportedByServers() {
   }
   for (auto& error : errors) {
     for (auto& op : ops_) {
-      if (op->failed || op->name_hash != error.first) continue;
+      // Earlier ops of the name completed on the servers; only a slower
+      // machine still finishes them (issue 20 item 5: a size change that one
+      // machine's ranks disagreed on failed the op before it on the other).
+      if (op->failed || op->name_hash != error.name_hash || op->name_op < error.first_op) continue;
       op->mismatch_from_server = true;
       FailOp(op.get(), Status::Mismatch("tensor '" + op->name + "' (" + DataTypeName(op->dtype) + " " + op->shape +
-                                        " on rank " + std::to_string(rank()) + "): " + error.second));
+                                        " on rank " + std::to_string(rank()) + "): " + error.why));
     }
   }
 }
 
 void Engine::FinishPartition(PartitionTask& t) {
   t.stage = Stage::kDone;
+  if (t.entry) reducer_->ReleasePartition(t.entry);
   done_round_[t.local_key] = t.round + 1;
   stats_.partitions_completed++;
   TensorOp* op = t.op;
@@ -598,7 +607,7 @@ void Engine::OnTensorMismatch(TensorOp* op) {
     MessageHeader h;
     h.type = static_cast<uint16_t>(MessageType::kError);
     h.flags = kFlagTensorError;
-    h.key = op->name_hash;
+    h.key = kRelayedOpTag | op->name_op;  // servers pass the key on unchanged
     h.name_hash = op->name_hash;
     h.payload_bytes = text->size();
     conns[0]->Send(h, text->data(), [text](const Status&) {});
@@ -614,6 +623,7 @@ bool Engine::RetireFailed(PartitionTask& t) {
   if (L > 1) {
     reducer_->CloseFailedRound(t.entry, t.local_key, t.range.count * DataTypeSize(op->dtype), op->dtype, t.round,
                                op->failure, t.staged);
+    if (t.entry) reducer_->ReleasePartition(t.entry);
   }
   closed = t.round + 1;
   t.stage = Stage::kDone;
@@ -651,8 +661,11 @@ void Engine::OnUnexpected(transport::Connection* conn, const MessageHeader& h, c
   if (h.type != static_cast<uint16_t>(MessageType::kError)) return;  // e.g. the answer of a cancelled pull
   if (h.flags & kFlagTensorError) {
     // Fails every op of that tensor (this generation), on the engine thread.
+    // A worker's relay names the op it failed (kRelayedOpTag); a server's own
+    // finding concerns every pending op of the name.
+    const bool relayed = (h.key & ~uint64_t{0xffffffff}) == kRelayedOpTag;
     std::lock_guard<std::mutex> lock(net_mu_);
-    tensor_errors_.emplace_back(h.name_hash, payload);
+    tensor_errors_.push_back(TensorError{h.name_hash, relayed ? static_cast<uint32_t>(h.key) : 0, payload});
   }
   if (h.key == 0) {
     SetFatal(Status::PeerFailure(payload + " (reported by " + conn->peer_name() + ")"));

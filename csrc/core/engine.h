@@ -93,6 +93,7 @@ struct TensorOp {
   uint64_t seq = 0;
   std::string name;
   uint64_t name_hash = 0;
+  uint32_t name_op = 0;  // this is the name's n-th op (of its generation) on every rank
   const char* input = nullptr;
   char* output = nullptr;
   DataType dtype = DataType::kFloat32;
@@ -251,12 +252,20 @@ class Engine {
   std::unordered_map<uint64_t, uint32_t> next_round_;
   std::unordered_map<uint64_t, uint32_t> done_round_;
   std::unordered_map<uint64_t, uint32_t> mismatch_generation_;  // by plain name hash
+  std::unordered_map<uint64_t, uint32_t> ops_of_name_;  // by (generation's) name hash: TensorOp::name_op
   CreditWindow credits_;  // bytes of pushes queued to the network
   std::chrono::steady_clock::time_point last_peer_check_;
 
   std::mutex net_mu_;
   std::unordered_map<uint64_t, std::shared_ptr<PendingPull>> pending_;  // by net key: routes error frames
-  std::vector<std::pair<uint64_t, std::string>> tensor_errors_;  // (name hash, why) from servers
+  // A tensor's failure told by a server: every op of that name (this
+  // generation) from `first_op` on fails with `why`.
+  struct TensorError {
+    uint64_t name_hash = 0;
+    uint32_t first_op = 0;
+    std::string why;
+  };
+  std::vector<TensorError> tensor_errors_;
 
   std::mutex fatal_mu_;
   Status fatal_;

@@ -1,13 +1,5 @@
 // The engine's watchdog: an op without progress for BYTEPS_TIMEOUT fails the
 // job with what it waited for; a dead local rank fails it at once.
-#include "core/watchdog.h"
-
-#include <signal.h>
-
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-
 #include "core/engine.h"
 
 namespace bps {
@@ -15,28 +7,19 @@ namespace {
 using Clock = std::chrono::steady_clock;
 }  // namespace
 
-// A dead child stays a zombie until its launcher reaps it (torchrun may take
-// seconds): kill(pid, 0) still succeeds then, so read its state too.
-bool ProcessAlive(int pid) {
-  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-  FILE* f = fopen(path, "r");
-  if (!f) return true;  // no procfs: trust kill()
-  char buf[512] = {0};
-  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-  fclose(f);
-  const char* close_paren = strrchr(buf, ')');  // comm may contain spaces
-  if (n == 0 || !close_paren || close_paren[1] == '\0') return true;
-  const char state = close_paren[2];
-  return state != 'Z' && state != 'X';
-}
-
 std::string Engine::DescribeWait(const PartitionTask& t) {
   std::string what = "tensor '" + t.op->name + "' partition " + std::to_string(t.index) + " round " +
                      std::to_string(t.round) + " ";
   switch (t.stage) {
-    case Stage::kWaitTurn: return what + "waited for its previous round";
+    case Stage::kWaitTurn: {
+      auto closed = done_round_.find(t.local_key);
+      if (reducer_ && closed != done_round_.end() && closed->second == t.round) {
+        return what + "waited for a free entry of the shared-memory key table (all " +
+               std::to_string(config_.local_key_table_size) +
+               " of BYTEPS_LOCAL_KEY_TABLE_SIZE are held by partitions in flight; raise it on every rank)";
+      }
+      return what + "waited for its previous round";
+    }
     case Stage::kStage: return what + "waited for local ranks to finish the previous round";
     case Stage::kReduce:
       return what + "waited for local ranks to submit it (" +

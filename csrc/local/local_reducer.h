@@ -47,17 +47,23 @@ class LocalReducer {
   virtual int local_rank() const = 0;
   virtual int local_size() const = 0;
 
-  // The state of partition `key`, of `bytes` on every local rank. An error
-  // names the cause; with *out still set (the ranks disagree on the size),
-  // FailRound tells the other ranks.
+  // The state of partition `key` (`bytes` on this rank; the size may change
+  // between rounds when every rank's does), held by this rank until
+  // ReleasePartition. OK with *out null: no state is free now (all in use by
+  // operations in flight); call again later. An error names the cause; with
+  // *out set, FailRound tells the other ranks.
   virtual Status Acquire(uint64_t key, uint64_t bytes, DataType dtype, LocalPartition** out) = 0;
+  // This rank's round of `p` ended (done or closed): the reducer may reclaim
+  // the state once no rank holds it.
+  virtual void ReleasePartition(LocalPartition* p) {}
 
   // 1. Hands this rank's contribution to the other local ranks. kWaiting:
   // they still gather the previous round.
   virtual LocalProgress StageIn(LocalPartition* p, uint32_t round, const LocalContribution& c) = 0;
   // 2. Once every rank staged: sums slice local_rank() over the local ranks
   // into OwnSlice(), and, if `also_into` is set, into it divided by
-  // `divisor`. An error (ranks disagreeing) fails the round on every rank.
+  // `divisor`. An error (ranks disagreeing on shape, size or dtype: it names
+  // both ranks) fails the round on every rank.
   virtual Status ReduceOwnSlice(LocalPartition* p, uint32_t round, const LocalContribution& c, char* also_into,
                                 int64_t divisor, LocalProgress* progress) = 0;
   // This rank's reduced slice: the cross-machine step sends it from here and

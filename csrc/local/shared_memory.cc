@@ -13,6 +13,8 @@
 #include <cstring>
 #include <memory>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "common/futex.h"
 #include "common/dtype.h"
@@ -93,6 +95,22 @@ uint64_t ArenaBytes() {
   return std::max<uint64_t>(1 << 20, std::min(half_ram, DevShmFreeBytes()));
 }
 
+// Holds a ShmControl's layout mutex. A rank that died holding it leaves it
+// to the next one (EOWNERDEAD): the job fails anyway when a local rank dies,
+// and the others must still be able to fail cleanly, not block.
+class LayoutLock {
+ public:
+  explicit LayoutLock(pthread_mutex_t* m) : m_(m) {
+    if (pthread_mutex_lock(m_) == EOWNERDEAD) pthread_mutex_consistent(m_);
+  }
+  ~LayoutLock() { pthread_mutex_unlock(m_); }
+
+ private:
+  pthread_mutex_t* m_;
+};
+
+uint64_t Align64(uint64_t bytes) { return (bytes + 63) / 64 * 64; }
+
 }  // namespace
 
 LocalSharedMemory::~LocalSharedMemory() {
@@ -134,6 +152,12 @@ Status LocalSharedMemory::Create(const std::string& job_id, int machine, int loc
   BPS_RETURN_IF_ERROR(MapSegment(shm->base_name_ + "-ctl", shm->control_bytes_, true, true, &ctl));
   shm->control_ = static_cast<ShmControl*>(ctl);
   shm->control_->key_table_size = key_table_size;
+  pthread_mutexattr_t attr;
+  pthread_mutexattr_init(&attr);
+  pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+  pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+  pthread_mutex_init(&shm->control_->layout_mutex, &attr);
+  pthread_mutexattr_destroy(&attr);
   shm->entries_ = reinterpret_cast<ShmEntry*>(static_cast<char*>(ctl) + ShmControlBytes(0));
   // After the control block took its share of /dev/shm.
   if (!arena_bytes) shm->arena_bytes_ = ArenaBytes();
@@ -179,68 +203,232 @@ void LocalSharedMemory::Unlink() {
   shm_unlink((base_name_ + "-arena").c_str());
 }
 
-Status LocalSharedMemory::Lookup(uint64_t key, uint64_t bytes, uint32_t dtype, ShmEntry** out) {
-  if (key == 0) key = 1;  // 0 marks free slots
+ShmEntry* LocalSharedMemory::Find(uint64_t key) {
   const uint32_t table = control_->key_table_size;
-  uint32_t start = static_cast<uint32_t>(key % table);
+  const uint32_t start = static_cast<uint32_t>(key % table);
   for (uint32_t probe = 0; probe < table; ++probe) {
     ShmEntry& e = entries_[(start + probe) % table];
-    uint64_t cur = e.key.load(std::memory_order_acquire);
-    if (cur == 0) {
-      uint64_t expected = 0;
-      if (e.key.compare_exchange_strong(expected, key)) {
-        control_->keys_used.fetch_add(1, std::memory_order_relaxed);
-        // We own initialisation: reserve L slots of `bytes`, 64-byte aligned.
-        uint64_t slot = (bytes + 63) / 64 * 64;
-        uint64_t need = slot * static_cast<uint64_t>(local_size_);
-        // Reserve only what fits, so a refused tensor leaves the rest of the
-        // arena to tensors that do fit.
-        uint64_t offset = control_->arena_used.load();
-        while (offset + need <= control_->arena_capacity &&
-               !control_->arena_used.compare_exchange_weak(offset, offset + need)) {
-        }
-        Status backed;
-        if (offset + need > control_->arena_capacity) {
-          backed = Status::Internal("out of shared memory: the local staging arena of " +
-                                    Megabytes(control_->arena_capacity) + " (what /dev/shm had free at start) is full, " +
-                                    Megabytes(need) + " more needed: " + kEnlargeShm);
-        } else {
-          backed = Back(arena_fd_, offset, need, "local staging of a partition");
-        }
-        if (!backed.ok()) {
-          e.error_round.store(UINT32_MAX);
-          snprintf(e.error, sizeof(e.error), "%s", backed.message().c_str());
-        }
-        e.bytes = slot;
-        e.dtype = dtype;
-        e.arena_offset = offset;
-        e.initialized.store(1, std::memory_order_release);
-        *out = &e;
-        if (e.error_round.load() == UINT32_MAX) return Status::Internal(e.error);
+    const uint64_t cur = e.key.load(std::memory_order_acquire);
+    if (cur == key) return &e;
+    if (cur == 0) return nullptr;  // chains end at a never-used entry; reclaimed ones do not end them
+  }
+  return nullptr;
+}
+
+Status LocalSharedMemory::Insert(uint64_t key, ShmEntry** out) {
+  *out = nullptr;
+  const uint32_t table = control_->key_table_size;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const uint32_t start = static_cast<uint32_t>(key % table);
+    ShmEntry* free_entry = nullptr;
+    for (uint32_t probe = 0; probe < table; ++probe) {
+      ShmEntry& e = entries_[(start + probe) % table];
+      const uint64_t cur = e.key.load(std::memory_order_acquire);
+      if (cur == key) {
+        *out = &e;  // another rank made it first
         return Status::OK();
       }
-      cur = expected;
-    }
-    if (cur == key) {
-      while (e.initialized.load(std::memory_order_acquire) == 0) std::this_thread::yield();
-      if (e.error_round.load() == UINT32_MAX) return Status::Internal(e.error);
-      if (e.bytes != (bytes + 63) / 64 * 64) {
-        *out = &e;  // the caller poisons the entry so every local rank fails
-        return Status::Mismatch("partition has " + std::to_string(bytes) + " bytes on this rank but about " +
-                                std::to_string(e.bytes) + " bytes (" + DataTypeName(static_cast<DataType>(e.dtype)) +
-                                ") on another local rank");
+      if (cur == kReclaimedKey && !free_entry) free_entry = &e;
+      if (cur == 0) {
+        if (!free_entry) free_entry = &e;
+        break;
       }
+    }
+    if (free_entry) {
+      ShmEntry& e = *free_entry;
+      // Fields first, the key last: lock-free lookups see a complete entry.
+      e.base_round.store(kNoBaseRound);
+      e.arrived.store(0);
+      e.released.store(0);
+      for (auto& r : e.ready) r.store(0);
+      e.error_round.store(0);
+      e.error_code = 0;
+      e.error[0] = '\0';
+      for (int q = 0; q < kMaxLocalRanks; ++q) {
+        e.slot_offset[q] = e.slot_bytes[q] = e.signature[q] = e.tensor_bytes[q] = 0;
+        e.shape[q][0] = '\0';
+      }
+      control_->keys_used.fetch_add(1);
+      e.key.store(key, std::memory_order_release);
       *out = &e;
       return Status::OK();
     }
+    if (attempt == 0 && ReclaimIdle() == 0) break;
   }
-  return Status::Internal(
-      "this machine's shared-memory key table is full: all " + std::to_string(table) +
-      " entries (BYTEPS_LOCAL_KEY_TABLE_SIZE) hold partitions of earlier tensor names, which are kept for the job's "
-      "lifetime. Raise BYTEPS_LOCAL_KEY_TABLE_SIZE on every rank (about " +
-      std::to_string((sizeof(ShmEntry) + 1023) / 1024) +
-      " KB of /dev/shm per entry), reuse tensor names across steps instead of making new ones, or use a larger "
-      "BYTEPS_PARTITION_BYTES (fewer partitions per tensor)");
+  return Status::OK();  // every entry is held: the caller tries again later
+}
+
+uint32_t LocalSharedMemory::ReclaimIdle() {
+  // The least recently used eighth of the idle entries (at least one), so a
+  // job cycling through more names than the table holds reclaims in batches.
+  const uint32_t table = control_->key_table_size;
+  const uint32_t L = static_cast<uint32_t>(local_size_);
+  std::vector<std::pair<uint64_t, uint32_t>> idle;  // (last use, index)
+  for (uint32_t i = 0; i < table; ++i) {
+    ShmEntry& e = entries_[i];
+    const uint64_t k = e.key.load(std::memory_order_acquire);
+    if (k == 0 || k == kReclaimedKey || e.holders.load() != 0) continue;
+    idle.emplace_back(e.last_use.load(), i);
+  }
+  std::sort(idle.begin(), idle.end());
+  const size_t want = std::max<size_t>(1, table / 8);
+  uint32_t reclaimed = 0;
+  for (auto& candidate : idle) {
+    if (reclaimed >= want) break;
+    ShmEntry& e = entries_[candidate.second];
+    uint32_t no_holder = 0;
+    if (!e.holders.compare_exchange_strong(no_holder, kEntryReclaiming)) continue;  // someone took it
+    // Between rounds on every rank: nothing staged that is not released, and
+    // every rank's release of the last round counted.
+    const uint32_t arrived = e.arrived.load(), released = e.released.load();
+    if (arrived != released || released % L != 0) {
+      e.holders.store(0);
+      continue;
+    }
+    e.key.store(kReclaimedKey, std::memory_order_release);
+    for (int q = 0; q < kMaxLocalRanks; ++q) {
+      if (e.slot_bytes[q]) Free(e.slot_offset[q], e.slot_bytes[q]);
+      e.slot_bytes[q] = 0;
+    }
+    control_->keys_used.fetch_sub(1);
+    control_->keys_reclaimed.fetch_add(1);
+    e.holders.store(0, std::memory_order_release);
+    ++reclaimed;
+  }
+  return reclaimed;
+}
+
+Status LocalSharedMemory::Hold(uint64_t key, int local_rank, ShmEntry** out) {
+  if (key == 0 || key == kReclaimedKey) key = 1;  // reserved markers
+  *out = nullptr;
+  const uint32_t mine = 1u << local_rank;
+  for (;;) {
+    ShmEntry* e = Find(key);
+    if (!e) {
+      LayoutLock lock(&control_->layout_mutex);
+      BPS_RETURN_IF_ERROR(Insert(key, &e));
+      if (!e) return Status::OK();  // full of entries in use
+    }
+    uint32_t holders = e->holders.load();
+    bool held = false;
+    while (!(holders & kEntryReclaiming)) {
+      if (e->holders.compare_exchange_weak(holders, holders | mine)) {
+        held = true;
+        break;
+      }
+    }
+    // Held, and still (or again) this key's entry: a reclaim cannot take it now.
+    if (held && e->key.load(std::memory_order_acquire) == key) {
+      e->last_use.store(control_->use_clock.fetch_add(1) + 1);
+      *out = e;
+      return Status::OK();
+    }
+    if (held) e->holders.fetch_and(~mine);
+    std::this_thread::yield();  // being reclaimed: find or make it again
+  }
+}
+
+void LocalSharedMemory::Release(ShmEntry* e, int local_rank) {
+  if (e) e->holders.fetch_and(~(1u << local_rank), std::memory_order_acq_rel);
+}
+
+Status LocalSharedMemory::Allocate(uint64_t bytes, uint64_t* offset) {
+  ShmControl* c = control_;
+  for (uint32_t i = 0; i < c->free_count; ++i) {  // first fit
+    ShmExtent& x = c->free_extents[i];
+    if (x.bytes < bytes) continue;
+    *offset = x.offset;
+    x.offset += bytes;
+    x.bytes -= bytes;
+    if (x.bytes == 0) {
+      std::memmove(&c->free_extents[i], &c->free_extents[i + 1], (c->free_count - i - 1) * sizeof(ShmExtent));
+      c->free_count--;
+    }
+    return Status::OK();
+  }
+  const uint64_t used = c->arena_used.load();
+  if (used + bytes > c->arena_capacity) {
+    return Status::Internal("out of shared memory: the local staging arena of " + Megabytes(c->arena_capacity) +
+                            " (what /dev/shm had free at start) is full, " + Megabytes(bytes) +
+                            " more needed: " + kEnlargeShm);
+  }
+  *offset = used;
+  c->arena_used.store(used + bytes);
+  return Status::OK();
+}
+
+void LocalSharedMemory::Free(uint64_t offset, uint64_t bytes) {
+  ShmControl* c = control_;
+  c->arena_in_use.fetch_sub(bytes);
+  // Give the whole pages inside the range back to /dev/shm (partial pages
+  // are shared with neighbouring slots and keep their data).
+  const uint64_t page = 4096;
+  const uint64_t first = (offset + page - 1) / page * page, last = (offset + bytes) / page * page;
+  if (last > first) {
+    fallocate(arena_fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(first),
+              static_cast<off_t>(last - first));
+  }
+  // Insert sorted by offset, merging with the neighbours.
+  uint32_t i = 0;
+  while (i < c->free_count && c->free_extents[i].offset < offset) ++i;
+  if (i > 0 && c->free_extents[i - 1].offset + c->free_extents[i - 1].bytes == offset) {
+    c->free_extents[i - 1].bytes += bytes;
+    if (i < c->free_count && c->free_extents[i - 1].offset + c->free_extents[i - 1].bytes == c->free_extents[i].offset) {
+      c->free_extents[i - 1].bytes += c->free_extents[i].bytes;
+      std::memmove(&c->free_extents[i], &c->free_extents[i + 1], (c->free_count - i - 1) * sizeof(ShmExtent));
+      c->free_count--;
+    }
+    i--;
+  } else if (i < c->free_count && offset + bytes == c->free_extents[i].offset) {
+    c->free_extents[i].offset = offset;
+    c->free_extents[i].bytes += bytes;
+  } else {
+    if (c->free_count == kMaxFreeExtents) {
+      // Full list: forget the smallest range (its pages are already back in
+      // /dev/shm; only arena address space is lost).
+      uint32_t smallest = 0;
+      for (uint32_t j = 1; j < c->free_count; ++j) {
+        if (c->free_extents[j].bytes < c->free_extents[smallest].bytes) smallest = j;
+      }
+      if (c->free_extents[smallest].bytes >= bytes) return;
+      std::memmove(&c->free_extents[smallest], &c->free_extents[smallest + 1],
+                   (c->free_count - smallest - 1) * sizeof(ShmExtent));
+      c->free_count--;
+      if (smallest < i) --i;
+    }
+    std::memmove(&c->free_extents[i + 1], &c->free_extents[i], (c->free_count - i) * sizeof(ShmExtent));
+    c->free_extents[i] = ShmExtent{offset, bytes};
+    c->free_count++;
+  }
+  // A free range at the top lowers the high-water mark.
+  ShmExtent& top = c->free_extents[i];
+  if (top.offset + top.bytes == c->arena_used.load()) {
+    c->arena_used.store(top.offset);
+    std::memmove(&c->free_extents[i], &c->free_extents[i + 1], (c->free_count - i - 1) * sizeof(ShmExtent));
+    c->free_count--;
+  }
+}
+
+Status LocalSharedMemory::EnsureSlot(ShmEntry* e, int q, uint64_t bytes) {
+  bytes = Align64(std::max<uint64_t>(bytes, 1));
+  if (e->slot_bytes[q] >= bytes) return Status::OK();  // a smaller partition reuses the slot
+  LayoutLock lock(&control_->layout_mutex);
+  if (e->slot_bytes[q]) {
+    Free(e->slot_offset[q], e->slot_bytes[q]);
+    e->slot_bytes[q] = 0;
+  }
+  uint64_t offset = 0;
+  BPS_RETURN_IF_ERROR(Allocate(bytes, &offset));
+  Status backed = Back(arena_fd_, offset, bytes, "local staging of a partition");
+  if (!backed.ok()) {
+    control_->arena_in_use.fetch_add(bytes);
+    Free(offset, bytes);
+    return backed;
+  }
+  control_->arena_in_use.fetch_add(bytes);
+  e->slot_offset[q] = offset;
+  e->slot_bytes[q] = bytes;
+  return Status::OK();
 }
 
 void LocalSharedMemory::Ring() {

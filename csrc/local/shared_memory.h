@@ -4,15 +4,23 @@
 //
 // Capacity: tmpfs pages are allocated on first touch, and touching a page
 // that /dev/shm cannot supply kills the process with SIGBUS. So the control
-// segment is backed in full when created, and each entry's slots when they
-// are reserved (fallocate), and the arena never claims more than /dev/shm
+// segment is backed in full when created, and each slot when it is
+// allocated (fallocate), and the arena never claims more than /dev/shm
 // had free: a full /dev/shm is an error naming it (issue 13, bug 6).
+//
+// Reclaim: a slot freed (its entry reclaimed, or its rank's partition grew)
+// returns its pages to /dev/shm and its range to a free list; an entry of
+// the key table is reclaimed, least recently used first, when the table is
+// full and no local rank holds it or is inside one of its rounds, so a job
+// may use any number of distinct names over its life (issue 20 item 12).
 //
 // Lifetime: local rank 0 creates both segments; once every local rank has
 // mapped them, rank 0 unlinks the names, so nothing is left in /dev/shm even
 // if the job is killed. Names carry the creator's pid, so a crash before the
 // unlink is cleaned by the next start (RemoveStaleSegments) or the launcher.
 #pragma once
+#include <pthread.h>
+
 #include <atomic>
 #include <cstddef>
 #include <memory>
@@ -26,36 +34,65 @@ namespace bps {
 constexpr int kMaxLocalRanks = 16;
 constexpr uint32_t kDefaultShmKeyTableSize = 8192;  // BYTEPS_LOCAL_KEY_TABLE_SIZE
 
+constexpr uint32_t kMaxFreeExtents = 1024;  // arena free list; a fuller list drops the smallest range
+constexpr uint32_t kNoBaseRound = UINT32_MAX;
+
+// One partition key's rendezvous. Rounds are the key's n-th push_pull on every
+// local rank; an entry made (or remade after a reclaim) mid-job counts from
+// base_round, the round of its first use, which every local rank agrees on.
 struct alignas(64) ShmEntry {
-  std::atomic<uint64_t> key;          // 0 = free; set by the first rank to see it
-  std::atomic<uint32_t> initialized;  // 1 once bytes/offset are valid
-  uint32_t dtype;
-  uint64_t bytes;                     // partition bytes (every rank's slot)
-  uint64_t arena_offset;              // slot q at arena_offset + q * bytes
-  // Monotonic counters: round r is staged when arrived >= (r+1)*L, etc.
+  std::atomic<uint64_t> key;          // 0 = never used, kReclaimedKey = free again; set last
+  // Bit q: local rank q holds the entry (from Acquire until its round ended
+  // on that rank). kEntryReclaiming: being reclaimed, hands off.
+  std::atomic<uint32_t> holders;
+  std::atomic<uint32_t> base_round;   // kNoBaseRound until the first round starts
+  std::atomic<uint64_t> last_use;     // the table's use clock at the last Acquire (LRU)
+  // Monotonic counters: round base+r is staged when arrived >= (r+1)*L, etc.
   std::atomic<uint32_t> arrived;
   std::atomic<uint32_t> released;
   std::atomic<uint32_t> ready[kMaxLocalRanks];  // slice q reduced for round ready[q]-1
   std::atomic<uint32_t> error_round;  // round+1 that failed; code and message below
   int32_t error_code;                 // a BpsStatus: a relayed peer failure stays one
   char error[384];
+  // Rank q's slot: written by rank q only, between rounds (so a partition may
+  // change size when every rank agrees); read by the others after they saw
+  // its arrival. 0 bytes: not allocated yet.
+  uint64_t slot_offset[kMaxLocalRanks];
+  uint64_t slot_bytes[kMaxLocalRanks];
   uint64_t signature[kMaxLocalRanks];
   uint64_t tensor_bytes[kMaxLocalRanks];
   char shape[kMaxLocalRanks][48];
+};
+
+constexpr uint64_t kReclaimedKey = UINT64_MAX;
+constexpr uint32_t kEntryReclaiming = 1u << 31;
+
+struct ShmExtent {
+  uint64_t offset;
+  uint64_t bytes;
 };
 
 struct ShmControl {
   uint32_t magic;
   uint32_t local_size;
   uint64_t arena_capacity;
-  std::atomic<uint64_t> arena_used;
+  std::atomic<uint64_t> arena_used;    // the arena's high-water mark (bump pointer)
+  std::atomic<uint64_t> arena_in_use;  // bytes in allocated slots
   std::atomic<uint32_t> doorbell[kMaxLocalRanks];
   std::atomic<uint32_t> sleeping[kMaxLocalRanks];
   int32_t pids[kMaxLocalRanks];
   std::atomic<uint32_t> job_failed;
   char job_error[512];
   uint32_t key_table_size;             // entries that follow this block
-  std::atomic<uint32_t> keys_used;
+  std::atomic<uint32_t> keys_used;     // entries holding a key now
+  std::atomic<uint64_t> keys_reclaimed;
+  std::atomic<uint64_t> use_clock;
+  // Serialises what changes the table's or the arena's layout (a new key,
+  // a reclaim, a slot allocation); lookups of existing keys take no lock.
+  // Robust: a rank dying inside does not block the others.
+  pthread_mutex_t layout_mutex;
+  uint32_t free_count;                 // under layout_mutex; sorted by offset
+  ShmExtent free_extents[kMaxFreeExtents];
   // ShmEntry entries[key_table_size] follow, 64-byte aligned.
 };
 
@@ -82,18 +119,27 @@ class LocalSharedMemory {
   uint32_t key_table_size() const { return control_->key_table_size; }
   char* arena() { return arena_; }
 
-  // Finds or creates the entry for key with the given slot size. Returns a
-  // clear error when the table (naming its size and
-  // BYTEPS_LOCAL_KEY_TABLE_SIZE) or the arena is full (naming /dev/shm and
-  // how to enlarge it), or the size disagrees. Entries live as long as the
-  // job: ranks count rounds per key, so a reclaimed key would restart its
-  // rounds on some ranks and not on others.
-  Status Lookup(uint64_t key, uint64_t bytes, uint32_t dtype, ShmEntry** out);
+  // Finds or creates the entry for `key` and marks it held by `local_rank`
+  // (Release undoes that), so it is not reclaimed under the rank. A full
+  // table first reclaims the least recently used entries that no rank holds
+  // and that are between rounds; with none, *out stays null and the result is
+  // OK: every entry is in use by operations in flight, try again later.
+  Status Hold(uint64_t key, int local_rank, ShmEntry** out);
+  void Release(ShmEntry* e, int local_rank);
+
+  // Makes rank q's slot of `e` at least `bytes` (between rounds only).
+  Status EnsureSlot(ShmEntry* e, int q, uint64_t bytes);
 
   void Ring();  // wake every local rank's engine
   void WaitDoorbell(int local_rank, uint32_t seen, int timeout_ms);
 
  private:
+  ShmEntry* Find(uint64_t key);
+  Status Insert(uint64_t key, ShmEntry** out);  // under layout_mutex
+  uint32_t ReclaimIdle();                      // under layout_mutex
+  Status Allocate(uint64_t bytes, uint64_t* offset);  // under layout_mutex
+  void Free(uint64_t offset, uint64_t bytes);          // under layout_mutex
+
   std::string base_name_;
   bool owner_ = false;
   ShmControl* control_ = nullptr;

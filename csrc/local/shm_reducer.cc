@@ -10,12 +10,21 @@
 #include "common/futex.h"
 #include "common/reduce_kernels.h"
 #include "core/partitioner.h"
-#include "core/watchdog.h"
+#include "common/process_alive.h"
 
 namespace bps {
 namespace {
 
 ShmEntry* Entry(LocalPartition* p) { return reinterpret_cast<ShmEntry*>(p); }
+
+// Rounds counted from the entry's first use (an entry remade after a reclaim
+// starts mid-job). The first rank to begin a round of a fresh entry sets it;
+// every local rank counts the key's rounds alike, so they agree on it.
+uint32_t Relative(ShmEntry* e, uint32_t round) {
+  uint32_t base = e->base_round.load(std::memory_order_acquire);
+  if (base == kNoBaseRound && e->base_round.compare_exchange_strong(base, round)) base = round;
+  return round - base;
+}
 
 }  // namespace
 
@@ -69,24 +78,36 @@ void ShmLocalReducer::Leave() {
 
 Status ShmLocalReducer::Acquire(uint64_t key, uint64_t bytes, DataType dtype, LocalPartition** out) {
   ShmEntry* e = nullptr;
-  Status st = shm_->Lookup(key, bytes, static_cast<uint32_t>(dtype), &e);
-  // An entry without memory is never to be used or counted.
-  *out = st.ok() || st.code() == BPS_MISMATCH ? reinterpret_cast<LocalPartition*>(e) : nullptr;
+  Status st = shm_->Hold(key, local_rank_, &e);
+  *out = reinterpret_cast<LocalPartition*>(e);
   return st;
 }
+
+void ShmLocalReducer::ReleasePartition(LocalPartition* p) { shm_->Release(Entry(p), local_rank_); }
 
 LocalProgress ShmLocalReducer::StageIn(LocalPartition* p, uint32_t round, const LocalContribution& c) {
   ShmEntry* e = Entry(p);
   const int L = local_size_, me = local_rank_;
-  if (e->released.load(std::memory_order_acquire) < round * static_cast<uint32_t>(L)) return LocalProgress::kWaiting;
+  if (e->released.load(std::memory_order_acquire) < Relative(e, round) * static_cast<uint32_t>(L)) {
+    return LocalProgress::kWaiting;
+  }
+  // Every rank finished the previous round: nobody reads this rank's slot
+  // until it arrives, so it may be (re)allocated for this round's size.
   const size_t esz = DataTypeSize(c.dtype);
+  Status slot = shm_->EnsureSlot(e, me, static_cast<uint64_t>(c.count) * esz);
   e->signature[me] = c.signature;
   e->tensor_bytes[me] = c.tensor_bytes;
   snprintf(e->shape[me], sizeof(e->shape[me]), "%s %s", DataTypeName(c.dtype), c.shape);
-  for (int q = 0; q < L; ++q) {
-    if (q == me) continue;  // the owner reads its own slice in place
-    Range s = SliceOf(c.count, L, q);
-    if (s.count > 0) memcpy(Slot(e, me) + s.offset * esz, c.input + s.offset * esz, s.count * esz);
+  if (!slot.ok()) {
+    // Counted as arrived, so every rank's next step sees the failure.
+    FailRound(p, round, Status(slot.code(), "tensor '" + std::string(c.name) + "' on rank " +
+                                                std::to_string(machine_ * L + me) + ": " + slot.message()));
+  } else {
+    for (int q = 0; q < L; ++q) {
+      if (q == me) continue;  // the owner reads its own slice in place
+      Range s = SliceOf(c.count, L, q);
+      if (s.count > 0) memcpy(Slot(e, me) + s.offset * esz, c.input + s.offset * esz, s.count * esz);
+    }
   }
   e->arrived.fetch_add(1, std::memory_order_acq_rel);
   shm_->Ring();
@@ -106,7 +127,9 @@ Status ShmLocalReducer::ReduceOwnSlice(LocalPartition* p, uint32_t round, const 
   const int L = local_size_, me = local_rank_;
   *progress = LocalProgress::kWaiting;
   if (e->error_round.load() == round + 1) return RoundFailure(e);
-  if (e->arrived.load(std::memory_order_acquire) < (round + 1) * static_cast<uint32_t>(L)) return Status::OK();
+  if (e->arrived.load(std::memory_order_acquire) < (Relative(e, round) + 1) * static_cast<uint32_t>(L)) {
+    return Status::OK();
+  }
   for (int q = 0; q < L; ++q) {
     if (e->signature[q] != c.signature || e->tensor_bytes[q] != e->tensor_bytes[me]) {
       std::string msg = "tensor '" + std::string(c.name) + "' has " + e->shape[me] + " on rank " +
@@ -176,8 +199,12 @@ void ShmLocalReducer::FailRound(LocalPartition* p, uint32_t round, const Status&
 void ShmLocalReducer::CloseFailedRound(LocalPartition* p, uint64_t key, uint64_t bytes, DataType dtype,
                                        uint32_t round, const Status& why, bool staged) {
   ShmEntry* e = Entry(p);
-  if (!e) shm_->Lookup(key, bytes, static_cast<uint32_t>(dtype), &e);
-  if (!e || !e->initialized.load(std::memory_order_acquire) || e->error_round.load() == UINT32_MAX) return;
+  const bool held_here = e == nullptr;
+  if (!e) {
+    shm_->Hold(key, local_rank_, &e);
+    if (!e) return;  // no entry could be made: no other rank can be waiting in one
+  }
+  Relative(e, round);  // a fresh entry's first round may be this failed one
   // Fail it for the local ranks too (unless one already did), and count this
   // rank in as a finished round would.
   if (e->error_round.load() < round + 1) {
@@ -187,11 +214,12 @@ void ShmLocalReducer::CloseFailedRound(LocalPartition* p, uint64_t key, uint64_t
   }
   if (!staged) e->arrived.fetch_add(1, std::memory_order_acq_rel);
   e->released.fetch_add(1, std::memory_order_acq_rel);
+  if (held_here) shm_->Release(e, local_rank_);
   shm_->Ring();
 }
 
 std::string ShmLocalReducer::DescribeStaging(LocalPartition* p, uint32_t round) {
-  uint32_t arrived = p ? Entry(p)->arrived.load() - round * static_cast<uint32_t>(local_size_) : 0;
+  uint32_t arrived = p ? Entry(p)->arrived.load() - Relative(Entry(p), round) * static_cast<uint32_t>(local_size_) : 0;
   return std::to_string(arrived) + " of " + std::to_string(local_size_) + " arrived";
 }
 

@@ -3,7 +3,9 @@
 // key has one slot per local rank in the arena; counters in its ShmEntry
 // order the rounds:
 //   stage in   rank q copies the slices it does not own into its slot q
-//              (arrived += 1; waits until released >= round * L)
+//              (arrived += 1; waits until released >= round * L), after
+//              growing the slot if the partition grew since the last round
+//              (every rank is between rounds then: no one reads slot q)
 //   reduce     the owner of slice q sums it from its input (in place) and
 //              the others' slots into its own slot
 //   publish    ready[q] = round + 1
@@ -29,6 +31,7 @@ class ShmLocalReducer : public LocalReducer {
   int local_size() const override { return local_size_; }
 
   Status Acquire(uint64_t key, uint64_t bytes, DataType dtype, LocalPartition** out) override;
+  void ReleasePartition(LocalPartition* p) override;
   LocalProgress StageIn(LocalPartition* p, uint32_t round, const LocalContribution& c) override;
   Status ReduceOwnSlice(LocalPartition* p, uint32_t round, const LocalContribution& c, char* also_into,
                         int64_t divisor, LocalProgress* progress) override;
@@ -48,12 +51,12 @@ class ShmLocalReducer : public LocalReducer {
   void FailMachine(const std::string& why) override;
   void Leave() override;
 
-  uint64_t staging_bytes() override { return shm_->control()->arena_used.load(); }
+  uint64_t staging_bytes() override { return shm_->control()->arena_in_use.load(); }
   uint64_t keys_used() override { return shm_->control()->keys_used.load(); }
 
  private:
   ShmLocalReducer() = default;
-  char* Slot(ShmEntry* e, int q) { return shm_->arena() + e->arena_offset + static_cast<uint64_t>(q) * e->bytes; }
+  char* Slot(ShmEntry* e, int q) { return shm_->arena() + e->slot_offset[q]; }
 
   std::unique_ptr<LocalSharedMemory> shm_;
   int local_rank_ = 0;

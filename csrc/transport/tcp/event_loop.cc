@@ -81,7 +81,7 @@ void EventLoop::Post(std::function<void()> fn) {
 }
 
 void EventLoop::Run() {
-  thread_id_ = std::this_thread::get_id();
+  thread_id_.store(std::this_thread::get_id(), std::memory_order_release);
   epoll_event events[64];
   while (running_) {
     int n = epoll_wait(epoll_fd_, events, 64, 200);

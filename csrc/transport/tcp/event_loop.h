@@ -30,7 +30,7 @@ class EventLoop {
   void Unregister(int fd);  // loop thread or any thread
   // Runs fn on the loop thread soon (thread-safe).
   void Post(std::function<void()> fn);
-  bool InLoopThread() const { return std::this_thread::get_id() == thread_id_; }
+  bool InLoopThread() const { return std::this_thread::get_id() == thread_id_.load(std::memory_order_acquire); }
 
  private:
   void Run();
@@ -39,7 +39,9 @@ class EventLoop {
   int wake_fd_ = -1;
   std::atomic<bool> running_{false};
   std::thread thread_;
-  std::thread::id thread_id_;
+  // Set by the loop thread as it starts, read by senders on any thread
+  // (ThreadSanitizer found the plain field racing).
+  std::atomic<std::thread::id> thread_id_{};
   std::mutex mu_;
   std::unordered_map<int, std::shared_ptr<Pollable>> pollables_;
   std::vector<std::function<void()>> posted_;

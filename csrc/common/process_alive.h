@@ -1,4 +1,5 @@
-// Liveness checks used by the engine's watchdog (core/watchdog.cc).
+// Whether a process still runs: the local reducer watches its peers' pids,
+// the engine's watchdog reports them.
 #pragma once
 
 namespace bps {
