@@ -37,6 +37,28 @@ struct Vec {
   static constexpr size_t kLanes = Bytes / sizeof(T);
 };
 
+// Integer sums wrap (two's complement, as torch and gloo do), which is
+// undefined behaviour for signed types in C++: integers are added as the
+// unsigned type of their width, which yields the same bits, defined.
+template <typename T, bool = std::is_integral<T>::value>
+struct WrappingOf {
+  using type = T;
+};
+template <typename T>
+struct WrappingOf<T, true> {
+  using type = std::make_unsigned_t<T>;
+};
+template <typename T>
+using Wrapping = typename WrappingOf<T>::type;
+template <typename T>
+BPS_ALWAYS_INLINE Wrapping<T>* AsWrapping(T* p) {
+  return reinterpret_cast<Wrapping<T>*>(p);
+}
+template <typename T>
+BPS_ALWAYS_INLINE const Wrapping<T>* AsWrapping(const T* p) {
+  return reinterpret_cast<const Wrapping<T>*>(p);
+}
+
 // Four vectors per iteration (enough independent adds to hide the latency),
 // then one at a time, then scalars.
 template <typename T, size_t Bytes>
@@ -95,13 +117,21 @@ BPS_ALWAYS_INLINE void DivideBody(T* out, const T* src, size_t n, T d) {
 
 // ------------------------------------------------------------ baseline
 
+template <typename W>
+void AddIntoScalar(W* __restrict acc, const W* __restrict src, size_t n) {
+  for (size_t i = 0; i < n; ++i) acc[i] = static_cast<W>(acc[i] + src[i]);
+}
+template <typename W>
+void AddTwoScalar(W* __restrict out, const W* __restrict a, const W* __restrict b, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = static_cast<W>(a[i] + b[i]);
+}
 template <typename T>
 void AddIntoBase(T* __restrict acc, const T* __restrict src, size_t n) {
-  for (size_t i = 0; i < n; ++i) acc[i] = static_cast<T>(acc[i] + src[i]);
+  AddIntoScalar(AsWrapping(acc), AsWrapping(src), n);
 }
 template <typename T>
 void AddTwoBase(T* __restrict out, const T* __restrict a, const T* __restrict b, size_t n) {
-  for (size_t i = 0; i < n; ++i) out[i] = static_cast<T>(a[i] + b[i]);
+  AddTwoScalar(AsWrapping(out), AsWrapping(a), AsWrapping(b), n);
 }
 template <typename T>
 void DivideBase(T* out, const T* src, size_t n, T d) {
@@ -130,11 +160,11 @@ void AddBf16IntoF32Base(float* __restrict acc, const uint16_t* __restrict s, siz
 
 template <typename T>
 BPS_TARGET_AVX2 void AddIntoAvx2(T* __restrict acc, const T* __restrict src, size_t n) {
-  AddIntoBody<T, 32>(acc, src, n);
+  AddIntoBody<Wrapping<T>, 32>(AsWrapping(acc), AsWrapping(src), n);
 }
 template <typename T>
 BPS_TARGET_AVX2 void AddTwoAvx2(T* __restrict out, const T* __restrict a, const T* __restrict b, size_t n) {
-  AddTwoBody<T, 32>(out, a, b, n);
+  AddTwoBody<Wrapping<T>, 32>(AsWrapping(out), AsWrapping(a), AsWrapping(b), n);
 }
 template <typename T>
 BPS_TARGET_AVX2 void DivideAvx2(T* out, const T* src, size_t n, T d) {
@@ -207,11 +237,11 @@ BPS_TARGET_AVX2 void AddBf16IntoF32Avx2(float* __restrict acc, const uint16_t* _
 
 template <typename T>
 BPS_TARGET_AVX512 void AddIntoAvx512(T* __restrict acc, const T* __restrict src, size_t n) {
-  AddIntoBody<T, 64>(acc, src, n);
+  AddIntoBody<Wrapping<T>, 64>(AsWrapping(acc), AsWrapping(src), n);
 }
 template <typename T>
 BPS_TARGET_AVX512 void AddTwoAvx512(T* __restrict out, const T* __restrict a, const T* __restrict b, size_t n) {
-  AddTwoBody<T, 64>(out, a, b, n);
+  AddTwoBody<Wrapping<T>, 64>(AsWrapping(out), AsWrapping(a), AsWrapping(b), n);
 }
 template <typename T>
 BPS_TARGET_AVX512 void DivideAvx512(T* out, const T* src, size_t n, T d) {
