@@ -28,6 +28,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 SUITES = [os.path.join(HERE, "test_distributed_suite.py"),
           os.path.join(HERE, "pytorch", "test_c10d_object_collectives.py"),
           os.path.join(HERE, "pytorch", "test_zero_redundancy_optimizer_cpu.py"),
+          os.path.join(HERE, "pytorch", "test_file_system_checkpoint_cpu_subset.py"),
           os.path.join(HERE, "pytorch", "test_c10d_gloo_subset.py")]
 
 
