@@ -67,6 +67,7 @@ NAME_BOUND = {
 
 # Families of cases, for the per-family table (first match wins).
 FAMILIES = [
+    ("distributed checkpoint (ShardedTensor save/load)", r"StateDictSaveLoad|ReshardOnLoad"),
     ("ZeroRedundancyOptimizer", r"ZeroRedundancy"),
     ("object collectives", r"_object"),
     ("all_reduce*", r"test_all_reduce|test_allreduce"),
