@@ -72,11 +72,24 @@ def _rendezvous_store(group_store):
     return _dedicated_store
 
 
+def _devices():
+    """The device types 'byteps' serves: CUDA only where a GPU is visible.
+    torch code that picks a device for the tensors of its own collectives
+    from a plugin backend's device list (ShardedTensor.gather, hence
+    torch.distributed.checkpoint's resharding) takes the first non-CPU one;
+    on a host without GPUs that must be the CPU, as it is for gloo. The
+    NVML-based count does not poison fork."""
+    return ["cpu", "cuda"] if torch.cuda.device_count() > 0 else ["cpu"]
+
+
 def register():
     """Idempotent: a second import (or reload) must not re-register."""
     if NAME.upper() in dist.Backend._plugins:
+        # Named by the torch.backends entry point (torch_autoload), which runs
+        # while torch is still importing, too early to count devices.
+        dist.Backend.backend_capability[NAME] = _devices()
         return
-    dist.Backend.register_backend(NAME, _create, extended_api=True, devices=["cpu", "cuda"])
+    dist.Backend.register_backend(NAME, _create, extended_api=True, devices=_devices())
 
 
 def _admit_byteps_groups_to_monitored_barrier():

@@ -28,17 +28,19 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 SUITES = [os.path.join(HERE, "test_distributed_suite.py"),
           os.path.join(HERE, "pytorch", "test_c10d_object_collectives.py"),
           os.path.join(HERE, "pytorch", "test_zero_redundancy_optimizer_cpu.py"),
+          os.path.join(HERE, "pytorch", "test_file_system_checkpoint_cpu_subset.py"),
           os.path.join(HERE, "pytorch", "test_c10d_gloo_subset.py")]
 
 
 # Representative and quick (about 1 s a case with forked ranks): each family
 # of the shipped suite (engine and delegate collectives, reduce ops, p2p,
-# barrier and monitored barrier, sparse, DDP with hooks, objects, groups)
-# and the object collectives over subgroups.
+# barrier and monitored barrier, sparse, DDP with hooks, objects, groups),
+# the object collectives over subgroups and distributed checkpointing.
 _SHIPPED = "test_distributed_suite.py::TestDistBackendWithSpawn::"
 _OBJECTS = "pytorch/test_c10d_object_collectives.py::TestObjectCollectivesCPU::"
 _ZERO = "pytorch/test_zero_redundancy_optimizer_cpu.py::TestZeroRedundancyOptimizerDistributed::"
 _GLOO = "pytorch/test_c10d_gloo_subset.py::DistributedDataParallelTest::"
+_CHECKPOINT = "pytorch/test_file_system_checkpoint_cpu_subset.py::"
 CI_CASES = [_SHIPPED + name for name in (
     "test_all_reduce_max", "test_all_reduce_sum_async", "test_all_reduce_coalesced_sum",
     "test_reduce_product", "test_reduce_sum_twice", "test_broadcast", "test_all_gather",
@@ -48,7 +50,10 @@ CI_CASES = [_SHIPPED + name for name in (
     "test_accumulate_gradients_no_sync_allreduce_with_then_hook", "test_static_graph_api_cpu",
     "test_scatter_object_list", "test_all_gather_object_subgroup", "test_destroy_group", "test_get_future",
 )] + [_OBJECTS + name for name in ("test_subpg_scatter_object_cpu", "test_subpg_gather_object_cpu")] + [
-    _ZERO + "test_zero_join_cpu", _GLOO + "test_ddp_comm_hook_sparse_gradients"]
+    _ZERO + "test_zero_join_cpu", _GLOO + "test_ddp_comm_hook_sparse_gradients"] + [
+    # torch.distributed.checkpoint: save, then load into another sharding.
+    _CHECKPOINT + "TestDistributedStateDictSaveLoadWithSharedTensor::test_read_write_shard_tensor_thread_count_2",
+    _CHECKPOINT + "TestDistributedReshardOnLoad::test_switch_between_sharded_tensor_to_tensor_thread_count_1"]
 
 
 # Cases whose assertion is about the backend's name, not its behaviour: they
@@ -62,6 +67,7 @@ NAME_BOUND = {
 
 # Families of cases, for the per-family table (first match wins).
 FAMILIES = [
+    ("distributed checkpoint (ShardedTensor save/load)", r"StateDictSaveLoad|ReshardOnLoad"),
     ("ZeroRedundancyOptimizer", r"ZeroRedundancy"),
     ("object collectives", r"_object"),
     ("all_reduce*", r"test_all_reduce|test_allreduce"),
