@@ -20,6 +20,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     missing="$missing libclang-rt-dev"
   command -v g++ >/dev/null || missing="$missing g++"
   command -v cmake >/dev/null && [ -f /usr/include/gtest/gtest.h ] || missing="$missing cmake libgtest-dev"  # tests/cpp
+  command -v ccache >/dev/null || missing="$missing ccache"  # tests/cpp's (sanitizer) builds across fresh clones
   "${PYTHON:-python3}" -c 'import ensurepip, venv' 2>/dev/null || missing="$missing python3-venv"
   # A one-node Slurm cluster for tests/packaging/test_slurm.py (sbatch recipe).
   command -v slurmctld >/dev/null || missing="$missing slurmctld slurmd slurm-client munge"

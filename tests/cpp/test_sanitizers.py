@@ -8,8 +8,9 @@ Cost: most of it is compiling the engine and the tests instrumented, about
 would push CI past its 30 minutes. So CI always runs ASan+UBSan on every case;
 TSan runs on TSAN_CI_FILTER (the cases that exercise the engine's threads
 without short timeouts, which flake under TSan's slowdown on a loaded host)
-when its build is warm (build/tsan exists) or BYTEPS_CI_TSAN=1 asks for it,
-and is skipped with that reason on a cold checkout. The full TSan run:
+when its build is cheap (build/tsan exists, or ccache holds the TSan objects
+of an earlier clone: CI clones afresh on a machine whose caches persist) or
+BYTEPS_CI_TSAN=1 asks for it, and is skipped with that reason otherwise. The full TSan run:
 BYTEPS_TSAN_FULL=1 BYTEPS_CI_TSAN=1 python -m pytest tests/cpp/test_sanitizers.py,
 or scripts/sanitize.sh tsan.
 
@@ -65,10 +66,18 @@ def test_asan_ubsan():
     _sanitize("asan")
 
 
+def _tsan_build_is_cheap():
+    """build/tsan is there, or ccache holds a TSan build of an earlier clone
+    (scripts/sanitize.sh leaves a stamp): then building it costs seconds."""
+    if os.path.exists(os.path.join(REPO, "build", "tsan", "bps_cpp_tests")):
+        return True
+    cache = os.environ.get("BYTEPS_BUILD_CACHE", os.path.expanduser("~/.cache/byteps-native"))
+    return shutil.which("ccache") is not None and os.path.exists(os.path.join(cache, "sanitizers", "tsan-in-ccache"))
+
+
 def test_tsan():
     """TSan on TSAN_CI_FILTER and the 4-process job (everything with BYTEPS_TSAN_FULL=1)."""
-    warm = os.path.exists(os.path.join(REPO, "build", "tsan", "bps_cpp_tests"))
-    if not warm and os.environ.get("BYTEPS_CI_TSAN") != "1":
-        pytest.skip("TSan build is cold (no build/tsan): compiling it (~8 CPU-minutes) does not fit CI's budget "
-                    "beside ASan; set BYTEPS_CI_TSAN=1 or run scripts/sanitize.sh tsan")
+    if not _tsan_build_is_cheap() and os.environ.get("BYTEPS_CI_TSAN") != "1":
+        pytest.skip("TSan build is cold (no build/tsan, no TSan objects in ccache): compiling it (~8 CPU-minutes) "
+                    "does not fit CI's budget beside ASan; set BYTEPS_CI_TSAN=1 or run scripts/sanitize.sh tsan")
     _sanitize("tsan", None if os.environ.get("BYTEPS_TSAN_FULL") == "1" else TSAN_CI_FILTER)
