@@ -32,7 +32,7 @@
 #include "common/status.h"
 #include "core/credit_window.h"
 #include "core/partition_queue.h"
-#include "core/partitioner.h"
+#include "common/partitioner.h"
 #include "core/timeline.h"
 #include "local/local_reducer.h"
 #include "local/shared_memory.h"

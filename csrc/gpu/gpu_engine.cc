@@ -10,7 +10,7 @@
 #include "common/logging.h"
 #include "c_api/process_engine.h"
 #include "core/engine.h"
-#include "core/partitioner.h"
+#include "common/partitioner.h"
 #include "core/validation.h"
 #include "gpu/cuda_status.h"
 

@@ -9,7 +9,7 @@
 
 #include "common/futex.h"
 #include "common/reduce_kernels.h"
-#include "core/partitioner.h"
+#include "common/partitioner.h"
 #include "common/process_alive.h"
 
 namespace bps {

@@ -3,7 +3,7 @@
 // takes its plan from core instead of its own copy.
 #include <gtest/gtest.h>
 
-#include "core/partitioner.h"
+#include "common/partitioner.h"
 
 namespace bps {
 namespace {

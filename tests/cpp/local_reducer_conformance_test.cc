@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/partitioner.h"
+#include "common/partitioner.h"
 #include "local/local_reducer.h"
 #include "store/memory_store.h"
 

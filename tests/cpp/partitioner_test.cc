@@ -4,7 +4,7 @@
 
 #include <map>
 
-#include "core/partitioner.h"
+#include "common/partitioner.h"
 
 namespace bps {
 namespace {
