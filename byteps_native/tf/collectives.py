@@ -75,17 +75,37 @@ def _gather_name(prefix, value, name):
     return f"bps.tf.{prefix}/rows_of_{rows}"
 
 
-def allgather(tensor, name=None, process_set=None, ignore_name_scope=False):
+def _allgather_rows(value, name):
+    """(the gathered rows, every rank's row count)."""
+    row_shape = value.shape[1:].as_list()
+    with tf.device("/cpu:0"):
+        data, byte_lengths = gather_bytes(_to_bytes(value), _gather_name("allgather", value, name))
+        row_bytes = max(1, int(np.prod(row_shape, dtype=np.int64)) * value.dtype.size)
+        return _from_bytes(data, value.dtype, row_shape), byte_lengths // row_bytes
+
+
+def allgather(tensor, name=None, process_set=None, ignore_name_scope=False, same_shape=True):
     """Concatenation along the first dimension of every rank's `tensor`
-    (first dimensions may differ)."""
+    (first dimensions may differ; BytePS's `same_shape=` hint is accepted and
+    not needed). Differentiable for floating dtypes, as Horovod's: the
+    gradient is the ranks' average output gradient, this rank's rows."""
     _check_process_set(process_set)
     value = tf.convert_to_tensor(tensor)
-    scalar = value.shape.rank == 0
-    if scalar:
+    if value.shape.rank == 0:
         value = tf.reshape(value, [1])
-    with tf.device("/cpu:0"):
-        data, _ = gather_bytes(_to_bytes(value), _gather_name("allgather", value, name))
-        return _from_bytes(data, value.dtype, value.shape[1:].as_list())
+    if not value.dtype.is_floating:
+        return _allgather_rows(value, name)[0]
+
+    @tf.custom_gradient
+    def gather(x):
+        gathered, rows = _allgather_rows(x, name)
+
+        def grad(dy):
+            reduced = allreduce(dy, op=Average, name=f"{name or 'allgather'}.grad" if name else None)
+            start = tf.reduce_sum(rows[:engine.rank()])
+            return tf.reshape(reduced[start:start + rows[engine.rank()]], tf.shape(x))
+        return gathered, grad
+    return gather(value)
 
 
 def grouped_allgather(tensors, name=None, process_set=None):
@@ -206,16 +226,29 @@ def barrier(process_set=None):
     _sum(tf.zeros([1], tf.int32), "bps.tf.barrier")
 
 
+def _evaluate(tensor, session):
+    """A tensor's value, eagerly or (TF 1 graph mode, as Horovod allows) through
+    `session`, the default session, or a new one."""
+    if tf.executing_eagerly():
+        return tensor.numpy()
+    session = session or tf.compat.v1.get_default_session()
+    if session is None:
+        with tf.compat.v1.Session() as fresh:
+            return fresh.run(tensor)
+    return session.run(tensor)
+
+
 def broadcast_object(obj, root_rank=0, session=None, name=None, process_set=None):
-    """Root's picklable `obj` on every rank (eager)."""
+    """Root's picklable `obj` on every rank (eagerly, or in graph mode through a session)."""
     from byteps_native.tf.api import broadcast
     name = name or "broadcast_object"
     payload = np.frombuffer(pickle.dumps(obj), np.uint8) if engine.rank() == root_rank else np.zeros(0, np.uint8)
-    length = int(broadcast(tf.constant([len(payload)], tf.int64), root_rank, name=f"{name}.length").numpy()[0])
+    length = int(_evaluate(broadcast(tf.constant([len(payload)], tf.int64), root_rank, name=f"{name}.length"),
+                           session)[0])
     padded = max(_MIN_GATHER_BYTES, 1 << (length - 1).bit_length())
     buffer = np.zeros(padded, np.uint8)
     buffer[:len(payload)] = payload
-    out = broadcast(tf.constant(buffer), root_rank, name=f"{name}.bytes.{padded}").numpy()
+    out = _evaluate(broadcast(tf.constant(buffer), root_rank, name=f"{name}.bytes.{padded}"), session)
     return obj if engine.rank() == root_rank else pickle.loads(out[:length].tobytes())
 
 
@@ -224,10 +257,11 @@ def broadcast_object_fn(root_rank=0, session=None, name=None, process_set=None):
 
 
 def allgather_object(obj, session=None, name=None, process_set=None):
-    """Every rank's picklable `obj`, in rank order (eager)."""
+    """Every rank's picklable `obj`, in rank order (eagerly, or in graph mode through a session)."""
     payload = tf.constant(np.frombuffer(pickle.dumps(obj), np.uint8))
     data, lengths = gather_bytes(payload, f"bps.tf.allgather_object/{name or 'obj'}")
-    data, lengths = data.numpy(), lengths.numpy()
+    data, lengths = _evaluate([data, lengths], session) if not tf.executing_eagerly() else \
+        (data.numpy(), lengths.numpy())
     out, offset = [], 0
     for length in lengths:
         out.append(pickle.loads(data[offset:offset + length].tobytes()))

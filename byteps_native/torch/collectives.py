@@ -344,9 +344,10 @@ class _AllgatherFunction(torch.autograd.Function):
         return grad[start:start + ctx.rows], None, None
 
 
-def allgather(tensor, name=None, process_set=global_process_set):
+def allgather(tensor, name=None, process_set=global_process_set, same_shape=True):
     """Concatenation along the first dimension of every rank's `tensor`
-    (first dimensions may differ); differentiable."""
+    (first dimensions may differ; BytePS's `same_shape=` hint is accepted and
+    not needed); differentiable."""
     if tensor.requires_grad:
         return _AllgatherFunction.apply(tensor, name, process_set)
     return ops.synchronize(allgather_async(tensor, name, process_set))

@@ -9,9 +9,16 @@ test that fails only because the engine was already broken when it started
 in carried.<rank> and runs again in the fresh job.
 
 Between tests, process sets that a failed test left registered are removed,
-so that the next test's add_process_set of the same ranks does not fail."""
+so that the next test's add_process_set of the same ranks does not fail.
+
+Each test's outcome is appended to outcomes.<rank>.jsonl as it ends, so that
+a job that hangs still reports what it ran: a test that runs longer than
+UPSTREAM_TEST_TIMEOUT seconds (default 300) is recorded as failed ('hung')
+and the rank exits; the runner starts a fresh job for the rest."""
+import json
 import os
 import sys
+import threading
 
 import pytest
 
@@ -20,9 +27,33 @@ FATAL_MARKERS = ("(BPS_TIMEOUT)", "(BPS_PEER_FAILURE)", "(BPS_SHUTDOWN)", "(BPS_
 REFUSED_MARKER = "byteps refused"
 
 
+def _test_id(item):
+    return [item.cls.__name__ if item.cls else "", item.name]
+
+
 class StopAfterEngineFailure:
     def __init__(self):
         self.tests_run = 0
+        self.watchdog = None
+        self.timeout = float(os.environ.get("UPSTREAM_TEST_TIMEOUT", "300"))
+
+    def _record(self, item, outcome, message):
+        with open(os.path.join(os.environ["RESULT_DIR"], f"outcomes.{os.environ.get('RANK', '0')}.jsonl"), "a") as f:
+            f.write(json.dumps({"test": _test_id(item), "outcome": outcome, "message": message[:300]}) + "\n")
+
+    def _hung(self, item):
+        self._record(item, "failed", f"hung: no result after {self.timeout:.0f} s (UPSTREAM_TEST_TIMEOUT)")
+        self._write("restart", item.name)
+        os._exit(3)
+
+    def pytest_runtest_setup(self, item):
+        self.watchdog = threading.Timer(self.timeout, self._hung, [item])
+        self.watchdog.daemon = True
+        self.watchdog.start()
+
+    def pytest_runtest_logfinish(self, nodeid, location):
+        if self.watchdog is not None:
+            self.watchdog.cancel()
 
     def _write(self, kind, text):
         with open(os.path.join(os.environ["RESULT_DIR"], f"{kind}.{os.environ.get('RANK', '0')}"), "a") as f:
@@ -34,6 +65,15 @@ class StopAfterEngineFailure:
         report = outcome.get_result()
         if call.when == "call":
             self.tests_run += 1
+        if call.when == "call" or (call.when == "setup" and not report.passed) or \
+                (call.when == "teardown" and report.failed):
+            kind = "skipped" if report.skipped else ("failed" if report.failed else "passed")
+            if report.skipped and isinstance(report.longrepr, tuple):
+                message = str(report.longrepr[2])
+            else:
+                lines = [line for line in str(report.longrepr or "").splitlines() if line.startswith("E ")]
+                message = lines[0][1:].strip() if lines else str(report.longrepr or "").strip()[-200:]
+            self._record(item, kind, message)
         if report.failed and any(marker in str(report.longrepr) for marker in FATAL_MARKERS):
             item.session.shouldstop = f"engine failure in {item.name}; the runner restarts the job"
             carried = REFUSED_MARKER in str(report.longrepr) and self.tests_run > 1

@@ -6,7 +6,9 @@ per-test outcomes: a test passes when it passes on every rank.
     PYTHONPATH=. python3 tests/compat/upstream/run_upstream.py horovod/test_torch.py -k allreduce
 """
 import argparse
+import json
 import os
+import subprocess
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
@@ -34,13 +36,27 @@ def _outcomes(report):
     return found
 
 
+def _outcomes_jsonl(path):
+    """{(class, test name): (outcome, message)} from one rank's outcomes file
+    (written test by test: complete even when the job hung); the last entry of
+    a test wins, except that a failure is kept."""
+    found = {}
+    with open(path) as f:
+        for line in f:
+            entry = json.loads(line)
+            key = tuple(entry["test"])
+            if found.get(key, ("",))[0] != "failed":
+                found[key] = (entry["outcome"], entry["message"])
+    return found
+
+
 def _merge(outcomes):
     failed = [o for o in outcomes if o[0] in ("failed", "missing")]
     skipped = [o for o in outcomes if o[0] == "skipped"]
     return failed[0] if failed else (skipped[0] if skipped else ("passed", ""))
 
 
-def run_suite(path, pytest_args=(), nproc=2, timeout=600, env=None, max_jobs=40, progress=None, tests=None):
+def run_suite(path, pytest_args=(), nproc=2, timeout=1800, env=None, max_jobs=40, progress=None, tests=None):
     """Returns ({test: (outcome, message)} merged over ranks, log). A job that
     stopped after an engine failure is followed by a fresh job for the tests
     it did not reach."""
@@ -53,8 +69,14 @@ def run_suite(path, pytest_args=(), nproc=2, timeout=600, env=None, max_jobs=40,
             # cores: 10 s failed the CI subset once in 7 runs), short enough for a hang.
             extra = {"BYTEPS_TIMEOUT": "60", "PYTHONPATH": os.path.join(HERE, "utils")}
             extra.update(env or {})
-            code, job_log = torchrun(os.path.join(HERE, "rank_pytest.py"), [*([f"{suite}::{t}" for t in tests] if tests else [suite]), *pytest_args, *deselect],
-                                     nproc=nproc, result_dir=result_dir, env=extra, timeout=timeout)
+            try:
+                code, job_log = torchrun(os.path.join(HERE, "rank_pytest.py"),
+                                         [*([f"{suite}::{t}" for t in tests] if tests else [suite]), *pytest_args,
+                                          *deselect], nproc=nproc, result_dir=result_dir, env=extra, timeout=timeout)
+            except subprocess.TimeoutExpired as e:
+                job_log = (e.output.decode(errors="replace") if isinstance(e.output, bytes) else e.output or "") + \
+                    f"\n[run_upstream: job killed after {timeout} s]"
+                open(os.path.join(result_dir, "restart.job"), "w").close()
             log += job_log
             restart = any(name.startswith("restart.") for name in os.listdir(result_dir))
             carried = set()
@@ -62,8 +84,12 @@ def run_suite(path, pytest_args=(), nproc=2, timeout=600, env=None, max_jobs=40,
                 if name.startswith("carried."):
                     with open(os.path.join(result_dir, name)) as f:
                         carried.update(line.strip() for line in f if line.strip())
-            per_rank = [_outcomes(os.path.join(result_dir, f"junit.{r}.xml")) for r in range(nproc)
-                        if os.path.exists(os.path.join(result_dir, f"junit.{r}.xml"))]
+            per_rank = [_outcomes_jsonl(os.path.join(result_dir, f"outcomes.{r}.jsonl")) for r in range(nproc)
+                        if os.path.exists(os.path.join(result_dir, f"outcomes.{r}.jsonl"))]
+            # A collection error has no test outcome: the JUnit report has it.
+            if not per_rank:
+                per_rank = [_outcomes(os.path.join(result_dir, f"junit.{r}.xml")) for r in range(nproc)
+                            if os.path.exists(os.path.join(result_dir, f"junit.{r}.xml"))]
         if not per_rank:
             break
         reached = set().union(*per_rank)
