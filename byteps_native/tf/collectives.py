@@ -10,6 +10,7 @@ it to the name. Cost: every rank moves the whole gathered buffer, size()
 times a ring allgather's bytes (docs/migration.md).
 """
 import pickle
+import zlib
 
 import numpy as np
 import tensorflow as tf
@@ -93,6 +94,10 @@ def allgather(tensor, name=None, process_set=None, ignore_name_scope=False, same
     value = tf.convert_to_tensor(tensor)
     if value.shape.rank == 0:
         value = tf.reshape(value, [1])
+    check = check_ranks_agree("allgather", value, any_first_dim=True) if name is None else None
+    if check is not None:
+        with tf.control_dependencies([check]):
+            value = tf.identity(value)
     if not value.dtype.is_floating:
         return _allgather_rows(value, name)[0]
 
@@ -112,12 +117,73 @@ def grouped_allgather(tensors, name=None, process_set=None):
     return [allgather(t, f"{name or 'grouped'}.{i}") for i, t in enumerate(tensors)]
 
 
+# An unnamed collective is named after its dtype and shape, so ranks that
+# disagree on them would wait for each other until BYTEPS_TIMEOUT ends the
+# engine. As in torch (byteps_native/torch/ops.py), one small round under a
+# fixed name compares them first and fails every rank with Horovod's
+# FailedPreconditionError naming each rank's tensor.
+_AGREE_SLOTS = 16
+_AGREE_DIMS = _AGREE_SLOTS - 4
+
+
+def _describe_row(row):
+    dtype = tf.dtypes.as_dtype(int(row[1])).name if int(row[1]) else "?"
+    dims = ["*" if int(d) == -2 else int(d) for d in row[4:4 + min(int(row[2]), _AGREE_DIMS)]]
+    return f"{dtype} {dims}" + (f" ({int(row[3]) - 1})" if int(row[3]) else "")
+
+
+def _compare_rows(rows, kind):
+    rows = np.asarray(rows)
+    me = engine.rank()
+    present = [r for r in range(len(rows)) if rows[r, 0] != 0]
+    if any(not np.array_equal(rows[r], rows[me]) for r in present):
+        what = ", ".join(f"rank {r}: {_describe_row(rows[r])}" for r in present)
+        raise tf.errors.FailedPreconditionError(
+            None, None, f"{kind}: ranks disagree on the tensor's dtype or shape (or root rank / op): {what}; every "
+                        "rank must pass the same dtype and shape (gathers: all but the first dimension)")
+
+
+def check_ranks_agree(kind, value, any_first_dim=False, extra=0):
+    """None once checked (eager), or the check's op to depend on (graph)."""
+    n, me = engine.size(), engine.rank()
+    if n == 1:
+        return None
+    shape = tf.shape(value, out_type=tf.int64)
+    if any_first_dim and value.shape.rank:
+        shape = tf.concat([tf.constant([-2], tf.int64), shape[1:]], 0)
+    shape = shape[:_AGREE_DIMS]
+    dims = tf.pad(shape, [[0, _AGREE_DIMS - tf.size(shape, out_type=tf.int32)]])
+    head = tf.stack([tf.constant(1 + zlib.crc32(kind.encode()) % 1000, tf.int64),
+                     tf.constant(value.dtype.as_datatype_enum, tf.int64), tf.cast(tf.rank(value), tf.int64),
+                     tf.constant(int(extra), tf.int64)])
+    row = tf.concat([head, dims], 0)
+    rows = _sum(tf.scatter_nd([[me]], tf.reshape(row, [1, _AGREE_SLOTS]), [n, _AGREE_SLOTS]),
+                f"bps.tf.agree.{kind}.{n}")
+    if tf.executing_eagerly():
+        _compare_rows(rows.numpy(), kind)
+        return None
+
+    def check(found):
+        _compare_rows(found.numpy(), kind)
+        return tf.constant(0)
+    return tf.py_function(check, [rows], tf.int32)
+
+
 def _check_process_set(process_set):
     if process_set is not None and getattr(process_set, "ranks", None) is not None:
         raise NotImplementedError("byteps_native supports only the global process set")
 
 
+# Integer dtypes the engine does not reduce: widened for the sum (as Horovod
+# accepts them), narrowed back after.
+_WIDENED = {tf.int8: tf.int32, tf.int16: tf.int32, tf.uint16: tf.int32, tf.uint32: tf.int64}
+
+
 def _reduce_dense(value, op, name, prescale_factor, postscale_factor, compression):
+    if value.dtype in _WIDENED and op in (Average, Sum):
+        out = _reduce_dense(tf.cast(value, _WIDENED[value.dtype]), op, name, prescale_factor, postscale_factor,
+                            compression)
+        return tf.cast(out, value.dtype)
     if prescale_factor != 1.0:
         value = value * tf.cast(prescale_factor, value.dtype)
     if op in (Average, Sum):
@@ -142,13 +208,23 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="", compressi
     op = resolve_op(op, average, "allreduce")
     if isinstance(tensor, tf.IndexedSlices):
         if op not in (Average, Sum):
-            raise ValueError(f"allreduce of IndexedSlices supports op=Average or Sum, got {op!r}")
+            raise NotImplementedError(f"allreduce of IndexedSlices supports op=Average or Sum, got {op!r} "
+                                      "(as Horovod)")
+        if prescale_factor != 1.0 or postscale_factor != 1.0:
+            raise NotImplementedError("allreduce of IndexedSlices takes no prescale_factor/postscale_factor "
+                                      "(as Horovod)")
         values = allgather(tensor.values, name=f"{name or 'sparse'}.values")
         indices = allgather(tensor.indices, name=f"{name or 'sparse'}.indices")
         if op == Average:
             values = values / tf.cast(engine.size(), values.dtype)
         return tf.IndexedSlices(values, indices, dense_shape=tensor.dense_shape)
-    return _reduce_dense(tf.convert_to_tensor(tensor), op, name, prescale_factor, postscale_factor, compression)
+    value = tf.convert_to_tensor(tensor)
+    if name is None:
+        check = check_ranks_agree("allreduce", value, extra=1 + int(op))
+        if check is not None:
+            with tf.control_dependencies([check]):
+                value = tf.identity(value)
+    return _reduce_dense(value, op, name, prescale_factor, postscale_factor, compression)
 
 
 def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="", compression=Compression.none,
@@ -165,10 +241,27 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="", 
 
 
 def alltoall(tensor, splits=None, name=None, ignore_name_scope=False, process_set=None):
-    """Rows `splits[j]` of `tensor` go to rank j. Returns (received rows,
-    received splits) as Horovod's TF alltoall does."""
+    """Rows `splits[j]` of `tensor` go to rank j. Returns the received rows,
+    and with `splits` also the received splits, as Horovod's TF alltoall does.
+    Differentiable for floating dtypes: the gradient goes back by an alltoall
+    with the received splits."""
     _check_process_set(process_set)
     value = tf.convert_to_tensor(tensor)
+    if value.dtype.is_floating:
+        @tf.custom_gradient
+        def exchange(x):
+            output, received = _alltoall(x, splits, name)
+
+            def grad(dy, _=None):
+                return _alltoall(dy, received, f"{name}.grad" if name else None)[0]
+            return (output, received), grad
+        output, received = exchange(value)
+    else:
+        output, received = _alltoall(value, splits, name)
+    return output if splits is None else (output, received)
+
+
+def _alltoall(value, splits, name):
     n, me = engine.size(), engine.rank()
     rows = tf.shape(value, out_type=tf.int64)[0]
     if splits is None:
