@@ -23,7 +23,9 @@ import threading
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-FATAL_MARKERS = ("(BPS_TIMEOUT)", "(BPS_PEER_FAILURE)", "(BPS_SHUTDOWN)", "(BPS_INTERNAL)")
+# torch names the engine's status; TF's op says it in words.
+FATAL_MARKERS = ("(BPS_TIMEOUT)", "(BPS_PEER_FAILURE)", "(BPS_SHUTDOWN)", "(BPS_INTERNAL)", "no progress for",
+                 "a local rank failed", "engine is shut down")
 REFUSED_MARKER = "byteps refused"
 
 

@@ -38,14 +38,16 @@ def _outcomes(report):
 
 def _outcomes_jsonl(path):
     """{(class, test name): (outcome, message)} from one rank's outcomes file
-    (written test by test: complete even when the job hung); the last entry of
-    a test wins, except that a failure is kept."""
+    (written test by test: complete even when the job hung). A test may report
+    several times (TF's run_all_in_graph_and_eager_modes: graph, eager, whole):
+    a failure wins over a skip, a skip over a pass."""
+    rank = {"passed": 0, "skipped": 1, "failed": 2}
     found = {}
     with open(path) as f:
         for line in f:
             entry = json.loads(line)
             key = tuple(entry["test"])
-            if found.get(key, ("",))[0] != "failed":
+            if rank[entry["outcome"]] > rank[found.get(key, ("passed",))[0]] or key not in found:
                 found[key] = (entry["outcome"], entry["message"])
     return found
 
