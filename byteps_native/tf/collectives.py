@@ -95,9 +95,13 @@ def allgather(tensor, name=None, process_set=None, ignore_name_scope=False, same
     if value.shape.rank == 0:
         value = tf.reshape(value, [1])
     check = check_ranks_agree("allgather", value, any_first_dim=True) if name is None else None
-    if check is not None:
-        with tf.control_dependencies([check]):
-            value = tf.identity(value)
+    # Every op of the gather waits for the check (in a graph the lengths
+    # round does not depend on the data: its size is a constant there).
+    with tf.control_dependencies([check] if check is not None else []):
+        return _allgather_checked(value, name)
+
+
+def _allgather_checked(value, name):
     if not value.dtype.is_floating:
         return _allgather_rows(value, name)[0]
 
@@ -219,12 +223,9 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="", compressi
             values = values / tf.cast(engine.size(), values.dtype)
         return tf.IndexedSlices(values, indices, dense_shape=tensor.dense_shape)
     value = tf.convert_to_tensor(tensor)
-    if name is None:
-        check = check_ranks_agree("allreduce", value, extra=1 + int(op))
-        if check is not None:
-            with tf.control_dependencies([check]):
-                value = tf.identity(value)
-    return _reduce_dense(value, op, name, prescale_factor, postscale_factor, compression)
+    check = check_ranks_agree("allreduce", value, extra=1 + int(op)) if name is None else None
+    with tf.control_dependencies([check] if check is not None else []):  # every op waits (see allgather)
+        return _reduce_dense(value, op, name, prescale_factor, postscale_factor, compression)
 
 
 def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="", compression=Compression.none,
