@@ -252,6 +252,7 @@ class Job:
 def measure(cluster, n, mode, args):
     before, drops_before = cluster.link_stats(), cluster.qdisc_drops()
     job = Job(cluster, n, mode, args)
+    load = os.getloadavg()  # the host is shared: record how busy it was when this job started
     started = time.monotonic()
     job.start()
     results = job.finish(timeout=args.job_timeout)
@@ -262,7 +263,7 @@ def measure(cluster, n, mode, args):
     # Per iteration the slowest worker decides; report the median iteration.
     per_iter = [max(r["times"][i] for r in results) for i in range(len(results[0]["times"]))]
     out = {"n": n, "mode": mode, "seconds": statistics.median(per_iter), "iterations": per_iter,
-           "wall": time.monotonic() - started}
+           "wall": time.monotonic() - started, "loadavg_1_5_15": list(load)}
     delta = {h: (after[h][0] - before[h][0], after[h][1] - before[h][1]) for h in after}
     if job.mode in ("dedicated", "colocated", "ddp-byteps"):
         out["server_rx_bytes"] = [delta[h.name][1] for h in job.server_hosts()]
@@ -305,7 +306,8 @@ def run_benchmark(args):
                                    ",".join(f"{b / ops / 1e6:.1f}" for b in rec["server_rx_bytes"])
                                    if "server_rx_bytes" in rec else "")
                         print(f"n={n} rep={rep} {mode:11s} {rec['seconds']:.3f} s{extra}{servers} "
-                              f"drops up/down {rec['shaper_drops'][0]}/{rec['shaper_drops'][1]}", flush=True)
+                              f"drops up/down {rec['shaper_drops'][0]}/{rec['shaper_drops'][1]} "
+                              f"load {rec['loadavg_1_5_15'][0]:.1f}", flush=True)
     return {"config": {k: v for k, v in vars(args).items() if k not in ("func",)}, "records": records,
             "summary": summarize(records, args)}
 

@@ -6,8 +6,12 @@
 
 Per size it prints the algorithm bandwidth (bytes of the tensor / time of one
 collective) of byteps push_pull and gloo all_reduce, their ratio, the
-round-trip latency of a 4-byte tensor, and a memory-bandwidth reference (a
-numpy add of the same size, i.e. the floor of any reduce on this machine).
+round-trip latency of a 4-byte tensor, a memory-bandwidth reference (a
+numpy add of the same size, i.e. the floor of any reduce on this machine),
+and the CPU cost: user + system seconds of every process of the job (workers,
+and for byteps the servers and the scheduler; from /proc/<pid>/stat, summed
+over the driver's descendants by rank 0 around the timed iterations) per GB
+of tensor synchronised (tensor bytes x collectives).
 """
 import argparse
 import json
@@ -30,15 +34,43 @@ def parse_size(text):
     return int(text)
 
 
-def time_loop(fn, iterations, warmup):
+def job_cpu_seconds(root_pid):
+    """User + system CPU seconds of every live descendant of root_pid (all threads)."""
+    parent, cpu = {}, {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # exited meanwhile
+            continue
+        # After "pid (comm)": state ppid ... utime stime are fields 4 and 14, 15 of stat(5).
+        parent[int(entry)] = int(fields[1])
+        cpu[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
+    total = 0.0
+    for pid, seconds in cpu.items():
+        p = parent.get(pid)
+        while p and p != root_pid:
+            p = parent.get(p)
+        if p == root_pid:
+            total += seconds
+    return total
+
+
+def time_loop(fn, iterations, warmup, cpu_root=None):
+    """Median seconds per call; with cpu_root, also the job's CPU seconds over the timed calls."""
     for _ in range(warmup):
         fn()
     times = []
+    cpu0 = job_cpu_seconds(cpu_root) if cpu_root else 0.0
     for _ in range(iterations):
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    cpu = job_cpu_seconds(cpu_root) - cpu0 if cpu_root else 0.0
+    return statistics.median(times), cpu
 
 
 def iterations_for(nbytes):
@@ -47,16 +79,24 @@ def iterations_for(nbytes):
 
 # ---------------------------------------------------------------- workers ---
 
+def cpu_root_for(rank):
+    # Rank 0 measures the whole job: everything the driver started.
+    return int(os.environ["BENCH_DRIVER_PID"]) if rank == 0 and "BENCH_DRIVER_PID" in os.environ else None
+
+
 def byteps_worker(sizes, out_path):
     import byteps_native.core as bps
     bps.init()
+    root = cpu_root_for(bps.rank())
     results = {}
     for nbytes in sizes:
         a = np.ones(max(1, nbytes // 4), np.float32)
-        results[nbytes] = time_loop(lambda: bps.push_pull(a, name=f"bench{nbytes}", average=True),
-                                    iterations_for(nbytes), 3)
+        iters = iterations_for(nbytes)
+        t, cpu = time_loop(lambda: bps.push_pull(a, name=f"bench{nbytes}", average=True), iters, 3, root)
+        results[nbytes] = t
+        results[f"cpu_s_per_gb_{nbytes}"] = cpu / (nbytes * iters / 1e9)
     lat = np.ones(1, np.float32)
-    results["latency"] = time_loop(lambda: bps.push_pull(lat, name="latency"), 300, 20)
+    results["latency"] = time_loop(lambda: bps.push_pull(lat, name="latency"), 300, 20)[0]
     if bps.rank() == 0:
         with open(out_path, "w") as f:
             json.dump({str(k): v for k, v in results.items()}, f)
@@ -67,12 +107,16 @@ def gloo_worker(rank, world, sizes, init_file, out_path):
     import torch
     import torch.distributed as dist
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    root = cpu_root_for(rank)
     results = {}
     for nbytes in sizes:
         t = torch.ones(max(1, nbytes // 4), dtype=torch.float32)
-        results[nbytes] = time_loop(lambda: dist.all_reduce(t), iterations_for(nbytes), 3)
+        iters = iterations_for(nbytes)
+        secs, cpu = time_loop(lambda: dist.all_reduce(t), iters, 3, root)
+        results[nbytes] = secs
+        results[f"cpu_s_per_gb_{nbytes}"] = cpu / (nbytes * iters / 1e9)
     lat = torch.ones(1)
-    results["latency"] = time_loop(lambda: dist.all_reduce(lat), 300, 20)
+    results["latency"] = time_loop(lambda: dist.all_reduce(lat), 300, 20)[0]
     if rank == 0:
         with open(out_path, "w") as f:
             json.dump({str(k): v for k, v in results.items()}, f)
@@ -107,7 +151,7 @@ def run_gloo(args, sizes):
 def memory_reference(nbytes):
     a = np.ones(max(1, nbytes // 4), np.float32)
     b = np.ones_like(a)
-    t = time_loop(lambda: np.add(a, b, out=a), iterations_for(nbytes), 2)
+    t = time_loop(lambda: np.add(a, b, out=a), iterations_for(nbytes), 2)[0]
     return 3 * a.nbytes / t  # bytes touched per second (2 reads + 1 write)
 
 
@@ -127,19 +171,24 @@ def main():
     if args.machines > 1 and args.servers == 0:
         args.servers = args.machines
 
+    os.environ["BENCH_DRIVER_PID"] = str(os.getpid())  # inherited by both jobs' processes
     byteps = run_byteps(args, sizes)
     gloo = run_gloo(args, sizes)
     rows = []
     print(f"\nworkers/machine={args.workers} machines={args.machines} servers={args.servers}")
-    print(f"{'size':>8} {'byteps GB/s':>12} {'gloo GB/s':>10} {'ratio':>6} {'numpy add GB/s':>15}")
+    print(f"{'size':>8} {'byteps GB/s':>12} {'gloo GB/s':>10} {'ratio':>6} {'numpy add GB/s':>15} "
+          f"{'CPU s/GB byteps':>16} {'gloo':>6}")
     for nbytes in sizes:
         tb, tg = byteps[str(nbytes)], gloo[str(nbytes)]
         mem = memory_reference(nbytes)
         row = {"bytes": nbytes, "byteps_s": tb, "gloo_s": tg, "byteps_GBps": nbytes / tb / 1e9,
-               "gloo_GBps": nbytes / tg / 1e9, "ratio": tg / tb, "numpy_add_GBps": mem / 1e9}
+               "gloo_GBps": nbytes / tg / 1e9, "ratio": tg / tb, "numpy_add_GBps": mem / 1e9,
+               "byteps_cpu_s_per_GB": byteps[f"cpu_s_per_gb_{nbytes}"],
+               "gloo_cpu_s_per_GB": gloo[f"cpu_s_per_gb_{nbytes}"]}
         rows.append(row)
         print(f"{nbytes / (1 << 20):>6.0f}MB {row['byteps_GBps']:>12.2f} {row['gloo_GBps']:>10.2f} "
-              f"{row['ratio']:>5.2f}x {row['numpy_add_GBps']:>15.1f}")
+              f"{row['ratio']:>5.2f}x {row['numpy_add_GBps']:>15.1f} {row['byteps_cpu_s_per_GB']:>16.2f} "
+              f"{row['gloo_cpu_s_per_GB']:>6.2f}")
     print(f"4-byte round trip: byteps {byteps['latency'] * 1e6:.0f} us, gloo {gloo['latency'] * 1e6:.0f} us")
     if args.json:
         with open(args.json, "w") as f:

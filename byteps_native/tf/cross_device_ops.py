@@ -37,6 +37,7 @@ from tensorflow.python.distribute import values as value_lib
 from tensorflow.python.util import nest
 
 from byteps_native.tf import engine, fusion
+from byteps_native.tf import ops as ops_lib
 
 
 def _local_values(value):
@@ -218,16 +219,29 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
 
     def broadcast_implementation(self, tensor, destinations):
         """Every process receives rank 0's `tensor` (root's value + zeros, summed)."""
+        result = self._from_rank0(tensor, "bps.tf.broadcast")
+        return self._mirror(result, destinations, tensor)  # one device: the tensor itself
+
+    @staticmethod
+    def can_broadcast(dtype):
+        return dtype == tf.bool or dtype in ops_lib.SUPPORTED_DTYPES
+
+    def broadcast_initial_value(self, value, device):
+        """Rank 0's initial value of a variable, on `device` (mirrored_routing)."""
+        result = self._from_rank0(value, "bps.tf.initial_value")
+        with tf.device(device):
+            return tf.identity(result)
+
+    def _from_rank0(self, tensor, label):
         with tf.device(self._host()):
             value = tf.convert_to_tensor(tensor)
             original_dtype = value.dtype
             if original_dtype == tf.bool:
                 value = tf.cast(value, tf.uint8)
             contribution = value if engine.rank() == 0 else tf.zeros_like(value)
-            (result,) = fusion.push_pull_many([contribution], "bps.tf.broadcast", ["value"],
+            (result,) = fusion.push_pull_many([contribution], label, ["value"],
                                               device=self._host(), timeout_seconds=self._timeout(None))
-            result = tf.cast(result, original_dtype) if original_dtype == tf.bool else result
-        return self._mirror(result, destinations, tensor)  # one device: the tensor itself
+            return tf.cast(result, original_dtype) if original_dtype == tf.bool else result
 
     def _gather_implementation(self, per_replica_value, destinations, axis, options):
         """Concatenate along `axis` the local replicas of rank 0, then rank 1, ..."""

@@ -17,15 +17,19 @@ silently keep values local or data duplicated:
    per-replica seeds repeat across processes, ``all_gather``'s gradient takes
    the slices of the wrong replicas, and losses are scaled by 1/local replicas
    while gradients are summed over every process.
-5. Input is not distributed: the ``InputContext`` reports one pipeline, the
-   per-replica batch comes from the local count, and
+5. Input is not distributed: the ``InputContext`` (of
+   ``distribute_datasets_from_function`` and ``make_input_fn_iterator``)
+   reports one pipeline, the per-replica batch comes from the local count, and
    ``experimental_distribute_dataset`` neither shards nor rebatches.
+6. Variables start from each process's own initial value (random
+   initialisers differ per process); MWMS broadcasts the chief's.
 
 ``install()`` wraps those members of ``MirroredExtended`` with the
 behaviour of ``CollectiveAllReduceExtended`` (MWMS): global replica count and
 ids (``rank * local + local id``), one input pipeline per process with
 FILE/DATA auto-sharding and rebatching from the global batch, partial-batch
-handling across processes, and every reduction or gather through BytePSOps.
+handling across processes, every reduction or gather through BytePSOps, and
+rank 0's initial value for every variable created in the strategy's scope.
 Each wrapper defers to TensorFlow's original unless the strategy's
 cross-device ops is a BytePSOps, so other strategies are untouched. Installed
 once, by BytePSOps' constructor.
@@ -39,6 +43,9 @@ from tensorflow.python.distribute import input_util
 from tensorflow.python.distribute import mirrored_strategy
 from tensorflow.python.distribute import reduce_util
 from tensorflow.python.distribute import values as value_lib
+from tensorflow.python.distribute.v1 import input_lib as input_lib_v1
+from tensorflow.python.framework import ops as framework_ops
+from tensorflow.python.trackable import base as trackable_base
 from tensorflow.python.util import nest
 
 from byteps_native.tf import engine
@@ -213,7 +220,40 @@ def install():
             return distribute_utils.regroup(values, always_wrap=True)
         return _experimental_distribute_values_from_function
 
+    def variable_initial_value(original):
+        def _get_variable_creator_initial_value(self, replica_id, device, primary_var, **kwargs):
+            ops = _byteps_ops(self)
+            if ops is None or replica_id != 0 or engine.size() == 1:
+                return original(self, replica_id, device, primary_var, **kwargs)
+            # As MWMS: the first local replica's variable starts from rank 0's
+            # value (later local replicas copy it, in the original). Variables
+            # must be created in the same order on every process, as for MWMS.
+
+            def initial_value_fn():
+                with framework_ops.device(device):
+                    value = kwargs["initial_value"]
+                    if callable(value):
+                        value = value()
+                    if isinstance(value, trackable_base.CheckpointInitialValue):
+                        value = value.wrapped_value
+                    value = framework_ops.convert_to_tensor(value, dtype=kwargs.get("dtype", None))
+                if not ops.can_broadcast(value.dtype):
+                    return value  # e.g. strings: the engine only moves numbers
+                return ops.broadcast_initial_value(value, device)
+            return initial_value_fn
+        return _get_variable_creator_initial_value
+
+    def make_input_fn_iterator(original):
+        def _make_input_fn_iterator(self, input_fn, replication_mode=distribute_lib.InputReplicationMode.PER_WORKER):
+            if _byteps_ops(self) is None:
+                return original(self, input_fn, replication_mode)
+            return input_lib_v1.InputFunctionIterator(input_fn, self._input_workers, [input_context(self)],
+                                                      self._container_strategy())
+        return _make_input_fn_iterator
+
     _wrap(extended_cls, "_initialize_strategy", initialize_strategy)
+    _wrap(extended_cls, "_make_input_fn_iterator", make_input_fn_iterator)
+    _wrap(extended_cls, "_get_variable_creator_initial_value", variable_initial_value)
     _wrap(extended_cls, "_get_cross_device_ops", get_cross_device_ops)
     _wrap(extended_cls, "_reduce_to", reduce_to)
     _wrap(extended_cls, "_batch_reduce_to", batch_reduce_to)

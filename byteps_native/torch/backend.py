@@ -1,5 +1,6 @@
 """Registration of the 'byteps' c10d backend with torch.distributed."""
 import datetime
+import functools
 import os
 
 import torch
@@ -76,3 +77,35 @@ def register():
     if NAME.upper() in dist.Backend._plugins:
         return
     dist.Backend.register_backend(NAME, _create, extended_api=True, devices=["cpu", "cuda"])
+
+
+def _admit_byteps_groups_to_monitored_barrier():
+    """torch.distributed.monitored_barrier refuses every group whose backend
+    is not named 'gloo', before it reaches the group. A 'byteps' group serves
+    it (its gloo delegate's monitored barrier, after the group's engine work:
+    BytepsBackend::monitoredBarrier), so byteps groups are let through; any
+    other group gets torch's own function and answer. Idempotent."""
+    from torch.distributed import distributed_c10d as c10d
+
+    original = c10d.monitored_barrier
+    if getattr(original, "_admits_byteps", False):
+        return
+
+    @functools.wraps(original)
+    def monitored_barrier(group=c10d.GroupMember.WORLD, timeout=None, wait_all_ranks=False):
+        if c10d._rank_not_in_group(group) or dist.get_backend(group) != NAME:
+            return original(group, timeout, wait_all_ranks)
+        if timeout is None:
+            timeout = c10d._get_default_timeout(NAME)
+        elif isinstance(timeout, (int, float)):
+            timeout = datetime.timedelta(seconds=timeout)
+        c10d._check_valid_timeout(timeout)
+        group_to_use = c10d._get_default_group() if group is None else group
+        return group_to_use.monitored_barrier(timeout, wait_all_ranks=wait_all_ranks)
+
+    monitored_barrier._admits_byteps = True
+    c10d.monitored_barrier = monitored_barrier
+    dist.monitored_barrier = monitored_barrier
+
+
+_admit_byteps_groups_to_monitored_barrier()

@@ -1,79 +1,84 @@
 #include "common/reduce_kernels.h"
 
-#include <immintrin.h>
+#include <cpuid.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <type_traits>
+
+#include "common/reduce_kernels_simd.h"
 
 namespace bps {
 namespace {
 
+using reduce_simd::KernelTable;
+using reduce_simd::Ops;
+
 constexpr size_t kBlock = 2048;  // elements per L1-resident accumulator block
 
+const KernelTable* TableFor(ReduceIsa isa) {
+  switch (isa) {
+    case ReduceIsa::kAvx512: return &reduce_simd::kAvx512Table;
+    case ReduceIsa::kAvx2: return &reduce_simd::kAvx2Table;
+    case ReduceIsa::kBaseline: break;
+  }
+  return &reduce_simd::kBaselineTable;
+}
+
+// Chosen once; a test may switch it (SetReduceIsaForTesting).
+std::atomic<int> g_active_isa{-1};
+
+ReduceIsa Active() {
+  int isa = g_active_isa.load(std::memory_order_relaxed);
+  if (isa < 0) {
+    isa = static_cast<int>(DefaultReduceIsa());
+    g_active_isa.store(isa, std::memory_order_relaxed);
+  }
+  return static_cast<ReduceIsa>(isa);
+}
+
+const KernelTable& Kernels() { return *TableFor(Active()); }
+
+// From CPUID leaf 1 (clang's __builtin_cpu_supports has no "f16c"); the OS's
+// saving of the AVX state is covered by the "avx2" check beside it.
 bool CpuHasF16C() {
-  static const bool has = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2");
-  return has;
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
 }
 
-__attribute__((target("avx2,f16c"))) void HalfToFloatF16C(const uint16_t* src, float* dst, size_t n) {
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
-    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
-  }
-  for (; i < n; ++i) dst[i] = HalfToFloat(src[i]);
+template <typename T>
+const Ops<T>& OpsOf(const KernelTable& k) {
+  if constexpr (std::is_same_v<T, float>) return k.f32;
+  else if constexpr (std::is_same_v<T, double>) return k.f64;
+  else if constexpr (std::is_same_v<T, int32_t>) return k.i32;
+  else if constexpr (std::is_same_v<T, int64_t>) return k.i64;
+  else return k.u8;
 }
 
-__attribute__((target("avx2,f16c"))) void FloatToHalfF16C(const float* src, uint16_t* dst, size_t n) {
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m256 f = _mm256_loadu_ps(src + i);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT));
-  }
-  for (; i < n; ++i) dst[i] = FloatToHalf(src[i]);
-}
-
-void LoadToFloat(const void* src, float* dst, size_t n, DataType type) {
+void LoadToFloat(const KernelTable& k, const void* src, float* dst, size_t n, DataType type) {
   const uint16_t* s = static_cast<const uint16_t*>(src);
-  if (type == DataType::kBFloat16) {
-    for (size_t i = 0; i < n; ++i) dst[i] = BFloat16ToFloat(s[i]);
-  } else if (CpuHasF16C()) {
-    HalfToFloatF16C(s, dst, n);
-  } else {
-    for (size_t i = 0; i < n; ++i) dst[i] = HalfToFloat(s[i]);
-  }
+  (type == DataType::kBFloat16 ? k.bf16_to_f32 : k.f16_to_f32)(s, dst, n);
 }
 
-void StoreFromFloat(const float* src, void* dst, size_t n, DataType type) {
+void AddHalfInto(const KernelTable& k, float* acc, const void* src, size_t n, DataType type) {
+  const uint16_t* s = static_cast<const uint16_t*>(src);
+  (type == DataType::kBFloat16 ? k.add_bf16_into_f32 : k.add_f16_into_f32)(acc, s, n);
+}
+
+void StoreFromFloat(const KernelTable& k, const float* src, void* dst, size_t n, DataType type) {
   uint16_t* d = static_cast<uint16_t*>(dst);
-  if (type == DataType::kBFloat16) {
-    for (size_t i = 0; i < n; ++i) d[i] = FloatToBFloat16(src[i]);
-  } else if (CpuHasF16C()) {
-    FloatToHalfF16C(src, d, n);
+  (type == DataType::kBFloat16 ? k.f32_to_bf16 : k.f32_to_f16)(src, d, n);
+}
+
+template <typename T>
+void DivideInto(const KernelTable& k, T* out, const T* src, size_t n, int64_t divisor) {
+  if constexpr (std::is_same_v<T, float>) {
+    k.divide_f32(out, src, n, static_cast<float>(divisor));
+  } else if constexpr (std::is_same_v<T, double>) {
+    k.divide_f64(out, src, n, static_cast<double>(divisor));
   } else {
-    for (size_t i = 0; i < n; ++i) d[i] = FloatToHalf(src[i]);
-  }
-}
-
-template <typename T>
-__attribute__((target_clones("avx2", "default"))) void AddInto(T* __restrict acc, const T* __restrict src,
-                                                                size_t n) {
-  for (size_t i = 0; i < n; ++i) acc[i] += src[i];
-}
-
-template <typename T>
-__attribute__((target_clones("avx2", "default"))) void AddTwo(T* __restrict out, const T* __restrict a,
-                                                               const T* __restrict b, size_t n) {
-  for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
-}
-
-template <typename T>
-void DivideInto(T* __restrict out, const T* __restrict src, size_t n, int64_t divisor) {
-  if constexpr (std::is_floating_point_v<T>) {
-    const T d = static_cast<T>(divisor);
-    for (size_t i = 0; i < n; ++i) out[i] = src[i] / d;
-  } else {
+    // No x86 level divides integers in vectors: one scalar loop for all.
     const T d = static_cast<T>(divisor);
     for (size_t i = 0; i < n; ++i) out[i] = static_cast<T>(src[i] / d);
   }
@@ -83,22 +88,24 @@ void DivideInto(T* __restrict out, const T* __restrict src, size_t n, int64_t di
 template <typename T>
 void ReduceNative(const void* const* inputs, int num_inputs, size_t count, void* sum_out, void* avg_out,
                   int64_t divisor) {
+  const KernelTable& k = Kernels();
+  const Ops<T>& ops = OpsOf<T>(k);
   alignas(64) T block[kBlock];
   for (size_t base = 0; base < count; base += kBlock) {
     const size_t n = std::min(kBlock, count - base);
     const T* first = static_cast<const T*>(inputs[0]) + base;
     if (num_inputs >= 2) {
-      AddTwo<T>(block, first, static_cast<const T*>(inputs[1]) + base, n);
+      ops.add_two(block, first, static_cast<const T*>(inputs[1]) + base, n);
     } else {
       memcpy(block, first, n * sizeof(T));
     }
-    for (int k = 2; k < num_inputs; ++k) AddInto<T>(block, static_cast<const T*>(inputs[k]) + base, n);
+    for (int j = 2; j < num_inputs; ++j) ops.add_into(block, static_cast<const T*>(inputs[j]) + base, n);
     if (sum_out) memcpy(static_cast<T*>(sum_out) + base, block, n * sizeof(T));
     if (avg_out) {
       if (divisor == 1) {
         memcpy(static_cast<T*>(avg_out) + base, block, n * sizeof(T));
       } else {
-        DivideInto<T>(static_cast<T*>(avg_out) + base, block, n, divisor);
+        DivideInto<T>(k, static_cast<T*>(avg_out) + base, block, n, divisor);
       }
     }
   }
@@ -106,21 +113,23 @@ void ReduceNative(const void* const* inputs, int num_inputs, size_t count, void*
 
 void ReduceHalf(const void* const* inputs, int num_inputs, size_t count, DataType type, void* sum_out,
                 void* avg_out, int64_t divisor) {
+  const KernelTable& k = Kernels();
   alignas(64) float acc[kBlock];
-  alignas(64) float tmp[kBlock];
   for (size_t base = 0; base < count; base += kBlock) {
     const size_t n = std::min(kBlock, count - base);
-    LoadToFloat(static_cast<const uint16_t*>(inputs[0]) + base, acc, n, type);
-    for (int k = 1; k < num_inputs; ++k) {
-      LoadToFloat(static_cast<const uint16_t*>(inputs[k]) + base, tmp, n, type);
-      AddInto<float>(acc, tmp, n);
-    }
-    if (sum_out) StoreFromFloat(acc, static_cast<uint16_t*>(sum_out) + base, n, type);
+    LoadToFloat(k, static_cast<const uint16_t*>(inputs[0]) + base, acc, n, type);
+    for (int j = 1; j < num_inputs; ++j) AddHalfInto(k, acc, static_cast<const uint16_t*>(inputs[j]) + base, n, type);
+    if (sum_out) StoreFromFloat(k, acc, static_cast<uint16_t*>(sum_out) + base, n, type);
     if (avg_out) {
-      if (divisor != 1) DivideInto<float>(acc, acc, n, divisor);
-      StoreFromFloat(acc, static_cast<uint16_t*>(avg_out) + base, n, type);
+      if (divisor != 1) DivideInto<float>(k, acc, acc, n, divisor);
+      StoreFromFloat(k, acc, static_cast<uint16_t*>(avg_out) + base, n, type);
     }
   }
+}
+
+template <typename T>
+void AccumulateNative(void* acc, const void* src, size_t count) {
+  OpsOf<T>(Kernels()).add_into(static_cast<T*>(acc), static_cast<const T*>(src), count);
 }
 
 }  // namespace
@@ -200,16 +209,12 @@ void CopyScaled(void* dst, const void* src, size_t count, DataType type, int64_t
 
 void Accumulate(void* acc, const void* src, size_t count, DataType type, bool first) {
   if (IsHalfType(type)) {
+    const KernelTable& k = Kernels();
     float* a = static_cast<float*>(acc);
     if (first) {
-      LoadToFloat(src, a, count, type);
-      return;
-    }
-    alignas(64) float tmp[kBlock];
-    for (size_t base = 0; base < count; base += kBlock) {
-      const size_t n = std::min(kBlock, count - base);
-      LoadToFloat(static_cast<const uint16_t*>(src) + base, tmp, n, type);
-      AddInto<float>(a + base, tmp, n);
+      LoadToFloat(k, src, a, count, type);
+    } else {
+      AddHalfInto(k, a, src, count, type);
     }
     return;
   }
@@ -218,21 +223,48 @@ void Accumulate(void* acc, const void* src, size_t count, DataType type, bool fi
     return;
   }
   switch (type) {
-    case DataType::kFloat32: return AddInto<float>(static_cast<float*>(acc), static_cast<const float*>(src), count);
-    case DataType::kFloat64: return AddInto<double>(static_cast<double*>(acc), static_cast<const double*>(src), count);
-    case DataType::kInt32: return AddInto<int32_t>(static_cast<int32_t*>(acc), static_cast<const int32_t*>(src), count);
-    case DataType::kInt64: return AddInto<int64_t>(static_cast<int64_t*>(acc), static_cast<const int64_t*>(src), count);
-    case DataType::kUInt8: return AddInto<uint8_t>(static_cast<uint8_t*>(acc), static_cast<const uint8_t*>(src), count);
+    case DataType::kFloat32: return AccumulateNative<float>(acc, src, count);
+    case DataType::kFloat64: return AccumulateNative<double>(acc, src, count);
+    case DataType::kInt32: return AccumulateNative<int32_t>(acc, src, count);
+    case DataType::kInt64: return AccumulateNative<int64_t>(acc, src, count);
+    case DataType::kUInt8: return AccumulateNative<uint8_t>(acc, src, count);
     default: return;
   }
 }
 
 void AccumulatorToWire(void* dst, const void* acc, size_t count, DataType type) {
   if (IsHalfType(type)) {
-    StoreFromFloat(static_cast<const float*>(acc), dst, count, type);
+    StoreFromFloat(Kernels(), static_cast<const float*>(acc), dst, count, type);
   } else if (dst != acc) {
     memcpy(dst, acc, count * DataTypeSize(type));
   }
+}
+
+const char* ReduceIsaName(ReduceIsa isa) { return TableFor(isa)->name; }
+
+ReduceIsa BestSupportedReduceIsa() {
+  static const ReduceIsa best = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl")) {
+      return ReduceIsa::kAvx512;
+    }
+    if (__builtin_cpu_supports("avx2") && CpuHasF16C()) return ReduceIsa::kAvx2;
+    return ReduceIsa::kBaseline;
+  }();
+  return best;
+}
+
+ReduceIsa DefaultReduceIsa() {
+  return BestSupportedReduceIsa() >= ReduceIsa::kAvx2 ? ReduceIsa::kAvx2 : ReduceIsa::kBaseline;
+}
+
+ReduceIsa ActiveReduceIsa() { return Active(); }
+
+bool SetReduceIsaForTesting(ReduceIsa isa) {
+  if (static_cast<int>(isa) > static_cast<int>(BestSupportedReduceIsa())) return false;
+  g_active_isa.store(static_cast<int>(isa), std::memory_order_relaxed);
+  return true;
 }
 
 }  // namespace bps

@@ -1,5 +1,7 @@
 // Vectorised element-wise kernels used by the local reduce and the servers.
-// All are blocked so intermediate float32 accumulators stay in L1.
+// All are blocked so intermediate float32 accumulators stay in L1. The inner
+// loops exist per x86 level (reduce_kernels_simd.h); one is chosen at first
+// use (DefaultReduceIsa), and all give bit-identical results.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -7,6 +9,23 @@
 #include "common/dtype.h"
 
 namespace bps {
+
+// Instruction-set levels of the inner loops, in increasing order.
+enum class ReduceIsa : uint8_t { kBaseline = 0, kAvx2 = 1, kAvx512 = 2 };
+#define BPS_REDUCE_KERNELS_HAVE_ISA 1  // for benchmarks built against older trees too
+const char* ReduceIsaName(ReduceIsa isa);
+// The highest level this CPU runs: avx512 needs AVX-512 F/BW/VL, avx2 needs AVX2 and F16C.
+ReduceIsa BestSupportedReduceIsa();
+// The level the kernels use unless a test chose another: AVX2 where the CPU
+// has it, even where it has AVX-512. Measured on Zen 4
+// (docs/performance.md, "Summation kernels"): at partition sizes (MBs, out
+// of L2) the 512-bit loops were never faster and up to 1.6x slower.
+ReduceIsa DefaultReduceIsa();
+// The level in use.
+ReduceIsa ActiveReduceIsa();
+// Tests and benchmarks: run every kernel at `isa` from now on. Returns false,
+// and changes nothing, where this CPU lacks it. Not for use while kernels run.
+bool SetReduceIsaForTesting(ReduceIsa isa);
 
 // out = sum_i inputs[i]  (num_inputs >= 1), written to `sum_out` unscaled
 // and/or to `avg_out` divided by `divisor`; either output may be null and

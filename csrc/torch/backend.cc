@@ -4,6 +4,7 @@
 #include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -73,6 +74,82 @@ std::vector<at::Tensor> AsGlooBytes(const std::vector<at::Tensor>& tensors) {
     out.push_back(as_bytes ? t.view({-1}).view(at::kByte) : t);
   }
   return out;
+}
+
+// gloo has no int16 arithmetic. Reductions on the delegate widen CPU int16
+// tensors to int32 and narrow the results back; wrapping arithmetic agrees
+// (2^16 divides 2^32) and MIN/MAX/bitwise ops commute with sign extension.
+bool IsCpuInt16(const at::Tensor& t) {
+  return t.defined() && t.layout() == at::kStrided && t.is_cpu() && t.scalar_type() == at::kShort;
+}
+
+bool AnyCpuInt16(const std::vector<at::Tensor>& tensors) {
+  return std::any_of(tensors.begin(), tensors.end(), IsCpuInt16);
+}
+
+// The int32 stand-ins the delegate reduces, and which of them to narrow
+// back into the caller's tensors once it is done.
+struct Widened {
+  std::vector<at::Tensor> tensors;
+  std::vector<std::pair<at::Tensor, at::Tensor>> copy_back;  // (caller's, stand-in)
+};
+
+Widened Widen(const std::vector<at::Tensor>& tensors, bool copy_back) {
+  Widened into;
+  for (const auto& t : tensors) {
+    if (!IsCpuInt16(t)) {
+      into.tensors.push_back(t);
+      continue;
+    }
+    at::Tensor wide = t.to(at::kInt);
+    into.tensors.push_back(wide);
+    if (copy_back) into.copy_back.emplace_back(t, wide);
+  }
+  return into;
+}
+
+// A Work that completes when `delegate_work` does, after narrowing its
+// int32 results into the caller's int16 tensors.
+c10::intrusive_ptr<c10d::Work> NarrowWhenDone(int rank, c10d::OpType op,
+                                              const c10::intrusive_ptr<c10d::Work>& delegate_work,
+                                              Widened widened, std::vector<at::Tensor> outputs) {
+  auto work = c10::make_intrusive<PushPullWork>(rank, op, std::move(outputs));
+  auto narrow = [copy_back = std::move(widened.copy_back)]() {
+    c10::InferenceMode inference;  // the caller's tensors may be inference tensors
+    for (const auto& pair : copy_back) pair.first.copy_(pair.second);
+  };
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+  try {
+    future = delegate_work->getFuture();
+  } catch (const c10::Error&) {
+    // gloo's reduce_scatter works have no Future: wait for it here, as a
+    // caller of gloo's own reduce_scatter would.
+  }
+  if (!future) {
+    std::exception_ptr error;
+    try {
+      delegate_work->wait();
+      narrow();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    work->Complete(error);
+    return work;
+  }
+  future->addCallback([work, narrow = std::move(narrow)](c10::ivalue::Future& done) {
+    std::exception_ptr error;
+    if (done.hasError()) {
+      error = done.exception_ptr();
+    } else {
+      try {
+        narrow();
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    work->Complete(error);
+  });
+  return work;
 }
 
 bps_reduce_op EngineReduceOp(const c10d::ReduceOp& op) {
@@ -165,19 +242,16 @@ void BytepsBackend::Run(const c10::intrusive_ptr<PushPullWork>& work, const at::
 c10::intrusive_ptr<c10d::Work> BytepsBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                         const c10d::AllreduceOptions& opts) {
   Count();
-  // int16: neither the engine nor gloo reduces it, so it is reduced as
-  // int32 and narrowed back. Wrapping arithmetic agrees: 2^16 divides 2^32.
+  // int16: the engine reduces it as int32 (see Widen); so does the delegate.
   bool int16 = tensors.size() == 1 && tensors[0].scalar_type() == at::kShort &&
                tensors[0].layout() == at::kStrided;
   std::optional<at::ScalarType> wire_type;
   if (int16) wire_type = at::kInt;
   if (tensors.size() != 1 || !EngineTakes(tensors[0], &opts.reduceOp, wire_type)) {
-    if (int16 && tensors[0].is_cpu()) {
-      std::vector<at::Tensor> wide{tensors[0].to(at::kInt)};
-      c10::intrusive_ptr<c10d::Work> work = cpu_delegate_->allreduce(wide, opts);
-      work->wait();  // narrowing needs the result; gloo's own ops block the same way
-      tensors[0].copy_(wide[0]);
-      return work;
+    if (AnyCpuInt16(tensors)) {
+      Widened wide = Widen(tensors, /*copy_back=*/true);
+      auto delegate_work = cpu_delegate_->allreduce(wide.tensors, opts);
+      return NarrowWhenDone(rank_, c10d::OpType::ALLREDUCE, delegate_work, std::move(wide), tensors);
     }
     return DelegateFor(tensors.empty() ? at::Tensor() : tensors[0]).allreduce(tensors, opts);
   }
@@ -203,6 +277,12 @@ c10::intrusive_ptr<c10d::Work> BytepsBackend::allreduce_coalesced(
              t.scalar_type() == tensors[0].scalar_type() && t.device() == tensors[0].device();
   }
   if (!engine) {
+    if (AnyCpuInt16(tensors)) {
+      Widened wide = Widen(tensors, /*copy_back=*/true);
+      auto delegate_work = cpu_delegate_->allreduce_coalesced(wide.tensors, opts);
+      return NarrowWhenDone(rank_, c10d::OpType::ALLREDUCE_COALESCED, delegate_work,
+                            std::move(wide), tensors);
+    }
     return DelegateFor(tensors.empty() ? at::Tensor() : tensors[0])
         .allreduce_coalesced(tensors, opts);
   }
@@ -227,6 +307,11 @@ c10::intrusive_ptr<c10d::Work> BytepsBackend::reduce(std::vector<at::Tensor>& te
   Count();
   if (tensors.size() != 1 || !EngineTakes(tensors[0], &opts.reduceOp) || opts.rootRank < 0 ||
       opts.rootRank >= size_) {
+    if (AnyCpuInt16(tensors)) {
+      Widened wide = Widen(tensors, /*copy_back=*/opts.rootRank == rank_);
+      auto delegate_work = cpu_delegate_->reduce(wide.tensors, opts);
+      return NarrowWhenDone(rank_, c10d::OpType::REDUCE, delegate_work, std::move(wide), tensors);
+    }
     return DelegateFor(tensors.empty() ? at::Tensor() : tensors[0]).reduce(tensors, opts);
   }
   WireTensor wire = WireTensor::ForReduction(tensors[0], "reduce");
@@ -372,6 +457,16 @@ c10::intrusive_ptr<c10d::Work> BytepsBackend::reduce_scatter(
   }
   engine = engine && inputs[0][rank_].numel() == outputs[0].numel();
   if (!engine) {
+    bool int16 = AnyCpuInt16(outputs);
+    for (const auto& list : inputs) int16 = int16 || AnyCpuInt16(list);
+    if (int16) {
+      Widened wide = Widen(outputs, /*copy_back=*/true);
+      std::vector<std::vector<at::Tensor>> wide_inputs;
+      for (const auto& list : inputs) wide_inputs.push_back(Widen(list, false).tensors);
+      auto delegate_work = cpu_delegate_->reduce_scatter(wide.tensors, wide_inputs, opts);
+      return NarrowWhenDone(rank_, c10d::OpType::REDUCE_SCATTER, delegate_work, std::move(wide),
+                            outputs);
+    }
     return DelegateFor(outputs.empty() ? at::Tensor() : outputs[0])
         .reduce_scatter(outputs, inputs, opts);
   }
@@ -398,6 +493,13 @@ c10::intrusive_ptr<c10d::Work> BytepsBackend::_reduce_scatter_base(
   if (!EngineTakes(output, &opts.reduceOp) || !EngineTakes(input, &opts.reduceOp) ||
       output.scalar_type() != input.scalar_type() || output.device() != input.device() ||
       input.numel() != output.numel() * size_) {
+    if (IsCpuInt16(output) || IsCpuInt16(input)) {
+      Widened wide = Widen({output}, /*copy_back=*/true);
+      at::Tensor wide_input = Widen({input}, false).tensors[0];
+      auto delegate_work = cpu_delegate_->_reduce_scatter_base(wide.tensors[0], wide_input, opts);
+      return NarrowWhenDone(rank_, c10d::OpType::_REDUCE_SCATTER_BASE, delegate_work,
+                            std::move(wide), {output});
+    }
     return DelegateFor(input)._reduce_scatter_base(output, input, opts);
   }
   // The input must come back unchanged, so the engine sums a copy.
@@ -416,6 +518,14 @@ c10::intrusive_ptr<c10d::Work> BytepsBackend::reduce_scatter_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::ReduceScatterOptions& opts) {
   Count();
+  if (AnyCpuInt16(outputs) || AnyCpuInt16(inputs)) {
+    Widened wide = Widen(outputs, /*copy_back=*/true);
+    std::vector<at::Tensor> wide_inputs = Widen(inputs, false).tensors;
+    auto delegate_work =
+        cpu_delegate_->reduce_scatter_tensor_coalesced(wide.tensors, wide_inputs, opts);
+    return NarrowWhenDone(rank_, c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED, delegate_work,
+                          std::move(wide), outputs);
+  }
   return DelegateFor(inputs.empty() ? at::Tensor() : inputs[0])
       .reduce_scatter_tensor_coalesced(outputs, inputs, opts);
 }

@@ -35,6 +35,13 @@ def test_shape_mismatch_is_named_at_once_on_every_process(outcomes):
         assert r["seconds"] < ENGINE_TIMEOUT / 2, r
 
 
+def test_variable_created_with_different_shapes_is_named_at_once(outcomes):
+    for rank, r in scenario(outcomes, "variable_shape"):
+        assert r["error"] == "InvalidArgumentError", (rank, r)
+        assert "bps.tf.initial_value" in r["message"] and "disagree" in r["message"], r
+        assert r["seconds"] < ENGINE_TIMEOUT / 2, r
+
+
 def test_per_call_timeout_fails_every_process_naming_its_collective(outcomes):
     expected = {0: "bps.tf.reduce.sum/0.only_rank0", 1: "bps.tf.batch_reduce.sum/fused:0.only_rank1..1.only_rank1"}
     for rank, r in scenario(outcomes, "timeout"):

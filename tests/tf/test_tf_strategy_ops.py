@@ -199,3 +199,14 @@ def test_merge_call_free_all_reduce_one_device(job):
         assert dense == [3.0, 3.0], f"rank {o.rank}"
         assert sparse == [[1.0], [2.0]], f"rank {o.rank}"
         assert stayed_sparse, "IndexedSlices must stay sparse (gathered indices and values)"
+
+
+def test_variables_start_from_rank0_initial_value(job):
+    """As MWMS: a variable's initial value is rank 0's on every process and
+    local replica, though each process's initialiser gives another value."""
+    by_rank = {o.rank: o.result["initial_values"] for o in job}
+    random_copies, int_copies, bool_copies = by_rank[0]
+    assert int_copies == [[10, 10]] * job.local and bool_copies == [True] * job.local
+    for rank, values in by_rank.items():
+        assert values == by_rank[0], f"rank {rank}: {values} != rank 0's {by_rank[0]}"
+        assert all(copy == random_copies[0] for copy in values[0]), f"rank {rank}: local copies differ"

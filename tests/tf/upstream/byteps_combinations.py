@@ -46,24 +46,63 @@ def _start_engine_job():
     into os.environ so that the pool's processes inherit it."""
     if _engine_job:
         return
-    env = tf_cluster.job_env(PROCESSES, 1, {"BYTEPS_TIMEOUT": os.environ.get("BYTEPS_TIMEOUT", "30")})
+    for proc in _engine_processes(PROCESSES, "job"):
+        _engine_job.append(proc)
+        atexit.register(tf_cluster._stop, proc)  # pylint: disable=protected-access
+
+
+def _engine_processes(num_workers, label, rendezvous_timeout=None):
+    """Starts a scheduler and a server for `num_workers` workers; the DMLC
+    environment goes into os.environ (processes started later inherit it)."""
+    extra = {"BYTEPS_TIMEOUT": os.environ.get("BYTEPS_TIMEOUT", "30")}
+    if rendezvous_timeout:
+        extra["BYTEPS_RENDEZVOUS_TIMEOUT"] = str(rendezvous_timeout)
+    env = tf_cluster.job_env(num_workers, 1, extra)
     for key in ("DMLC_PS_ROOT_URI", "DMLC_PS_ROOT_PORT", "DMLC_NUM_WORKER", "DMLC_NUM_SERVER",
                 "DMLC_INTERFACE", "BYTEPS_LOCAL_RANK", "BYTEPS_LOCAL_SIZE", "BYTEPS_TIMEOUT",
                 "BYTEPS_RENDEZVOUS_TIMEOUT", "BYTEPS_JOB_TOKEN", "PYTHONPATH"):
         os.environ[key] = env[key]
     log_dir = os.environ.get("BPS_UPSTREAM_LOG_DIR", "/tmp")
+    procs = []
     for role in ("scheduler", "server"):
-        log = open(os.path.join(log_dir, f"bps_upstream_{LAYOUT}_{role}.log"), "w")
-        proc = subprocess.Popen([sys.executable, "-c", tf_cluster._ROLE_MAIN, tf_cluster.ENGINE_LIB, role],  # pylint: disable=protected-access
-                                env=dict(env, DMLC_ROLE=role), stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-        _engine_job.append(proc)
-        atexit.register(tf_cluster._stop, proc)  # pylint: disable=protected-access
+        with open(os.path.join(log_dir, f"bps_upstream_{LAYOUT}_{label}_{role}.log"), "w") as log:
+            procs.append(subprocess.Popen(
+                [sys.executable, "-c", tf_cluster._ROLE_MAIN, tf_cluster.ENGINE_LIB, role],  # pylint: disable=protected-access
+                env=dict(env, DMLC_ROLE=role), stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+    return procs
 
 
 # cross_device_ops_test swaps the cross-device ops, not a strategy: run once
 # with TensorFlow's ("reference") and once with BytePSOps ("bytepsops").
 CROSS_DEVICE_OPS = os.environ.get("BPS_UPSTREAM_CROSS_DEVICE_OPS", "reference")
+
+
+def _pickle_main_classes_by_reference():
+    """cross_device_ops_test hands its pools closures that capture the test
+    case (`self`). dill pickles a class of __main__ by value, with every
+    method; the methods that TensorFlow's combinations decorate are wrappers
+    whose __module__ tf_decorator relabels to "__main__" while their globals
+    stay tensorflow/python/distribute/combinations.py's, so dill (>= 0.3.6)
+    copies that module's globals into the pickle, NamedObjects
+    (`tf_function`) included; unpickling a NamedObject recurses in its
+    __getattr__ (pickle looks up __setstate__ before _obj exists), and every
+    pool worker died with RecursionError, TensorFlow's own ops included.
+    The pool processes re-run the same test program as __main__, so the
+    class is found there by name.
+
+    A test case of MultiWorkerTestBase keeps its cached sessions in a
+    threading.local, which pickle refuses: it travels as a new, empty one
+    (the process at the other end opens its own sessions)."""
+    import copyreg
+    import threading
+
+    import dill  # multi_process_runner's dependency
+    dill.settings["byref"] = True
+    copyreg.pickle(threading.local, lambda local: (threading.local, ()))
+
+
+if "BPS_UPSTREAM_CROSS_DEVICE_OPS" in os.environ:
+    _pickle_main_classes_by_reference()
 
 
 def start_engine_job():
@@ -81,6 +120,57 @@ def bytepsops_for_pool_worker(num_processes, task_id):
     os.environ.update(DMLC_ROLE="worker", DMLC_WORKER_ID=str(task_id), DMLC_NUM_WORKER=str(num_processes))
     import byteps_native.tf as bps  # late: the engine starts from the environment set above
     return bps.BytePSOps()
+
+
+def _task_devices(num_gpus):
+    return [f"/gpu:{i}" for i in range(num_gpus)] if num_gpus else ["/cpu:0"]
+
+
+def bytepsops_strategy_for_task(num_gpus):
+    """collective_all_reduce_strategy_test: MirroredStrategy(BytePSOps) over
+    the task's devices, in a process of run_between_graph_processes (outside
+    one, a job of this process alone)."""
+    import byteps_native.tf as bps  # late: the engine starts from the environment
+    return mirrored_strategy.MirroredStrategy(_task_devices(num_gpus), cross_device_ops=bps.BytePSOps())
+
+
+_between_graph_runs = [0]
+
+
+def run_between_graph_processes(test_case, client_fn, cluster_spec, num_gpus, args, kwargs):
+    """MultiWorkerTestBase._run_between_graph_clients with one process per
+    task (TensorFlow runs each task in a thread of the test process; one
+    BytePS engine per process is one rank): client_fn(task_type, task_id,
+    num_gpus, *args, **kwargs) in each, in a fresh BytePS job (chief =
+    worker 0). Raises the first task's failure. The test class travels by
+    reference: what its setUpClass set in this process (the cluster spec)
+    is set again there."""
+    has_chief = bool(cluster_spec.get("chief"))
+    num_workers = len(cluster_spec.get("worker", []))
+    _between_graph_runs[0] += 1
+    saved_environ = dict(os.environ)
+    # the first multi_process_runner.run of a program starts its helper
+    # processes first (a minute on a loaded 2-core host)
+    procs = _engine_processes(num_workers + int(has_chief), f"run{_between_graph_runs[0]}", rendezvous_timeout=300)
+    # multi_process_runner's processes may come from a process started
+    # before this job (they need not inherit os.environ as it is now)
+    job_environ = {k: v for k, v in os.environ.items() if k.startswith(("DMLC_", "BYTEPS_"))}
+
+    def task_fn():
+        task = json.loads(os.environ["TF_CONFIG"])["task"]
+        worker_id = 0 if task["type"] == "chief" else task["index"] + int(has_chief)
+        os.environ.update(job_environ, DMLC_ROLE="worker", DMLC_WORKER_ID=str(worker_id))
+        type(test_case)._cluster_spec = cluster_spec  # pylint: disable=protected-access
+        client_fn(task["type"], task["index"], num_gpus, *args, **kwargs)
+
+    try:
+        multi_process_runner.run(task_fn, multi_worker_test_base.create_cluster_spec(
+            has_chief=has_chief, num_workers=num_workers), timeout=300)
+    finally:
+        for proc in procs:
+            tf_cluster._stop(proc)  # pylint: disable=protected-access
+        os.environ.clear()  # this process stays out of the job
+        os.environ.update(saved_environ)
 
 
 def _join_engine_job():

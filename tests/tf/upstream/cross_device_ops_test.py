@@ -24,7 +24,10 @@ it). Changes, and nothing else:
   (run_upstream.py runs the file once with each), joining the BytePS job of
   the pool's processes (byteps_combinations.bytepsops_for_pool_worker); the
   main process starts that job's scheduler and server before the pools start;
-* TensorFlow 2.21 names: ops.Tensor -> tensor.Tensor.
+* TensorFlow 2.21 API: ops.Tensor -> tensor.Tensor; CollectiveAllReduce
+  takes a required `options` argument (collective_util.Options(), its
+  default before it became required); control_flow_ops.cond ->
+  cond.cond.
 """
 
 from __future__ import absolute_import
@@ -62,7 +65,7 @@ from tensorflow.python.framework import ops
 from tensorflow.python.framework import tensor
 from tensorflow.python.ops import array_ops
 from tensorflow.python.ops import collective_ops
-from tensorflow.python.ops import control_flow_ops
+from tensorflow.python.ops import cond
 from tensorflow.python.ops import math_ops
 from tensorflow.python.util import nest
 
@@ -202,7 +205,8 @@ class CollectiveOpsTest(test.TestCase, parameterized.TestCase):
           num_processes, cluster_resolver.task_id)
     else:
       collective = cross_device_ops_lib.CollectiveAllReduce(
-          devices=devices, group_size=group_size)
+          devices=devices, group_size=group_size,
+          options=collective_util.Options())
     return collective, devices, cluster_resolver.task_id
 
   def as_list(self, value):
@@ -879,7 +883,7 @@ class CollectiveOpsTest(test.TestCase, parameterized.TestCase):
                                       options)
           return math_ops.add_n(self.as_list(reduced)) / len(devices)
 
-        return control_flow_ops.cond(
+        return cond.cond(
             array_ops.identity(False), cond_body, cond_body)
 
       num_replicas = num_processes * len(devices)

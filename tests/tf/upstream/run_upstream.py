@@ -24,14 +24,14 @@ import xml.etree.ElementTree as ElementTree
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
-TESTS = ["strategy_gather_test", "strategy_common_test", "mirrored_strategy_test"]
+TESTS = ["strategy_gather_test", "strategy_common_test", "mirrored_strategy_test", "cross_device_ops_test",
+         "collective_all_reduce_strategy_test"]
 # Files that swap the cross-device ops rather than take a strategy parameter:
 # each runs twice ($BPS_UPSTREAM_CROSS_DEVICE_OPS = reference, bytepsops), and
 # only under the 2x1 layout (they start their own 1- and 2-process pools of one
-# CPU device each). cross_device_ops_test is not in TESTS: under this harness
-# even its reference fails every case at pool start (docs/tf.md); run it with
-# --tests cross_device_ops_test.
-OPS_SWAPPED = {"cross_device_ops_test"}
+# CPU device each, whatever the layout; collective_all_reduce_strategy_test
+# its own 3-worker clusters).
+OPS_SWAPPED = {"cross_device_ops_test", "collective_all_reduce_strategy_test"}
 # testName_test_[<params>_]strategy_<Name>[_<more params>] (the parameter is
 # `distribution` in some files); strategy names have no "_"
 CASE = re.compile(r"^(?P<test>test\w+?)_test_(?:(?P<pre>.*?)_)?(?:strategy|distribution)_(?P<strategy>[A-Za-z0-9]+)"

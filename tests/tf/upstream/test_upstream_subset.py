@@ -1,7 +1,9 @@
 """CI subset of the TensorFlow-test harness (run_upstream.py): a few cases of
 TensorFlow's strategy_gather_test on 2 processes x 1 device, each with
-MultiWorkerMirroredStrategy and with BytePSOps in the same run; every case
-the reference passes must pass with BytePSOps. The full run is
+MultiWorkerMirroredStrategy and with BytePSOps in the same run, and a few of
+cross_device_ops_test (2-process pools) with BytePSOps, which all pass with
+TensorFlow's CollectiveAllReduce in the full run (not repeated here: CI time);
+every case the reference passes must pass with BytePSOps. The full run is
 `python tests/tf/upstream/run_upstream.py` (docs/tf.md has its counts)."""
 import os
 import sys
@@ -25,3 +27,16 @@ def test_gather_cases_match_multi_worker_mirrored(tmp_path):
     assert report["totals"]["bytepsops"]["pass"] + report["totals"]["bytepsops"]["fail"] \
         + report["totals"]["bytepsops"]["skip"] == len(report["cases"]), report
     assert report["reference_passes_bytepsops_does_not"] == [], report
+
+
+CROSS_DEVICE_OPS_CASES = ["testReduceDense_test_implementation_CommunicationImplementationRING_numprocesses_2",
+                          "testReduceSparse_test_implementation_CommunicationImplementationRING_numprocesses_2"]
+
+
+def test_cross_device_ops_cases_pass_with_bytepsops(tmp_path):
+    extra = ["--"] + [arg for case in CROSS_DEVICE_OPS_CASES for arg in ("-k", case)]
+    results = run_upstream.run_file("cross_device_ops_test", "2x1", str(tmp_path), 600, extra, "bytepsops")
+    on_cpu = {case: status for (case, _), status in results.items() if case.endswith("requiredgpus_0")}
+    # SUM and MEAN dense, SUM sparse, each with prefer_unique_instance_key True/False
+    assert len(on_cpu) == 6 and set(on_cpu.values()) == {"pass"}, on_cpu
+    assert "fail" not in results.values(), results  # the GPU cases skip

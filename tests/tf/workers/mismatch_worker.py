@@ -3,6 +3,7 @@ agree on, one scenario after another in one job (each with its own engine
 names, taken from the destination variables), on 1 CPU device per process:
 
 * shape:   strategy.extended.reduce_to of [3] on rank 0 and [4] on rank 1;
+* variable_shape: a variable of shape [3] on rank 0 and [4] on rank 1;
 * timeout: rank 0 reduces, rank 1 batch-reduces (a collective only some
   processes call), per-call CommunicationOptions(timeout_seconds=CALL);
 * uneven:  a tf.function step with ReplicaContext.all_reduce, 3 steps on
@@ -49,9 +50,15 @@ def destination(name, shape):
         return tf.Variable(tf.zeros(shape), name=name)
 
 
-# shape: the same collective with different shapes
-shape_dest = destination("shape_check", [3 + rank])
+# shape: the same collective with different shapes (the destination only names
+# it: a variable of different shapes would already disagree at creation, where
+# its initial value is broadcast from rank 0)
+shape_dest = destination("shape_check", [3])
 attempt("shape", lambda: strategy.extended.reduce_to(SUM, tf.ones([3 + rank]), shape_dest))
+
+# variable_shape: a variable created with different shapes (its initial value
+# is broadcast from rank 0, as MWMS does)
+attempt("variable_shape", lambda: destination("differs_at_creation", [3 + rank]))
 
 # timeout: different collectives, per-call timeout
 call_options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=CALL_TIMEOUT)

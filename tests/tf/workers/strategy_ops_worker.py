@@ -180,4 +180,12 @@ if LOCAL == 1:
         return dense, sparse, tf.constant(stayed_sparse)
 
     result["direct_all_reduce"] = [t.numpy().tolist() for t in direct_all_reduce()]
+# Variables created in the scope start from rank 0's initial value on every
+# process, as MWMS broadcasts the chief's: seeds and values differ per rank here.
+tf.random.set_seed(100 + rank)
+with strategy.scope():
+    initial_vars = [tf.Variable(tf.random.uniform([4])), tf.Variable(lambda: tf.fill([2], 10 * (rank + 1))),
+                    tf.Variable(rank == 0)]
+result["initial_values"] = [[c.numpy().tolist() for c in strategy.experimental_local_results(v)]
+                            for v in initial_vars]
 common.write_result(rank, result)
