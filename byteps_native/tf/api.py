@@ -60,6 +60,15 @@ def broadcast(tensor, root_rank=0, name=None, scope="", is_variable=True, proces
     """Every process receives `root_rank`'s `tensor` (Horovod's and BytePS's
     extra arguments are accepted)."""
     value = tf.convert_to_tensor(tensor)
+    check = None
+    if name is None:  # ranks that disagree would submit different names (collectives.check_ranks_agree)
+        from byteps_native.tf.collectives import check_ranks_agree
+        check = check_ranks_agree("broadcast", value, extra=1 + int(root_rank))
+    with tf.control_dependencies([check] if check is not None else []):  # every op waits, zeros included
+        return _broadcast_checked(value, root_rank, name)
+
+
+def _broadcast_checked(value, root_rank, name):
     original_dtype = value.dtype
     if original_dtype == tf.bool:
         value = tf.cast(value, tf.uint8)

@@ -10,6 +10,7 @@ it to the name. Cost: every rank moves the whole gathered buffer, size()
 times a ring allgather's bytes (docs/migration.md).
 """
 import pickle
+import zlib
 
 import numpy as np
 import tensorflow as tf
@@ -75,21 +76,101 @@ def _gather_name(prefix, value, name):
     return f"bps.tf.{prefix}/rows_of_{rows}"
 
 
-def allgather(tensor, name=None, process_set=None, ignore_name_scope=False):
+def _allgather_rows(value, name):
+    """(the gathered rows, every rank's row count)."""
+    row_shape = value.shape[1:].as_list()
+    with tf.device("/cpu:0"):
+        data, byte_lengths = gather_bytes(_to_bytes(value), _gather_name("allgather", value, name))
+        row_bytes = max(1, int(np.prod(row_shape, dtype=np.int64)) * value.dtype.size)
+        return _from_bytes(data, value.dtype, row_shape), byte_lengths // row_bytes
+
+
+def allgather(tensor, name=None, process_set=None, ignore_name_scope=False, same_shape=True):
     """Concatenation along the first dimension of every rank's `tensor`
-    (first dimensions may differ)."""
+    (first dimensions may differ; BytePS's `same_shape=` hint is accepted and
+    not needed). Differentiable for floating dtypes, as Horovod's: the
+    gradient is the ranks' average output gradient, this rank's rows."""
     _check_process_set(process_set)
     value = tf.convert_to_tensor(tensor)
-    scalar = value.shape.rank == 0
-    if scalar:
+    if value.shape.rank == 0:
         value = tf.reshape(value, [1])
-    with tf.device("/cpu:0"):
-        data, _ = gather_bytes(_to_bytes(value), _gather_name("allgather", value, name))
-        return _from_bytes(data, value.dtype, value.shape[1:].as_list())
+    check = check_ranks_agree("allgather", value, any_first_dim=True) if name is None else None
+    # Every op of the gather waits for the check (in a graph the lengths
+    # round does not depend on the data: its size is a constant there).
+    with tf.control_dependencies([check] if check is not None else []):
+        return _allgather_checked(value, name)
+
+
+def _allgather_checked(value, name):
+    if not value.dtype.is_floating:
+        return _allgather_rows(value, name)[0]
+
+    @tf.custom_gradient
+    def gather(x):
+        gathered, rows = _allgather_rows(x, name)
+
+        def grad(dy):
+            reduced = allreduce(dy, op=Average, name=f"{name or 'allgather'}.grad" if name else None)
+            start = tf.reduce_sum(rows[:engine.rank()])
+            return tf.reshape(reduced[start:start + rows[engine.rank()]], tf.shape(x))
+        return gathered, grad
+    return gather(value)
 
 
 def grouped_allgather(tensors, name=None, process_set=None):
     return [allgather(t, f"{name or 'grouped'}.{i}") for i, t in enumerate(tensors)]
+
+
+# An unnamed collective is named after its dtype and shape, so ranks that
+# disagree on them would wait for each other until BYTEPS_TIMEOUT ends the
+# engine. As in torch (byteps_native/torch/ops.py), one small round under a
+# fixed name compares them first and fails every rank with Horovod's
+# FailedPreconditionError naming each rank's tensor.
+_AGREE_SLOTS = 16
+_AGREE_DIMS = _AGREE_SLOTS - 4
+
+
+def _describe_row(row):
+    dtype = tf.dtypes.as_dtype(int(row[1])).name if int(row[1]) else "?"
+    dims = ["*" if int(d) == -2 else int(d) for d in row[4:4 + min(int(row[2]), _AGREE_DIMS)]]
+    return f"{dtype} {dims}" + (f" ({int(row[3]) - 1})" if int(row[3]) else "")
+
+
+def _compare_rows(rows, kind):
+    rows = np.asarray(rows)
+    me = engine.rank()
+    present = [r for r in range(len(rows)) if rows[r, 0] != 0]
+    if any(not np.array_equal(rows[r], rows[me]) for r in present):
+        what = ", ".join(f"rank {r}: {_describe_row(rows[r])}" for r in present)
+        raise tf.errors.FailedPreconditionError(
+            None, None, f"{kind}: ranks disagree on the tensor's dtype or shape (or root rank / op): {what}; every "
+                        "rank must pass the same dtype and shape (gathers: all but the first dimension)")
+
+
+def check_ranks_agree(kind, value, any_first_dim=False, extra=0):
+    """None once checked (eager), or the check's op to depend on (graph)."""
+    n, me = engine.size(), engine.rank()
+    if n == 1:
+        return None
+    shape = tf.shape(value, out_type=tf.int64)
+    if any_first_dim and value.shape.rank:
+        shape = tf.concat([tf.constant([-2], tf.int64), shape[1:]], 0)
+    shape = shape[:_AGREE_DIMS]
+    dims = tf.pad(shape, [[0, _AGREE_DIMS - tf.size(shape, out_type=tf.int32)]])
+    head = tf.stack([tf.constant(1 + zlib.crc32(kind.encode()) % 1000, tf.int64),
+                     tf.constant(value.dtype.as_datatype_enum, tf.int64), tf.cast(tf.rank(value), tf.int64),
+                     tf.constant(int(extra), tf.int64)])
+    row = tf.concat([head, dims], 0)
+    rows = _sum(tf.scatter_nd([[me]], tf.reshape(row, [1, _AGREE_SLOTS]), [n, _AGREE_SLOTS]),
+                f"bps.tf.agree.{kind}.{n}")
+    if tf.executing_eagerly():
+        _compare_rows(rows.numpy(), kind)
+        return None
+
+    def check(found):
+        _compare_rows(found.numpy(), kind)
+        return tf.constant(0)
+    return tf.py_function(check, [rows], tf.int32)
 
 
 def _check_process_set(process_set):
@@ -97,7 +178,16 @@ def _check_process_set(process_set):
         raise NotImplementedError("byteps_native supports only the global process set")
 
 
+# Integer dtypes the engine does not reduce: widened for the sum (as Horovod
+# accepts them), narrowed back after.
+_WIDENED = {tf.int8: tf.int32, tf.int16: tf.int32, tf.uint16: tf.int32, tf.uint32: tf.int64}
+
+
 def _reduce_dense(value, op, name, prescale_factor, postscale_factor, compression):
+    if value.dtype in _WIDENED and op in (Average, Sum):
+        out = _reduce_dense(tf.cast(value, _WIDENED[value.dtype]), op, name, prescale_factor, postscale_factor,
+                            compression)
+        return tf.cast(out, value.dtype)
     if prescale_factor != 1.0:
         value = value * tf.cast(prescale_factor, value.dtype)
     if op in (Average, Sum):
@@ -122,13 +212,20 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="", compressi
     op = resolve_op(op, average, "allreduce")
     if isinstance(tensor, tf.IndexedSlices):
         if op not in (Average, Sum):
-            raise ValueError(f"allreduce of IndexedSlices supports op=Average or Sum, got {op!r}")
+            raise NotImplementedError(f"allreduce of IndexedSlices supports op=Average or Sum, got {op!r} "
+                                      "(as Horovod)")
+        if prescale_factor != 1.0 or postscale_factor != 1.0:
+            raise NotImplementedError("allreduce of IndexedSlices takes no prescale_factor/postscale_factor "
+                                      "(as Horovod)")
         values = allgather(tensor.values, name=f"{name or 'sparse'}.values")
         indices = allgather(tensor.indices, name=f"{name or 'sparse'}.indices")
         if op == Average:
             values = values / tf.cast(engine.size(), values.dtype)
         return tf.IndexedSlices(values, indices, dense_shape=tensor.dense_shape)
-    return _reduce_dense(tf.convert_to_tensor(tensor), op, name, prescale_factor, postscale_factor, compression)
+    value = tf.convert_to_tensor(tensor)
+    check = check_ranks_agree("allreduce", value, extra=1 + int(op)) if name is None else None
+    with tf.control_dependencies([check] if check is not None else []):  # every op waits (see allgather)
+        return _reduce_dense(value, op, name, prescale_factor, postscale_factor, compression)
 
 
 def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="", compression=Compression.none,
@@ -145,10 +242,27 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="", 
 
 
 def alltoall(tensor, splits=None, name=None, ignore_name_scope=False, process_set=None):
-    """Rows `splits[j]` of `tensor` go to rank j. Returns (received rows,
-    received splits) as Horovod's TF alltoall does."""
+    """Rows `splits[j]` of `tensor` go to rank j. Returns the received rows,
+    and with `splits` also the received splits, as Horovod's TF alltoall does.
+    Differentiable for floating dtypes: the gradient goes back by an alltoall
+    with the received splits."""
     _check_process_set(process_set)
     value = tf.convert_to_tensor(tensor)
+    if value.dtype.is_floating:
+        @tf.custom_gradient
+        def exchange(x):
+            output, received = _alltoall(x, splits, name)
+
+            def grad(dy, _=None):
+                return _alltoall(dy, received, f"{name}.grad" if name else None)[0]
+            return (output, received), grad
+        output, received = exchange(value)
+    else:
+        output, received = _alltoall(value, splits, name)
+    return output if splits is None else (output, received)
+
+
+def _alltoall(value, splits, name):
     n, me = engine.size(), engine.rank()
     rows = tf.shape(value, out_type=tf.int64)[0]
     if splits is None:
@@ -206,16 +320,29 @@ def barrier(process_set=None):
     _sum(tf.zeros([1], tf.int32), "bps.tf.barrier")
 
 
+def _evaluate(tensor, session):
+    """A tensor's value, eagerly or (TF 1 graph mode, as Horovod allows) through
+    `session`, the default session, or a new one."""
+    if tf.executing_eagerly():
+        return tensor.numpy()
+    session = session or tf.compat.v1.get_default_session()
+    if session is None:
+        with tf.compat.v1.Session() as fresh:
+            return fresh.run(tensor)
+    return session.run(tensor)
+
+
 def broadcast_object(obj, root_rank=0, session=None, name=None, process_set=None):
-    """Root's picklable `obj` on every rank (eager)."""
+    """Root's picklable `obj` on every rank (eagerly, or in graph mode through a session)."""
     from byteps_native.tf.api import broadcast
     name = name or "broadcast_object"
     payload = np.frombuffer(pickle.dumps(obj), np.uint8) if engine.rank() == root_rank else np.zeros(0, np.uint8)
-    length = int(broadcast(tf.constant([len(payload)], tf.int64), root_rank, name=f"{name}.length").numpy()[0])
+    length = int(_evaluate(broadcast(tf.constant([len(payload)], tf.int64), root_rank, name=f"{name}.length"),
+                           session)[0])
     padded = max(_MIN_GATHER_BYTES, 1 << (length - 1).bit_length())
     buffer = np.zeros(padded, np.uint8)
     buffer[:len(payload)] = payload
-    out = broadcast(tf.constant(buffer), root_rank, name=f"{name}.bytes.{padded}").numpy()
+    out = _evaluate(broadcast(tf.constant(buffer), root_rank, name=f"{name}.bytes.{padded}"), session)
     return obj if engine.rank() == root_rank else pickle.loads(out[:length].tobytes())
 
 
@@ -224,10 +351,11 @@ def broadcast_object_fn(root_rank=0, session=None, name=None, process_set=None):
 
 
 def allgather_object(obj, session=None, name=None, process_set=None):
-    """Every rank's picklable `obj`, in rank order (eager)."""
+    """Every rank's picklable `obj`, in rank order (eagerly, or in graph mode through a session)."""
     payload = tf.constant(np.frombuffer(pickle.dumps(obj), np.uint8))
     data, lengths = gather_bytes(payload, f"bps.tf.allgather_object/{name or 'obj'}")
-    data, lengths = data.numpy(), lengths.numpy()
+    data, lengths = _evaluate([data, lengths], session) if not tf.executing_eagerly() else \
+        (data.numpy(), lengths.numpy())
     out, offset = [], 0
     for length in lengths:
         out.append(pickle.loads(data[offset:offset + length].tobytes()))

@@ -60,6 +60,7 @@ class TensorFlowState(ObjectState):
         variables = self._all_variables()
         if variables:
             broadcast_variables(variables, root_rank=0)
+            self._snapshot()  # as Horovod: restore() after sync() returns the synced values
         super().sync()
 
     def _persistent(self):

@@ -71,8 +71,13 @@ def _push_pull_gradient(op, *grads):
     suffixes = op.inputs[-1]  # gradients have the forward tensors' shapes
     if keep != list(range(len(grads))) and suffixes.shape.num_elements() != 0:
         suffixes = tf.gather(suffixes, keep)
-    reduced = push_pull_list([tf.convert_to_tensor(grads[i]) for i in keep],
-                             [names[i] + ".grad" for i in keep],
+    grads = [None if g is None else tf.convert_to_tensor(g) for g in grads]
+    # A gradient may arrive in another dtype than its forward tensor (a float32
+    # output_gradients for a float64 sum): it gets its own name, since the
+    # engine fixes a name's dtype at first use.
+    reduced = push_pull_list([grads[i] for i in keep],
+                             [names[i] + ".grad" + ("" if grads[i].dtype == op.inputs[i].dtype
+                                                     else f".{grads[i].dtype.name}") for i in keep],
                              average=op.get_attr("average"), name_suffixes=suffixes,
                              timeout_seconds=op.get_attr("timeout_seconds"))
     out = [None] * len(grads)

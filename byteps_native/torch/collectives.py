@@ -173,6 +173,8 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
                                                         _scale)))
     if name:
         ops._handles.claim(name)
+    else:
+        ops.check_ranks_agree("allreduce", tensor, extra=1 + int(op))
     return ops._handles.add(*_allreduce_into(tensor, _name("allreduce", tensor, name), op, prescale_factor,
                                              postscale_factor, compression), name=name)
 
@@ -205,6 +207,8 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
     """Horovod's allreduce: the reduction (default: average) of `tensor` over
     all ranks, as a new tensor; differentiable."""
     op = resolve_op(op, average, "allreduce")
+    if name is None and subgroup_of(process_set, "allreduce") is None:
+        ops.check_ranks_agree("allreduce", tensor, extra=1 + int(op))
     name = _name("allreduce", tensor, name)
     if tensor.requires_grad:
         return _AllreduceFunction.apply(tensor, name, op, prescale_factor, postscale_factor, compression,
@@ -219,25 +223,59 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, po
                                             process_set))
 
 
+def _grouped_names(prefix, tensors, name):
+    return [f"{name or prefix}.{i}.{ops.default_name('g', t)}" for i, t in enumerate(tensors)]
+
+
+def _grouped_allreduce_handles(submit, prefix, tensors, average, name, op, prescale_factor, postscale_factor,
+                               process_set):
+    op = resolve_op(op, average, prefix)
+    if name is None and tensors and subgroup_of(process_set, prefix) is None:
+        ops.check_ranks_agree(prefix, list(tensors), extra=1 + int(op))
+    handles = [submit(t, None, n, op, prescale_factor, postscale_factor, process_set)
+               for t, n in zip(tensors, _grouped_names(prefix, tensors, name))]
+    return ops._handles.add(_done(None), lambda: [ops.synchronize(h) for h in handles])
+
+
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                             postscale_factor=1.0, process_set=global_process_set):
     """One handle for a list of reductions (each a separate engine name)."""
-    name = name or "grouped_allreduce"
-    handles = [allreduce_async(t, average, f"{name}.{i}.{ops.default_name('g', t)}", op, prescale_factor,
-                               postscale_factor, process_set) for i, t in enumerate(tensors)]
-    return ops._handles.add(_done(None), lambda: [ops.synchronize(h) for h in handles])
+    return _grouped_allreduce_handles(allreduce_async, "grouped_allreduce", tensors, average, name, op,
+                                      prescale_factor, postscale_factor, process_set)
 
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                              postscale_factor=1.0, process_set=global_process_set):
-    name = name or "grouped_allreduce_"
-    handles = [allreduce_async_(t, average, f"{name}.{i}.{ops.default_name('g', t)}", op, prescale_factor,
-                                postscale_factor, process_set) for i, t in enumerate(tensors)]
-    return ops._handles.add(_done(None), lambda: [ops.synchronize(h) for h in handles])
+    return _grouped_allreduce_handles(allreduce_async_, "grouped_allreduce_", tensors, average, name, op,
+                                      prescale_factor, postscale_factor, process_set)
+
+
+class _GroupedAllreduceFunction(torch.autograd.Function):
+    """As _AllreduceFunction, for a list: the gradient is the grouped
+    reduction (Average stays Average, every other op sums) of the gradients."""
+
+    @staticmethod
+    def forward(ctx, name, op, prescale_factor, postscale_factor, process_set, *tensors):
+        ctx.args = (op, prescale_factor, postscale_factor, process_set)
+        return tuple(ops.synchronize(grouped_allreduce_async(list(tensors), None, name, op, prescale_factor,
+                                                             postscale_factor, process_set)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        op, prescale_factor, postscale_factor, process_set = ctx.args
+        grads = grouped_allreduce([g.contiguous() for g in grads], op=Average if op == Average else Sum,
+                                  prescale_factor=prescale_factor, postscale_factor=postscale_factor,
+                                  process_set=process_set)
+        return (None,) * 5 + tuple(grads)
 
 
 def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
                       prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
+    """The reductions of a list of tensors, as new tensors; differentiable."""
+    if any(t.requires_grad for t in tensors):
+        op = resolve_op(op, average, "grouped_allreduce")
+        return list(_GroupedAllreduceFunction.apply(name, op, prescale_factor, postscale_factor, process_set,
+                                                    *tensors))
     return ops.synchronize(grouped_allreduce_async(tensors, average, name, op, prescale_factor,
                                                    postscale_factor, process_set))
 
@@ -273,6 +311,8 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
     if ps is not None:
         return _handle_of(subset.allgather(tensor, ps))
     claim = name
+    if name is None:
+        ops.check_ranks_agree("allgather", tensor, any_first_dim=True)
     name = _gather_name("allgather", tensor, name)
     tensor = tensor.detach()
 
@@ -292,7 +332,8 @@ class _AllgatherFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_output):
         ps = subgroup_of(ctx.process_set, "allgather")
-        grad = allreduce(grad_output, op=Sum, process_set=ctx.process_set)
+        # Horovod averages the gathered gradient (each rank holds a full copy of the output).
+        grad = allreduce(grad_output, op=Average, process_set=ctx.process_set)
         if ps is None:
             rows = _gather_lengths(ctx.rows, "allgather.grad")
             me = ops.rank()
@@ -303,23 +344,33 @@ class _AllgatherFunction(torch.autograd.Function):
         return grad[start:start + ctx.rows], None, None
 
 
-def allgather(tensor, name=None, process_set=global_process_set):
+def allgather(tensor, name=None, process_set=global_process_set, same_shape=True):
     """Concatenation along the first dimension of every rank's `tensor`
-    (first dimensions may differ); differentiable."""
-    name = _gather_name("allgather", tensor, name)
+    (first dimensions may differ; BytePS's `same_shape=` hint is accepted and
+    not needed); differentiable."""
     if tensor.requires_grad:
         return _AllgatherFunction.apply(tensor, name, process_set)
     return ops.synchronize(allgather_async(tensor, name, process_set))
 
 
+def _grouped_gather_names(tensors, name):
+    # Without the first dimension, which may differ per rank.
+    return [f"{name or 'grouped_allgather'}.{i}.{_gather_name('g', t, None)}" for i, t in enumerate(tensors)]
+
+
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
-    name = name or "grouped_allgather"
-    handles = [allgather_async(t, f"{name}.{i}.{ops.default_name('g', t)}", process_set)
-               for i, t in enumerate(tensors)]
+    if name is None and tensors and subgroup_of(process_set, "grouped_allgather") is None:
+        ops.check_ranks_agree("grouped_allgather", list(tensors), any_first_dim=True)
+    handles = [allgather_async(t, n, process_set) for t, n in zip(tensors, _grouped_gather_names(tensors, name))]
     return ops._handles.add(_done(None), lambda: [ops.synchronize(h) for h in handles])
 
 
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
+    """allgather of each tensor; differentiable."""
+    if any(t.requires_grad for t in tensors):
+        if name is None and tensors and subgroup_of(process_set, "grouped_allgather") is None:
+            ops.check_ranks_agree("grouped_allgather", list(tensors), any_first_dim=True)
+        return [allgather(t, n, process_set) for t, n in zip(tensors, _grouped_gather_names(tensors, name))]
     return ops.synchronize(grouped_allgather_async(tensors, name, process_set))
 
 
@@ -343,9 +394,36 @@ def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_se
         return _handle_of(tensor.copy_(subset.broadcast(tensor, root_rank, ps)))
     if name:
         ops._handles.claim(name)
+        # The engine checks a named broadcast's shape; one small round in
+        # flight beside it fails it after a join() (Horovod's rule), without
+        # blocking here (another rank may still be elsewhere).
+        joined = _joined_round("broadcast")
+    else:
+        ops.check_ranks_agree("broadcast", tensor, extra=1 + int(root_rank), fail_if_joined=True)
+        joined = None
     engine_name = ops.engine_name(name, tensor) if name else _name("broadcast", tensor, None)
     future = _join.broadcast_async(tensor.detach(), root_rank, engine_name)
-    return ops._handles.add(future, lambda: tensor, name=name)
+
+    def finish():
+        if joined is not None:
+            joined()
+        return tensor
+    return ops._handles.add(future, finish, name=name)
+
+
+def _joined_round(kind):
+    """Start a round in which a joined rank marks its slot; returns a function
+    that waits for it and raises if some rank had joined."""
+    marks = torch.zeros(ops.size(), dtype=torch.int64)
+    future = _join.push_pull_async(marks, f"joined.{kind}.{ops.size()}", 0, False, None, 1)
+
+    def check():
+        try:
+            future.wait()
+        except RuntimeError as e:
+            raise HorovodInternalError(str(e)) from e
+        _join.check_not_joined(marks, kind)
+    return check
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
@@ -364,13 +442,12 @@ class _BroadcastFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        grad = allreduce(grad_output, op=Sum, process_set=ctx.process_set)
+        grad = allreduce(grad_output, op=Average, process_set=ctx.process_set)  # as Horovod
         return (grad if ops.rank() == ctx.root_rank else torch.zeros_like(grad)), None, None, None
 
 
 def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
     """`root_rank`'s `tensor` on every rank, as a new tensor; differentiable."""
-    name = _name("broadcast", tensor, name)
     if tensor.requires_grad:
         return _BroadcastFunction.apply(tensor, root_rank, name, process_set)
     return ops.synchronize(broadcast_async(tensor, root_rank, name, process_set))
@@ -398,8 +475,10 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     if ps is not None:
         return _handle_of(subset.alltoall(tensor.detach(), splits, ps))
     claim = name
-    name = _gather_name("alltoall", tensor, name)
     my_splits = _split_rows(tensor, splits)
+    if name is None:
+        ops.check_ranks_agree("alltoall", tensor, any_first_dim=True)
+    name = _gather_name("alltoall", tensor, name)
     tensor = tensor.detach()
     return _in_background(lambda: _alltoall(tensor, my_splits, name), claim)
 
@@ -419,48 +498,124 @@ def _alltoall(tensor, my_splits, name):
     return torch.cat(pieces), matrix[:, me].to(torch.int32)
 
 
+class _AlltoallFunction(torch.autograd.Function):
+    """The gradient goes back the way the rows came: an alltoall of the
+    output's gradient with the received counts as splits."""
+
+    @staticmethod
+    def forward(ctx, tensor, splits, name, process_set):
+        output, received = ops.synchronize(alltoall_async(tensor, splits, name, process_set))
+        ctx.received, ctx.process_set = received, process_set
+        ctx.mark_non_differentiable(received)
+        return output, received
+
+    @staticmethod
+    def backward(ctx, grad_output, _):
+        grad, _ = alltoall(grad_output.contiguous(), splits=ctx.received, process_set=ctx.process_set)
+        return grad, None, None, None
+
+
 def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     """Rows `splits[j]` of `tensor` go to rank j; returns the rows received
-    (and, when `splits` is given, how many came from each rank)."""
-    output, received = ops.synchronize(alltoall_async(tensor, splits, name, process_set))
+    (and, when `splits` is given, how many came from each rank); differentiable."""
+    if tensor.requires_grad:
+        output, received = _AlltoallFunction.apply(tensor, splits, name, process_set)
+    else:
+        output, received = ops.synchronize(alltoall_async(tensor, splits, name, process_set))
     return output if splits is None else (output, received)
 
 
 # -------------------------------------------------------------------- reducescatter
 
-def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set, prescale_factor=1.0,
-                        postscale_factor=1.0, compression=Compression.none):
+def _scatter_rows(rows, n):
+    """Horovod's split of the first dimension: the first rows % n ranks get one more row."""
+    return [rows // n + (1 if r < rows % n else 0) for r in range(n)]
+
+
+def _check_reducescatter(tensor, op):
     op = resolve_op(op, None, "reducescatter")
     if op not in (Average, Sum):
         raise NotImplementedError(f"reducescatter supports op=Average or Sum, got {op!r} (as Horovod)")
+    if tensor.dim() == 0:
+        raise ValueError("reducescatter scatters along the first dimension: a scalar has none")
+    return op
+
+
+def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set, prescale_factor=1.0,
+                        postscale_factor=1.0, compression=Compression.none):
+    """Start reducing `tensor` (same shape on every rank) and keeping this
+    rank's rows of the result; returns a handle. Computed as a full push_pull
+    (docs/migration.md says what that costs)."""
+    op = _check_reducescatter(tensor, op)
     ps = subgroup_of(process_set, "reducescatter")
     if ps is not None:
         return _handle_of(subset.reducescatter(tensor, op, prescale_factor, postscale_factor, ps, _scale))
-    reduced = allreduce(tensor, name=_name("reducescatter", tensor, name), op=op, compression=compression,
-                        prescale_factor=prescale_factor, postscale_factor=postscale_factor)
-    n, rows = ops.size(), tensor.shape[0]
-    counts = [rows // n + (1 if r < rows % n else 0) for r in range(n)]  # Horovod: first ranks get the extra
+    if name:
+        ops._handles.claim(name)
+    else:
+        ops.check_ranks_agree("reducescatter", tensor, extra=1 + int(op))
+    output = tensor.detach().clone()
+    future, finish = _allreduce_into(output, _name("reducescatter", tensor, name), op, prescale_factor,
+                                     postscale_factor, compression)
+    counts = _scatter_rows(tensor.shape[0], ops.size())
     start = sum(counts[:ops.rank()])
-    return _handle_of(reduced[start:start + counts[ops.rank()]].clone())
+    return ops._handles.add(future, lambda: finish()[start:start + counts[ops.rank()]].clone(), name=name)
+
+
+class _ReducescatterFunction(torch.autograd.Function):
+    """Horovod's gradient: the allgather of the rows' gradients, times the
+    set's size for Sum (as allreduce's Sum gradient sums)."""
+
+    @staticmethod
+    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, process_set, compression):
+        ctx.args = (op, prescale_factor * postscale_factor, process_set)
+        return ops.synchronize(reducescatter_async(tensor, name, op, process_set, prescale_factor,
+                                                   postscale_factor, compression))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        op, scale, process_set = ctx.args
+        grad = allgather(grad_output.contiguous(), process_set=process_set)
+        size = process_set.size() if process_set is not None else ops.size()
+        factor = scale * (size if op == Sum else 1)
+        return (grad * factor if factor != 1 else grad), None, None, None, None, None, None
 
 
 def reducescatter(tensor, name=None, compression=Compression.none, op=Average, process_set=global_process_set,
                   prescale_factor=1.0, postscale_factor=1.0):
+    """Horovod's reducescatter: the reduction (default: average) of `tensor`
+    over all ranks, split along the first dimension; this rank's part, as a new
+    tensor; differentiable."""
+    if tensor.requires_grad:
+        op = _check_reducescatter(tensor, op)
+        return _ReducescatterFunction.apply(tensor, name, op, prescale_factor, postscale_factor, process_set,
+                                            compression)
     return ops.synchronize(reducescatter_async(tensor, name, op, process_set, prescale_factor, postscale_factor,
                                                compression))
 
 
-def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
-                          process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
-    name = name or "grouped_reducescatter"
-    return [reducescatter(t, f"{name}.{i}.{ops.default_name('g', t)}", compression, op, process_set,
-                          prescale_factor, postscale_factor) for i, t in enumerate(tensors)]
-
-
 def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=global_process_set,
                                 prescale_factor=1.0, postscale_factor=1.0):
-    return _handle_of(grouped_reducescatter(tensors, name, Compression.none, op, process_set, prescale_factor,
-                                            postscale_factor))
+    ops_checked = [_check_reducescatter(t, op) for t in tensors]
+    op = ops_checked[0] if ops_checked else op
+    if name is None and tensors and subgroup_of(process_set, "grouped_reducescatter") is None:
+        ops.check_ranks_agree("grouped_reducescatter", list(tensors), extra=1 + int(op))
+    handles = [reducescatter_async(t, n, op, process_set, prescale_factor, postscale_factor)
+               for t, n in zip(tensors, _grouped_names("grouped_reducescatter", tensors, name))]
+    return ops._handles.add(_done(None), lambda: [ops.synchronize(h) for h in handles])
+
+
+def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
+                          process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
+    """reducescatter of each tensor; differentiable."""
+    if any(t.requires_grad for t in tensors):
+        names = _grouped_names("grouped_reducescatter", tensors, name)
+        if name is None and subgroup_of(process_set, "grouped_reducescatter") is None:
+            ops.check_ranks_agree("grouped_reducescatter", list(tensors), extra=1 + int(resolve_op(op, None, "")))
+        return [reducescatter(t, n, compression, op, process_set, prescale_factor, postscale_factor)
+                for t, n in zip(tensors, names)]
+    return ops.synchronize(grouped_reducescatter_async(tensors, name, op, process_set, prescale_factor,
+                                                       postscale_factor))
 
 
 # -------------------------------------------------------------------- join, barrier

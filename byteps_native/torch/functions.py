@@ -65,7 +65,12 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=None):
 
 
 def broadcast_optimizer_state(optimizer, root_rank=0):
-    """Give every rank root's optimizer state (step counts, moments, hyper-parameters)."""
+    """Give every rank root's optimizer state (step counts, moments, hyper-parameters).
+    As Horovod, parameters that require a gradient and have none get a zero one."""
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if p.requires_grad and p.grad is None:
+                p.grad = torch.zeros_like(p)
     state = broadcast_object(optimizer.state_dict(), root_rank, "broadcast_optimizer_state")
     if _c10d.rank() != root_rank:
         optimizer.load_state_dict(state)

@@ -6,6 +6,7 @@ alike; ``init()`` starts it the way the launcher implies.
 import itertools
 import os
 import threading
+import zlib
 
 import torch
 import torch.distributed as dist
@@ -201,3 +202,70 @@ def push_pull(tensor, average=True, name=None, version=0, priority=0, compressio
 
 def push_pull_inplace(tensor, average=True, name=None, version=0, priority=0, compression=Compression.none):
     return synchronize(push_pull_async_inplace(tensor, average, name, version, priority, compression))
+
+
+# ---------------------------------------------------------------- agreement check
+# An unnamed collective is named after its dtype and shape (default_name), so
+# ranks that disagree on them would submit different names and wait for each
+# other until BYTEPS_TIMEOUT, which ends the engine. Horovod's coordinator
+# reports such a mismatch as an error instead; here one small round under a
+# fixed name does the same before the collective is submitted. Named
+# collectives need no round: the engine compares a name's shape at first use.
+
+_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64, torch.uint8,
+           torch.int8, torch.int16, torch.bool, torch.complex64, torch.complex128]
+_SIGNATURE_SLOTS = 16  # per rank: kind, dtype, ndim, extra, then up to 12 dims
+_MAX_DIMS = _SIGNATURE_SLOTS - 4
+
+
+def _describe(row):
+    if int(row[1]) == 0:
+        return "a group of tensors"
+    dtype = str(_DTYPES[int(row[1]) - 1]).replace("torch.", "") if int(row[1]) <= len(_DTYPES) else "?"
+    dims = [int(d) for d in row[4:4 + min(int(row[2]), _MAX_DIMS)]]
+    return f"{dtype} {['*' if d == -2 else d for d in dims]}"
+
+
+def check_ranks_agree(kind, tensors, extra=0, any_first_dim=False, fail_if_joined=False):
+    """Raise RuntimeError on every rank when the ranks' unnamed `kind`
+    collectives disagree on dtype, shape (the first dimension not compared when
+    `any_first_dim`: gathers) or `extra` (a root rank, an op). Costs one round
+    trip of size() * 16 int64. With `fail_if_joined`, a rank that called
+    join() makes it fail (Horovod's rule for broadcast after join)."""
+    _require_init(kind)
+    n, me = size(), rank()
+    if n == 1:
+        return
+    tensors = list(tensors) if isinstance(tensors, (list, tuple)) else [tensors]
+    rows = torch.zeros(n, _SIGNATURE_SLOTS, dtype=torch.int64)
+    row = rows[me]
+    row[0] = 1 + (sum(ord(c) for c in kind) % 1000)
+    if len(tensors) == 1:
+        t = tensors[0]
+        row[1] = 1 + _DTYPES.index(t.dtype) if t.dtype in _DTYPES else len(_DTYPES) + 1
+        row[2] = t.dim()
+        dims = list(t.shape)
+        if any_first_dim and dims:
+            dims[0] = -2
+        for i, d in enumerate(dims[:_MAX_DIMS]):
+            row[4 + i] = d
+    else:  # a group: count and a digest of every (dtype, shape)
+        row[2] = len(tensors)
+        row[4] = zlib.crc32(repr([(str(t.dtype), tuple(t.shape[1:] if any_first_dim else t.shape))
+                                  for t in tensors]).encode())
+    row[3] = int(extra)
+    name = f"agree.{kind}.{n}"
+    try:
+        _join.push_pull_async(rows.view(-1), name, 0, False, None,
+                              _SIGNATURE_SLOTS if fail_if_joined else None).wait()
+    except RuntimeError as e:
+        from byteps_native.torch.collectives import HorovodInternalError
+        raise HorovodInternalError(str(e)) from e
+    if fail_if_joined:
+        _join.check_not_joined(rows[:, 0], f"{kind}")
+    present = [r for r in range(n) if int(rows[r, 0]) != 0]  # a joined rank stands in with zeros
+    if any(not torch.equal(rows[r], rows[me]) for r in present):
+        what = ", ".join(f"rank {r}: {_describe(rows[r])}" + (f" ({int(rows[r, 3])})" if int(rows[r, 3]) else "")
+                         for r in present)
+        raise RuntimeError(f"{kind}: ranks disagree on the tensor's dtype or shape (or root rank / op): {what}; "
+                           "every rank must pass the same dtype and shape (gathers: all but the first dimension)")

@@ -10,6 +10,7 @@ BytePS: each rank steps locally, pushes its delta, and pulls the servers'
 running weights (async_training.py).
 """
 import os
+import warnings
 from contextlib import contextmanager
 
 import torch
@@ -17,14 +18,14 @@ import torch
 from byteps_native.torch.compression import Compression, wire_dtype_for, wire_name
 from byteps_native.torch import join_protocol as _join
 from byteps_native.torch.extension import _c10d
-from byteps_native.torch.ops import _require_init
-from byteps_native.torch.process_sets import check_process_set, global_process_set
+from byteps_native.torch.ops import _require_init, engine_name
+from byteps_native.torch.process_sets import global_process_set
 from byteps_native.torch.reduce_ops import Adasum, Average, Sum, resolve_op
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
-                 gradient_predivide_factor, sparse_as_dense, staleness):
+                 gradient_predivide_factor, sparse_as_dense, staleness, process_set=None):
         super(self.__class__, self).__init__(params)
         _require_init("DistributedOptimizer")
         if backward_passes_per_step < 1:
@@ -38,7 +39,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._predivide = float(gradient_predivide_factor)
         self._sparse_as_dense = sparse_as_dense
         self._backward_passes_per_step = backward_passes_per_step
+        # A non-global process set: its members average over the set (through
+        # its torch.distributed subgroup, in synchronize()); other ranks step alone.
+        self._process_set = process_set
         self._should_sync = True
+        self._synchronized = False  # synchronize() ran since the last step()
         all_params = [p for group in self.param_groups for p in group["params"]]
         self._names = self._names_of(named_parameters, all_params)
         self._parameter_names = self._names  # Horovod's attribute: {parameter: name}
@@ -47,6 +52,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._priority = {p: -i for i, p in enumerate(all_params)}
         self._delay = {p: backward_passes_per_step for p in all_params}
         self._futures = {}
+        self._sparse = set()  # parameters whose gradient arrived sparse this step
         self._async = None
         if os.environ.get("BYTEPS_ENABLE_ASYNC", "0").strip().lower() in ("1", "true", "yes", "on"):
             from byteps_native.torch.async_training import AsyncParameterSync
@@ -54,7 +60,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         elif staleness:
             raise ValueError(f"staleness={staleness} needs asynchronous training: set BYTEPS_ENABLE_ASYNC=1 "
                              "on every worker and server")
-        communicates_gradients = self._async is None and op != Adasum
+        if process_set is not None and (self._async is not None or op == Adasum):
+            raise NotImplementedError("DistributedOptimizer(process_set=...) supports op=Average or Sum in "
+                                      "synchronous training only")
+        communicates_gradients = self._async is None and op != Adasum and process_set is None
         self._hooks = [p.register_post_accumulate_grad_hook(self._on_grad_ready)
                        for p in all_params if p.requires_grad and communicates_gradients]
 
@@ -84,11 +93,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if p.grad.is_sparse:
             # sparse_as_dense=False reduces sparse gradients densely too (Horovod
             # would allgather indices and values): same result, dense bytes.
+            # The optimizer gets a sparse gradient back (SparseAdam needs one).
             p.grad = p.grad.to_dense()
+            self._sparse.add(p)
         if self._predivide != 1.0:
             p.grad.div_(self._predivide)
         wire_dtype = wire_dtype_for(self._compression, p.grad)
-        name = wire_name(f"DistributedOptimizer.grad.{self._names[p]}", wire_dtype)
+        # engine_name: a later optimizer may reuse a parameter name with another shape
+        name = wire_name(engine_name(f"DistributedOptimizer.grad.{self._names[p]}", p.grad), wire_dtype)
         # predivide: sum of grad/f, then times f/size -- Horovod's split of the average
         average = self._op == Average and self._predivide == 1.0
         self._futures[p] = _join.push_pull_async(p.grad, name, self._priority[p], average, wire_dtype)
@@ -99,6 +111,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 f"gradient of '{self._names[p]}' was computed again before its push_pull finished; "
                 "call optimizer.step() or optimizer.synchronize() after each backward pass "
                 "(or raise backward_passes_per_step)")
+        self._synchronized = False
         self._delay[p] -= 1
         if self._delay[p] == 0:
             self._submit(p)
@@ -106,6 +119,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def synchronize(self):
         """Wait for every gradient's push_pull (submitting any not yet started)."""
         if self._async is not None or self._op == Adasum:
+            return
+        if self._process_set is not None:
+            self._synchronize_process_set()
             return
         for p in self._delay:
             if p.requires_grad and p not in self._futures:
@@ -115,7 +131,24 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             future.wait()
             if self._op == Average and self._predivide != 1.0:
                 p.grad.mul_(self._predivide / _c10d.size())
+            if p in self._sparse:
+                p.grad = p.grad.to_sparse()
             self._delay[p] = self._backward_passes_per_step
+        self._synchronized = True
+        self._sparse.clear()
+
+    def _synchronize_process_set(self):
+        from byteps_native.torch.collectives import allreduce_
+        if self._process_set.included():
+            for p in self._params_with_grad():
+                if p.grad is None:
+                    p.grad = torch.zeros_like(p)
+                sparse = p.grad.is_sparse
+                grad = p.grad.to_dense() if sparse else p.grad
+                allreduce_(grad, op=self._op, prescale_factor=1.0 / self._predivide,
+                           postscale_factor=self._predivide, process_set=self._process_set)
+                p.grad = grad.to_sparse() if sparse else grad
+        self._synchronized = True
 
     @contextmanager
     def skip_synchronize(self):
@@ -154,7 +187,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if self._op == Adasum:
             return self._adasum_step(closure)
         if self._should_sync:
-            self.synchronize()
+            if self._synchronized:
+                # Horovod's warning; the gradients are already reduced, so they
+                # are not reduced again.
+                warnings.warn("optimizer.step() called without optimizer.skip_synchronize() context after "
+                              "optimizer.synchronize(). This can cause training slowdown. You may want to "
+                              "consider using optimizer.skip_synchronize() context if you use "
+                              "optimizer.synchronize() in your code.")
+            else:
+                self.synchronize()
+        self._synchronized = False
         return super(self.__class__, self).step(closure)
 
     def zero_grad(self, set_to_none=True):
@@ -178,11 +220,16 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     `staleness` (async training only): how many steps a worker may run ahead
     of the weights it last pulled.
     """
-    check_process_set(process_set)
+    subset = None
+    if process_set is not None and process_set is not global_process_set and process_set.ranks is not None:
+        if process_set.process_set_id is None:
+            raise ValueError(f"DistributedOptimizer: {process_set!r} is not registered; call "
+                             "hvd.add_process_set(ranks) first on every rank")
+        subset = process_set
     op = resolve_op(op, None, "DistributedOptimizer")
     if op not in (Average, Sum, Adasum):
         raise ValueError(f"DistributedOptimizer supports op=Average, Sum or Adasum, got {op!r}")
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step, op,
-               gradient_predivide_factor, sparse_as_dense, staleness)
+               gradient_predivide_factor, sparse_as_dense, staleness, subset)

@@ -14,7 +14,7 @@ import tempfile
 import time
 
 from harness import HERE, torchrun
-from scripts_table import EXIT_STATUS_ONLY, SCRIPTS, TABLE
+from scripts_table import EXIT_STATUS_ONLY, LOG_MUST_NOT_CONTAIN, SCRIPT_ENV, SCRIPTS, TABLE
 
 OFFLINE = os.path.join(HERE, "offline")
 
@@ -25,7 +25,8 @@ def run_script(name, timeout=600):
     fingerprints = tempfile.mkdtemp(prefix="compat_fp_")
     workdir = tempfile.mkdtemp(prefix="compat_cwd_")
     env = {"PYTHONPATH": os.pathsep.join([OFFLINE, os.environ.get("PYTHONPATH", "")]),
-           "COMPAT_FINGERPRINT_DIR": fingerprints, "BYTEPS_TIMEOUT": "60", "HOME": workdir}
+           "COMPAT_FINGERPRINT_DIR": fingerprints, "BYTEPS_TIMEOUT": "60", "HOME": workdir,
+           **SCRIPT_ENV.get(name, {})}
     start = time.time()
     code, log = torchrun(os.path.join(SCRIPTS, name), args=args, env=env, timeout=timeout, cwd=workdir)
     seconds = time.time() - start
@@ -34,6 +35,10 @@ def run_script(name, timeout=600):
                   if ("Error" in line or "error:" in line or "Exception" in line)
                   and "torch.distributed.elastic" not in line and not line.lstrip().startswith("File ")]
         return False, (errors[0] if errors else log[-300:]).strip()[:300], seconds
+    forbidden = LOG_MUST_NOT_CONTAIN.get(name)
+    if forbidden and forbidden in log:
+        line = next(line for line in log.splitlines() if forbidden in line)
+        return False, f"the script reports a wrong result: {line.strip()[:200]}", seconds
     if name in EXIT_STATUS_ONLY:
         return True, "exit 0 on both ranks (no wrapped model to compare)", seconds
     found = {}

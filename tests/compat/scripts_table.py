@@ -47,6 +47,29 @@ TABLE = {
     "byteps_tests_test_tensorflow_keras.py": ([], False),
 }
 
+# BytePS's own tests of its later torch/TF collectives (bytedance/byteps tests/,
+# the commits named in each file's first line; at f5df52fe BytePS's tests are
+# MXNet ones and test_tensorflow_keras.py). Their knobs (TEST_GPU, TEST_NUM_ITER)
+# come from the environment; the defaults ask for a GPU and 250 iterations.
+TABLE.update({
+    "byteps_tests_torch_test_torch_broadcast_object.py": ([], True),
+    "byteps_tests_torch_test_torch_allgather.py": ([], False),
+    "byteps_tests_test_tensorflow_cpu_allreduce.py": ([], False),
+    "byteps_tests_tensorflow_test_tensorflow2_allreduce.py": ([], False),
+    "byteps_tests_tensorflow_test_tensorflow_allgather.py": ([], False),
+})
+SCRIPT_ENV = {
+    "byteps_tests_torch_test_torch_allgather.py": {"TEST_GPU": "0", "TEST_NUM_ITER": "2"},
+    "byteps_tests_tensorflow_test_tensorflow_allgather.py": {"TEST_NUM_ITER": "2"},
+}
+# Scripts that report a wrong result by printing, not by their exit status.
+LOG_MUST_NOT_CONTAIN = {"byteps_tests_test_tensorflow_cpu_allreduce.py": " wrong"}
+# They train no wrapped model: their own assertions and the exit status decide.
+EXIT_STATUS_ONLY |= {"byteps_tests_torch_test_torch_broadcast_object.py", "byteps_tests_torch_test_torch_allgather.py",
+                     "byteps_tests_test_tensorflow_cpu_allreduce.py",
+                     "byteps_tests_tensorflow_test_tensorflow2_allreduce.py",
+                     "byteps_tests_tensorflow_test_tensorflow_allgather.py"}
+
 # The TF 2 scripts above use Keras 2 / TF 1 APIs that Keras 3 (TF >= 2.16)
 # removed; these copies change only the lines marked 'keras3:' (and
 # 'ci-size:' for length), to show the byteps_native side of them works.
@@ -63,4 +86,6 @@ EXPECTED_TO_PASS = {
     "horovod_pytorch_mnist.py", "horovod_pytorch_synthetic_benchmark.py", "horovod_pytorch_mnist_elastic.py",
     "horovod_pytorch_synthetic_benchmark_elastic.py", "horovod_adasum_small_model.py",
     "byteps_train_mnist_byteps.py", "byteps_benchmark_byteps.py", "horovod_tensorflow2_mnist_elastic.py",
-} | {f"keras3/{name}" for name in KERAS3_VARIANTS}
+} | {f"keras3/{name}" for name in KERAS3_VARIANTS} | {
+    "byteps_tests_torch_test_torch_broadcast_object.py", "byteps_tests_test_tensorflow_cpu_allreduce.py",
+    "byteps_tests_tensorflow_test_tensorflow2_allreduce.py", "byteps_tests_tensorflow_test_tensorflow_allgather.py"}

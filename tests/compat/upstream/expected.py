@@ -7,31 +7,53 @@ docs/migration.md says what to use instead), 'framework' (the test uses an
 API that today's torch / TensorFlow removed)."""
 import fnmatch
 
-SUITES = ["horovod/test_torch.py", "horovod/test_tensorflow2_keras.py"]
+SUITES = ["horovod/test_torch.py", "horovod/test_tensorflow.py", "horovod/test_tensorflow2_keras.py"]
 
 # {suite: [(test name pattern, class, reason)]}; 'open' marks our own gaps and
-# bugs, still to fix (measured 2026-11-23, see docs/migration.md).
+# bugs, still to fix (measured 2026-11-23, see docs/migration.md). test_torch.py:
+# 115 tests, 100 pass, 12 skip (GPU, Gloo, MPI), 3 fail ('framework').
 EXPECTED = {
     "horovod/test_torch.py": [
         ("test_broadcast_state", "framework", "torch 2.13's Muon is a torch.optim subclass and rejects 1-D params"),
         ("test_broadcast_state_options", "framework", "as test_broadcast_state (Muon)"),
         ("test_force_allreduce", "framework", "as test_broadcast_state (Muon)"),
-        ("*reducescatter*", "open", "reducescatter: wrong rows / grads / errors against Horovod's test"),
-        ("test_horovod_alltoall*grad*", "open", "alltoall is not differentiable here"),
-        ("test_horovod_grouped_allreduce*grad*", "open", "grouped_allreduce is not differentiable here"),
-        ("test_horovod_grouped_allgather_grad", "open", "engine timeout after the grouped gathers' grads"),
-        ("test_horovod_allgather_grad", "open", "engine timeout in the gradient's length round"),
-        ("test_horovod_allreduce_grad", "open", "engine failure carried over from the previous test"),
-        ("test_horovod_broadcast", "open", "engine failure carried over from the previous test"),
-        ("test_horovod_join_broadcast", "open", "broadcast after a join succeeds (Horovod raises)"),
-        ("*_process_sets", "open", "a process set left registered by a failed test: 'already registered'"),
-        ("test_process_set_barrier_op", "open", "as *_process_sets"),
-        ("test_broadcast_state_no_grad", "open", "broadcast_optimizer_state with a parameter without grad"),
-        ("test_sparse_embeddings", "open", "sparse gradients densified with another shape than the peer's"),
-        ("test_synchronize_step_warning", "open", "no warning when step() follows synchronize()"),
-        ("test_optimizer_no_named_parameters", "open", "a join() state left by an earlier failed test"),
+        ("test_horovod_allreduce_duplicate_name_error", "open",
+         "flaky: needs rank 1's first allreduce 'duplicate_name' still in flight at its second call; here it may "
+         "already have completed (rank 0 pushed first), so the second is accepted and waits for a peer"),
     ],
-    "horovod/test_tensorflow2_keras.py": [],
+    # measured 2026-11-23: 144 tests, 53 pass, 57 skip (52 GPU), 34 fail as below
+    "horovod/test_tensorflow.py": [
+        ("test_horovod_*_error", "open", "graph mode: the rank-agreement check raises through tf.py_function "
+         "(UnknownError), not FailedPreconditionError/InvalidArgumentError; alltoall's graph-mode asserts do "
+         "not run; eager mode passes"),
+        ("test_horovod_*_type_error", "open", "as *_error (graph mode)"),
+        ("test_horovod_*_prescale", "open", "integer pre/postscale not truncated as Horovod (TF)"),
+        ("test_horovod_*_postscale", "open", "as *_prescale"),
+        ("test_horovod_broadcast_cpu", "open", "TF broadcast of int8 (engine dtype; allreduce widens, broadcast not)"),
+        ("test_horovod_grouped_allreduce_cpu", "open", "grouped_allreduce of int8 (fused path does not widen)"),
+        ("test_horovod_grouped_allreduce_average_cpu", "open", "as grouped_allreduce_cpu"),
+        ("test_horovod_broadcast_inplace*", "open", "broadcast_ of variables: wrong values / int8"),
+        ("test_horovod_broadcast_grad_cpu", "open", "engine timeout in the broadcast gradient"),
+        ("test_horovod_grouped_allgather_grad_cpu", "open", "engine name/shape mismatch in grouped gradients"),
+        ("test_horovod_grouped_allreduce_mixed_indexed_slices*", "open", "as grouped_allgather_grad_cpu"),
+        ("test_horovod_grouped_reducescatter_cpu", "open", "as grouped_allgather_grad_cpu"),
+        ("test_horovod_*reducescatter_grad_cpu", "open", "TF reducescatter gradient: Horovod's is allgather x size"),
+        ("test_horovod_syncbn_cpu", "framework", "Keras 3 BatchNormalization rejects fused="),
+        ("test_model_parallel_model", "open", "not investigated"),
+        ("test_partial_distributed_gradient_tape", "framework", "Keras 3 variables have no .ref()"),
+    ],
+    "horovod/test_tensorflow2_keras.py": [
+        ("test_broadcast_global_variables_callback_with_local_vars", "framework",
+         "Keras 3 variables have no .ref()"),
+        ("test_grad_aggregation_with_inf_grad", "framework", "Keras 2's private Optimizer._compute_gradients"),
+        ("test_gradient_aggregation_*", "framework",
+         "a Keras 2 OptimizerV2 subclass (_resource_apply_dense, no learning_rate): Keras 3 rejects it"),
+        ("test_legacy_optimizer", "framework", "keras.optimizers.legacy is gone in Keras 3"),
+        ("test_partial_distributed_optimizer", "framework",
+         "Keras 2's Optimizer._compute_gradients and Variable.ref() (and PartialDistributedOptimizer is absent here)"),
+        ("test_sparse_as_dense*", "framework", "Keras 3 optimizers reject lr= (learning_rate=)"),
+        ("test_train_model_lr_schedule", "framework", "keras.losses.mean_squared_error is gone in Keras 3"),
+    ],
 }
 
 
