@@ -46,6 +46,9 @@ def test_worker_waiting_for_its_scheduler_says_so_before_the_timeout():
                          capture_output=True, text=True, timeout=60)
     assert out.returncode != 0 and time.monotonic() - started < 40, out.stderr
     lines = out.stdout + out.stderr
+    # A note while it still tries, naming the scheduler's address and why.
     waiting = [line for line in lines.splitlines()
-               if re.search(r"(?i)waiting for .*scheduler", line) and f"127.0.0.1:{port}" in line]
+               if re.search(r"(?i)scheduler at 127\.0\.0\.1:\d+ is not reachable yet: .*still trying", line)
+               and f"127.0.0.1:{port}" in line]
     assert waiting, lines[-2000:]
+    assert "gave up after 8 s" in lines, lines[-2000:]
