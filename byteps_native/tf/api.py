@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from byteps_native.tf import engine, fusion, naming
 from byteps_native.tf.compression import Compression
-from byteps_native.tf.ops import push_pull_list
+from byteps_native.tf.ops import SUPPORTED_DTYPES, after, push_pull_list
 from byteps_native.tf.reduce_ops import Adasum, Average, Sum, resolve_op
 
 init = engine.init
@@ -64,18 +64,42 @@ def broadcast(tensor, root_rank=0, name=None, scope="", is_variable=True, proces
     if name is None:  # ranks that disagree would submit different names (collectives.check_ranks_agree)
         from byteps_native.tf.collectives import check_ranks_agree
         check = check_ranks_agree("broadcast", value, extra=1 + int(root_rank))
-    with tf.control_dependencies([check] if check is not None else []):  # every op waits, zeros included
+    with after([check]):  # every engine op waits, zeros included
         return _broadcast_checked(value, root_rank, name)
 
 
+def _to_wire(value):
+    """(what the engine sums for a broadcast of `value`, how to get `value`'s
+    dtype back). Dtypes the engine does not sum travel as their bytes: root's
+    bytes plus the others' zeros are root's bytes, exactly."""
+    dtype = value.dtype
+    if dtype == tf.bool:
+        return tf.cast(value, tf.uint8), lambda out: tf.cast(out, tf.bool)
+    if dtype in SUPPORTED_DTYPES:
+        return value, lambda out: out
+    return tf.bitcast(value, tf.uint8), lambda out: tf.bitcast(out, dtype)
+
+
 def _broadcast_checked(value, root_rank, name):
-    original_dtype = value.dtype
-    if original_dtype == tf.bool:
-        value = tf.cast(value, tf.uint8)
-    contribution = value if engine.rank() == root_rank else tf.zeros_like(value)
+    wire, restore = _to_wire(value)
+    contribution = wire if engine.rank() == root_rank else tf.zeros_like(wire)
     hint = name or "value"
     (out,) = fusion.push_pull_many([contribution], f"bps.tf.broadcast.root{root_rank}", [hint])
-    return tf.cast(out, original_dtype) if original_dtype == tf.bool else out
+    return restore(out)
+
+
+def _broadcast_assigns(variables, root_rank):
+    """Assign `root_rank`'s value to every variable; the assigns' results.
+    Variables are fused per dtype into few engine calls."""
+    is_root = engine.rank() == root_rank
+    values, restores = [], []
+    for v in variables:
+        wire, restore = _to_wire(tf.convert_to_tensor(v))
+        restores.append(restore)
+        values.append(wire if is_root else tf.zeros_like(wire))
+    reduced = fusion.push_pull_many(values, f"bps.tf.broadcast_variables.root{root_rank}",
+                                    [_variable_hint(v, i) for i, v in enumerate(variables)])
+    return [v.assign(restore(r)) for v, r, restore in zip(variables, reduced, restores)]
 
 
 def broadcast_variables(variables, root_rank=0):
@@ -87,16 +111,7 @@ def broadcast_variables(variables, root_rank=0):
     variables = list(variables)
     if not variables:
         return None
-    is_root = engine.rank() == root_rank
-    values, casts = [], []
-    for v in variables:
-        value = tf.convert_to_tensor(v)
-        casts.append(value.dtype == tf.bool)
-        value = tf.cast(value, tf.uint8) if value.dtype == tf.bool else value
-        values.append(value if is_root else tf.zeros_like(value))
-    reduced = fusion.push_pull_many(values, f"bps.tf.broadcast_variables.root{root_rank}",
-                                    [_variable_hint(v, i) for i, v in enumerate(variables)])
-    assigns = [v.assign(tf.cast(r, tf.bool) if c else r) for v, r, c in zip(variables, reduced, casts)]
+    assigns = _broadcast_assigns(variables, root_rank)
     if tf.executing_eagerly():
         return None
     return tf.group(*[a for a in assigns if a is not None])
@@ -216,6 +231,11 @@ def broadcast_global_variables(root_rank):
 
 
 def broadcast_(variables, root_rank, name=None, process_set=None):
-    """In-place broadcast of `variables` (Horovod's broadcast_)."""
-    broadcast_variables(variables, root_rank)
-    return variables
+    """In-place broadcast of `variables` (Horovod's broadcast_): eagerly the
+    variables, now holding root's values; in a graph the assigns' results
+    (evaluating one runs its assign)."""
+    variables = list(variables)
+    if not variables:
+        return []
+    assigns = _broadcast_assigns(variables, root_rank)
+    return variables if tf.executing_eagerly() else assigns
