@@ -81,6 +81,24 @@ def _to_wire(value):
 
 
 def _broadcast_checked(value, root_rank, name):
+    if not value.dtype.is_floating:
+        return _broadcast_values(value, root_rank, name)
+
+    # Horovod's gradient: every rank joins the average of the output
+    # gradients; root keeps it, the others get zeros.
+    @tf.custom_gradient
+    def differentiable(x):
+        def grad(dy):
+            from byteps_native.tf.collectives import allreduce
+            reduced = allreduce(dy, op=Average, name=f"{name}.grad" if name else None)
+            # `* 0`, not zeros_like: in a graph the zeros must still depend
+            # on the allreduce, or this rank would leave it unrun.
+            return reduced if engine.rank() == root_rank else reduced * 0
+        return _broadcast_values(x, root_rank, name), grad
+    return differentiable(value)
+
+
+def _broadcast_values(value, root_rank, name):
     wire, restore = _to_wire(value)
     contribution = wire if engine.rank() == root_rank else tf.zeros_like(wire)
     hint = name or "value"
@@ -156,8 +174,11 @@ class DistributedGradientTape:
 
     Horovod's options are accepted; ``num_groups``/``groups`` are fusion hints
     (the adapter fuses by itself), ``device_*`` do not apply (CPU op).
+    Sources passed to ``register_local_source`` keep their local gradient
+    (divided by size() when ``scale_local_gradients``, as Horovod does).
     Other attributes pass through to the wrapped tape.
     """
+    _label = "bps.tf.grad"
 
     def __init__(self, tape, device_dense="", device_sparse="", compression=Compression.none,
                  sparse_as_dense=False, op=Average, gradient_predivide_factor=1.0, num_groups=0, groups=None,
@@ -168,18 +189,39 @@ class DistributedGradientTape:
         self._compression = compression
         self._predivide = gradient_predivide_factor
         self._sparse_as_dense = sparse_as_dense
+        self._scale_local = scale_local_gradients
+        self._local = set()  # id()s: Keras 3 variables have no .ref()
+
+    def register_local_source(self, source):
+        """`source`'s gradient stays on this rank (Horovod's model-parallel layers)."""
+        self._local.add(id(source))
 
     def gradient(self, target, sources, output_gradients=None, **kwargs):
         grads = self._tape.gradient(target, sources, output_gradients=output_gradients, **kwargs)
         flat_sources = tf.nest.flatten(sources)
         flat_grads = tf.nest.flatten(grads, expand_composites=False)
-        reduced = push_pull_gradients(flat_grads, flat_sources, op=self._op, compression=self._compression,
+        shared = [i for i, v in enumerate(flat_sources) if id(v) not in self._local]
+        reduced = push_pull_gradients([flat_grads[i] for i in shared], [flat_sources[i] for i in shared],
+                                      op=self._op, compression=self._compression,
                                       gradient_predivide_factor=self._predivide,
-                                      sparse_as_dense=self._sparse_as_dense)
-        return tf.nest.pack_sequence_as(grads, reduced)
+                                      sparse_as_dense=self._sparse_as_dense, label=self._label)
+        out = list(flat_grads)
+        for i, g in zip(shared, reduced):
+            out[i] = g
+        if self._scale_local:
+            for i, v in enumerate(flat_sources):
+                if id(v) in self._local and out[i] is not None:
+                    out[i] = _divide(out[i], engine.size())
+        return tf.nest.pack_sequence_as(grads, out)
 
     def __getattr__(self, name):
         return getattr(self._tape, name)
+
+
+def _divide(grad, count):
+    if isinstance(grad, tf.IndexedSlices):
+        return tf.IndexedSlices(grad.values / tf.cast(count, grad.values.dtype), grad.indices, grad.dense_shape)
+    return grad / tf.cast(count, grad.dtype)
 
 
 def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="", device_sparse="",
@@ -198,27 +240,19 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
 
 class PartialDistributedGradientTape(DistributedGradientTape):
     """Horovod's: like DistributedGradientTape, but the gradients of
-    `local_layers`' variables stay local (not reduced)."""
+    `local_layers`' variables stay local (not reduced; divided by size() when
+    ``scale_local_gradients``)."""
+    _label = "bps.tf.partial_grad"
 
     def __init__(self, gradtape, device_dense="", device_sparse="", compression=Compression.none,
                  sparse_as_dense=False, op=Average, gradient_predivide_factor=1.0, num_groups=0, groups=None,
                  process_set=None, local_layers=None, scale_local_gradients=True):
-        super().__init__(gradtape, compression=compression, op=op, gradient_predivide_factor=gradient_predivide_factor)
+        super().__init__(gradtape, compression=compression, op=op, gradient_predivide_factor=gradient_predivide_factor,
+                         sparse_as_dense=sparse_as_dense, scale_local_gradients=scale_local_gradients)
         layers = local_layers if isinstance(local_layers, (list, tuple)) else ([local_layers] if local_layers else [])
-        self._local = {id(v) for layer in layers for v in layer.trainable_weights}
-
-    def gradient(self, target, sources, output_gradients=None, **kwargs):
-        grads = self._tape.gradient(target, sources, output_gradients=output_gradients, **kwargs)
-        flat_sources = tf.nest.flatten(sources)
-        flat_grads = tf.nest.flatten(grads, expand_composites=False)
-        shared = [i for i, v in enumerate(flat_sources) if id(v) not in self._local]
-        reduced = push_pull_gradients([flat_grads[i] for i in shared], [flat_sources[i] for i in shared],
-                                      op=self._op, compression=self._compression,
-                                      gradient_predivide_factor=self._predivide, label="bps.tf.partial_grad")
-        out = list(flat_grads)
-        for i, g in zip(shared, reduced):
-            out[i] = g
-        return tf.nest.pack_sequence_as(grads, out)
+        for layer in layers:
+            for v in layer.trainable_weights:
+                self.register_local_source(v)
 
 
 def broadcast_global_variables(root_rank):

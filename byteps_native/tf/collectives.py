@@ -288,10 +288,29 @@ def _exchange_rows(value, splits, name):
 def reducescatter(tensor, device_dense="", compression=Compression.none, op=Average, name=None,
                   process_set=None, ignore_name_scope=False, prescale_factor=1.0, postscale_factor=1.0):
     """The reduction of `tensor`, split along the first dimension; this rank's part
-    (the first ranks get one row more when it does not divide evenly, as in Horovod)."""
+    (the first ranks get one row more when it does not divide evenly, as in Horovod).
+    Differentiable for floating dtypes with Horovod's gradient: the allgather of
+    the output gradients, times size() for op=Sum."""
     op = resolve_op(op, None, "reducescatter")
     if op not in (Average, Sum):
         raise ValueError(f"reducescatter supports op=Average or Sum, got {op!r}")
+    value = tf.convert_to_tensor(tensor)
+
+    def scatter(x):
+        return _reducescatter(x, compression, op, name, prescale_factor, postscale_factor)
+    if not value.dtype.is_floating:
+        return scatter(value)
+
+    @tf.custom_gradient
+    def differentiable(x):
+        def grad(dy):
+            dy = dy * tf.cast(engine.size(), dy.dtype) if op == Sum else dy
+            return allgather(dy, name=f"{name}.grad" if name else None)
+        return scatter(x), grad
+    return differentiable(value)
+
+
+def _reducescatter(tensor, compression, op, name, prescale_factor, postscale_factor):
     reduced = allreduce(tensor, op=op, compression=compression, name=name, prescale_factor=prescale_factor,
                         postscale_factor=postscale_factor)
     n, me = engine.size(), engine.rank()

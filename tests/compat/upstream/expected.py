@@ -23,13 +23,7 @@ EXPECTED = {
     ],
     # measured 2026-11-23: 144 tests, 53 pass, 57 skip (52 GPU), 34 fail as below
     "horovod/test_tensorflow.py": [
-        ("test_horovod_broadcast_grad_cpu", "open", "engine timeout in the broadcast gradient"),
-        ("test_horovod_grouped_allgather_grad_cpu", "open", "engine name/shape mismatch in grouped gradients"),
-        ("test_horovod_grouped_allreduce_mixed_indexed_slices*", "open", "as grouped_allgather_grad_cpu"),
-        ("test_horovod_grouped_reducescatter_cpu", "open", "as grouped_allgather_grad_cpu"),
-        ("test_horovod_*reducescatter_grad_cpu", "open", "TF reducescatter gradient: Horovod's is allgather x size"),
         ("test_horovod_syncbn_cpu", "framework", "Keras 3 BatchNormalization rejects fused="),
-        ("test_model_parallel_model", "open", "not investigated"),
         ("test_partial_distributed_gradient_tape", "framework", "Keras 3 variables have no .ref()"),
     ],
     "horovod/test_tensorflow2_keras.py": [
