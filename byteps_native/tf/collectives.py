@@ -328,13 +328,11 @@ def grouped_reducescatter(tensors, device_dense="", compression=Compression.none
 
 
 def join():
-    """Blocks until every rank has called join(); returns the rank that joined last.
-    Subset of Horovod's semantics: every rank must issue the same collectives
-    before joining (joined ranks do not stand in with zeros)."""
-    import time
-    arrival = np.zeros(engine.size(), np.float64)
-    arrival[engine.rank()] = time.time()
-    return int(np.argmax(_sum(tf.constant(arrival), "bps.tf.join").numpy()))
+    """Horovod's join: this rank is out of data; until every rank has joined it
+    stands in with zeros for the collectives the others still issue. Returns
+    the rank that joined last (byteps_native/tf/join_protocol.py)."""
+    from byteps_native.tf import join_protocol
+    return join_protocol.join()
 
 
 def barrier(process_set=None):
