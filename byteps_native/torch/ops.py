@@ -226,7 +226,7 @@ def _describe(row):
         return "a group of tensors"
     code, on_gpu = int(row[1]) % _DEVICE_STRIDE, int(row[1]) >= _DEVICE_STRIDE
     dtype = str(_DTYPES[code - 1]).replace("torch.", "") if code <= len(_DTYPES) else "?"
-    dtype = ("cuda " if on_gpu else "") + dtype
+    dtype = ("non-CPU " if on_gpu else "") + dtype
     dims = [int(d) for d in row[4:4 + min(int(row[2]), _MAX_DIMS)]]
     return f"{dtype} {['*' if d == -2 else d for d in dims]}"
 

@@ -310,4 +310,18 @@ def sync_batch_norm():
     assert torch.allclose(hvd.allreduce(sync_bn.weight.grad, op=hvd.Sum, name="sbn.w"), bn.weight.grad, atol=1e-4)
 
 
+@case
+def mixed_devices_fail_on_every_rank():
+    # Horovod fails a collective whose ranks mix CPU and GPU tensors. No GPU
+    # here: the meta device stands for "not the CPU"; the check runs before
+    # anything is submitted.
+    tensor = torch.ones(3, device="meta" if r == 1 else "cpu")
+    try:
+        hvd.allreduce(tensor)
+    except RuntimeError as e:
+        assert "device" in str(e) and "non-CPU float32 [3]" in str(e) and "float32 [3]" in str(e), e
+    else:
+        raise AssertionError("a CPU/non-CPU mix must fail")
+
+
 report({"rank": r, "size": n, "cases": cases})
