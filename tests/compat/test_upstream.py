@@ -28,3 +28,22 @@ def test_horovod_torch_unit_tests_ci_subset():
     assert sorted(merged) == sorted(CI_TESTS), (sorted(merged), log[-3000:])
     failed = {name: outcome for name, outcome in merged.items() if outcome[0] != "passed"}
     assert not failed, failed
+
+
+# Horovod's test_tensorflow.py (each test in graph and eager mode): errors of
+# mismatched ranks raised as Horovod's classes in graphs too, alltoall's
+# argument checks, and the broadcast and reducescatter gradients (the whole
+# file takes ~16 min: run_upstream.py, docs/migration.md).
+TF_CI_TESTS = [
+    "test_horovod_allreduce_error", "test_horovod_allgather_type_error", "test_horovod_alltoall_splits_error",
+    "test_horovod_broadcast_grad_cpu", "test_horovod_reducescatter_grad_cpu",
+]
+
+
+def test_horovod_tensorflow_unit_tests_ci_subset():
+    merged, log = run_suite("horovod/test_tensorflow.py", timeout=300,
+                            tests=[f"TensorFlowTests::{name}" for name in TF_CI_TESTS])
+    assert merged is not None, log[-5000:]
+    assert sorted(merged) == sorted(TF_CI_TESTS), (sorted(merged), log[-3000:])
+    failed = {name: outcome for name, outcome in merged.items() if outcome[0] != "passed"}
+    assert not failed, failed
