@@ -7,9 +7,13 @@ both, and the cases the reference passes but BytePSOps does not.
         [--tests strategy_gather_test] [-k SUBSTRING ...] [--json out.json]
 
 Needs TensorFlow's multi-process test dependencies `dill` and `tblib`
-(pip install dill tblib). The 2x2 layout has no TensorFlow reference on CPU
-(MultiWorkerMirroredStrategy uses one CPU device per worker); its cases are
-compared with the same case of the 2x1 reference when both layouts run.
+(pip install dill tblib). References (byteps_combinations.py): 1x2 =
+MirroredStrategy on 2 CPUs; 2x1 = MultiWorkerMirroredStrategy chief + worker;
+2x2 = both 4-replica CPU strategies TensorFlow has, MirroredStrategy on 4 CPUs
+of one process (Mirrored4CPUs) and MWMS chief + 3 workers
+(MultiWorkerMirrored4x1CPU; MWMS gives a worker one CPU device, so it has no
+2 x 2 CPU form). A case counts as a reference pass when any reference of its
+layout passes it.
 """
 import argparse
 import json
@@ -84,7 +88,7 @@ def parse_xml(path, variant=None):
         if not match:
             continue
         status = _status(case)
-        strategy = "bytepsops" if match["strategy"].startswith("BytePSOps") else "reference"
+        strategy = "bytepsops" if match["strategy"].startswith("BytePSOps") else f"reference:{match['strategy']}"
         params = (match["pre"] or "") + (match["post"] or "")
         # the class is part of the case: one file may hold a method name in several classes
         test_class = case.get("classname", "").split(".")[-1]
@@ -101,18 +105,42 @@ def _status(case):
     return "pass"
 
 
-def summarise(layout, results, fallback_reference=None):
+def _combined(statuses):
+    """A case's reference result over several references: pass if any passes."""
+    for status in ("pass", "fail", "skip"):
+        if status in statuses:
+            return status
+    return "n/a"
+
+
+def summarise(layout, results):
+    """Per case: each reference's status ("reference:<strategy>" keys, or
+    "reference" for the files run once per cross-device ops), their
+    combination (pass if any passes) and BytePSOps'."""
     cases = sorted({case for case, _ in results})
+    reference_names = sorted({who for _, who in results if who.startswith("reference")})
     rows, regressions = [], []
     for case in cases:
-        reference = results.get((case, "reference")) or (fallback_reference or {}).get((case, "reference"), "n/a")
+        references = {who: results[(case, who)] for who in reference_names if (case, who) in results}
+        reference = _combined(set(references.values()))
         byteps = results.get((case, "bytepsops"), "missing")
-        rows.append({"case": case, "reference": reference, "bytepsops": byteps})
+        rows.append({"case": case, "reference": reference, "references": references, "bytepsops": byteps})
         if reference == "pass" and byteps != "pass":
             regressions.append(case)
-    count = lambda who, status: sum(1 for r in rows if r[who] == status)  # noqa: E731
-    totals = {who: {s: count(who, s) for s in ("pass", "fail", "skip")} for who in ("reference", "bytepsops")}
+    count = lambda column, status: sum(1 for r in rows if column(r) == status)  # noqa: E731
+    columns = {"reference": lambda r: r["reference"], "bytepsops": lambda r: r["bytepsops"]}
+    if len(reference_names) > 1:
+        columns.update({who: (lambda r, who=who: r["references"].get(who)) for who in reference_names})
+    totals = {who: {s: count(column, s) for s in ("pass", "fail", "skip")} for who, column in columns.items()}
     return {"layout": layout, "totals": totals, "reference_passes_bytepsops_does_not": regressions, "cases": rows}
+
+
+def _format_totals(totals):
+    def triple(who):
+        return "/".join(str(totals[who][s]) for s in ("pass", "fail", "skip"))
+    parts = [f"reference pass/fail/skip {triple('reference')}"]
+    parts += [f"{who.split(':', 1)[1]} {triple(who)}" for who in totals if who.startswith("reference:")]
+    return ", ".join(parts) + f", BytePSOps {triple('bytepsops')}"
 
 
 def main(argv=None):
@@ -125,24 +153,24 @@ def main(argv=None):
                         help="run only test methods matching this substring (repeatable)")
     args = parser.parse_args(argv)
     out_dir = tempfile.mkdtemp(prefix="bps_upstream_")
-    reports, by_layout = [], {}
+    reports = []
     for layout in args.layouts.split(","):
         results = {}
         for test in args.tests.split(","):
             extra = ["--"] + [arg for pattern in args.patterns for arg in ("-k", pattern)] if args.patterns else []
+            file_results = {}
             if test in OPS_SWAPPED:
-                if layout == "2x1":
-                    for variant in ("reference", "bytepsops"):
-                        results.update(run_file(test, layout, out_dir, args.timeout, extra, variant))
-                continue
-            results.update(run_file(test, layout, out_dir, args.timeout, extra))
-        by_layout[layout] = results
-        report = summarise(layout, results, by_layout.get("2x1") if layout == "2x2" else None)
+                if layout != "2x1":
+                    continue
+                for variant in ("reference", "bytepsops"):
+                    file_results.update(run_file(test, layout, out_dir, args.timeout, extra, variant))
+            else:
+                file_results = run_file(test, layout, out_dir, args.timeout, extra)
+            print(f"  {test} {layout}: {_format_totals(summarise(layout, file_results)['totals'])}", flush=True)
+            results.update(file_results)
+        report = summarise(layout, results)
         reports.append(report)
-        t = report["totals"]
-        print(f"{layout}: reference pass/fail/skip {t['reference']['pass']}/{t['reference']['fail']}/"
-              f"{t['reference']['skip']}, BytePSOps {t['bytepsops']['pass']}/{t['bytepsops']['fail']}/"
-              f"{t['bytepsops']['skip']}; reference passes, BytePSOps does not: "
+        print(f"{layout}: {_format_totals(report['totals'])}; reference passes, BytePSOps does not: "
               f"{len(report['reference_passes_bytepsops_does_not'])}")
         for case in report["reference_passes_bytepsops_does_not"]:
             print(f"    {case}")
