@@ -7,8 +7,15 @@ first, as MWMS numbers them), so a strategy can be built, and report its
 global replica count, before any peer runs; the engine starts at the first
 collective, and must then agree with the spec (its rank and size come from
 the BytePS environment, e.g. bpslaunch's DMLC_WORKER_ID/DMLC_NUM_WORKER).
+
+Without a resolver, TF_CONFIG is read as MWMS reads it, but only in a
+process that no BytePS launcher set up (no DMLC_ROLE, not torchrun): there a
+program written for MWMS gets its cluster's size and its replica ids, and,
+at the first collective, an error naming the missing BytePS job instead of
+training alone. Where a launcher set the job up, the engine decides.
 """
 import copy
+import os
 
 from tensorflow.core.protobuf import rewriter_config_pb2
 from tensorflow.python.distribute import multi_worker_util
@@ -33,6 +40,15 @@ class ClusterPosition:
         self.rank = multi_worker_util.id_in_cluster(cluster_spec, task_type, self.task_id)
 
     @classmethod
+    def from_environment(cls, cluster_resolver):
+        """The position of `cluster_resolver`, else of TF_CONFIG in a process no
+        BytePS launcher set up (see the module docstring); None: the engine decides."""
+        if cluster_resolver is None and os.environ.get("TF_CONFIG") and not _launcher_configured():
+            from tensorflow.python.distribute.cluster_resolver import tfconfig_cluster_resolver
+            cluster_resolver = tfconfig_cluster_resolver.TFConfigClusterResolver()
+        return cls.from_resolver(cluster_resolver)
+
+    @classmethod
     def from_resolver(cls, cluster_resolver):
         """The position a resolver describes; None for no resolver or an empty
         cluster spec (a local job: the engine's own environment decides)."""
@@ -53,6 +69,11 @@ class ClusterPosition:
                 f"BytePSOps was given {self.describe()}, but the BytePS engine runs as rank {engine_rank} of "
                 f"{engine_size}: start one BytePS worker per chief/worker task with DMLC_NUM_WORKER={self.size} "
                 f"and DMLC_WORKER_ID={self.rank} for this task (bpslaunch sets them), or drop cluster_resolver=")
+
+
+def _launcher_configured():
+    from byteps_native.tf import engine
+    return bool(os.environ.get("DMLC_ROLE")) or engine._launched_by_torchrun()  # pylint: disable=protected-access
 
 
 def update_config_proto(config_proto, position):

@@ -76,8 +76,10 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
     the process count and this process's rank come from it (chief first,
     then the workers), so the strategy is built and reports its global
     replica count without any peer running; the engine then starts at the
-    first collective and must agree with the spec (cluster.py). Without one
-    (or with an empty spec), the engine starts here and its job decides.
+    first collective and must agree with the spec (cluster.py). Without one,
+    TF_CONFIG is read the same way in a process that no BytePS launcher set
+    up (no DMLC_ROLE, not torchrun); otherwise (or with an empty spec) the
+    engine starts here and its job decides.
     """
 
     def __init__(self, communication_options=None, cluster_resolver=None):
@@ -89,7 +91,7 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
                              f"got {communication_options!r}")
         self._options = communication_options
         self._strategy_devices = ()
-        self._cluster = cluster_lib.ClusterPosition.from_resolver(cluster_resolver)
+        self._cluster = cluster_lib.ClusterPosition.from_environment(cluster_resolver)
         if self._cluster is None or engine.is_initialized():
             self._start_engine()
         from byteps_native.tf import mirrored_routing  # imports this module

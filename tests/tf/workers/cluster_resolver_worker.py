@@ -7,6 +7,9 @@ running (as MWMS reads it from the spec), and the session config it writes;
 then a global reduce through the 2-process strategy.
 argv[1] = "disagree": the resolver names the other process's task; the first
 collective must fail on both processes, naming the cause.
+argv[1] = "tf_config": no BytePS job at all, TF_CONFIG names task worker:2 of
+3 and BytePSOps() gets no resolver: it reads TF_CONFIG as MWMS does, and the
+first collective fails naming the missing job.
 """
 import os
 import sys
@@ -22,7 +25,7 @@ from tensorflow.python.distribute.cluster_resolver import SimpleClusterResolver 
 import byteps_native.tf as bps  # noqa: E402
 from byteps_native.tf import engine  # noqa: E402
 
-rank = int(os.environ["DMLC_WORKER_ID"])
+rank = int(os.environ.get("DMLC_WORKER_ID", "0"))
 DEVICES = ["/cpu:0", "/cpu:1"]
 
 
@@ -66,6 +69,17 @@ if MODE == "agree":
         lambda ctx: tf.constant(1.0 + ctx.replica_id_in_sync_group))
     result["sum"] = strategy.reduce(tf.distribute.ReduceOp.SUM, values, axis=None)
     result["engine"] = [engine.rank(), engine.size()]
+elif MODE == "tf_config":
+    strategy = tf.distribute.MirroredStrategy(DEVICES, cross_device_ops=bps.BytePSOps())
+    result["num_replicas_in_sync"] = strategy.num_replicas_in_sync
+    result["replica_ids"] = strategy.experimental_local_results(strategy.experimental_distribute_values_from_function(
+        lambda ctx: tf.constant(ctx.replica_id_in_sync_group)))
+    result["engine_started"] = engine.is_initialized()
+    try:
+        strategy.reduce(tf.distribute.ReduceOp.SUM, tf.constant(1.0), axis=None)
+        result["error"] = None
+    except ValueError as e:
+        result["error"] = str(e)
 else:
     task = ("worker", 0) if rank == 0 else ("chief", 0)  # the other process's task
     strategy = strategy_for({"chief": ["host:0"], "worker": ["host:1"]}, *task)
