@@ -121,6 +121,16 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
         if self._cluster is not None:
             self._cluster.check_engine(engine.rank(), engine.size())
 
+    def adopt_cluster(self, cluster_spec, task_type, task_id):
+        """The cluster of ``strategy.configure(cluster_spec=...)`` (TF1), as a
+        resolver given at construction; checked now if the engine runs."""
+        from tensorflow.python.distribute import multi_worker_util
+        position = cluster_lib.ClusterPosition(multi_worker_util.normalize_cluster_spec(cluster_spec),
+                                               task_type, task_id)
+        if engine.is_initialized():
+            position.check_engine(engine.rank(), engine.size())  # before adopting: a refusal changes nothing
+        self._cluster = position
+
     def update_config_proto(self, config_proto):
         """The session config MWMS would write for this process (cluster.py)."""
         return cluster_lib.update_config_proto(config_proto, self._cluster)

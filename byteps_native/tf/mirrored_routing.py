@@ -24,7 +24,9 @@ silently keep values local or data duplicated:
 6. Variables start from each process's own initial value (random
    initialisers differ per process); MWMS broadcasts the chief's.
 7. ``update_config_proto`` (TF1 sessions) writes none of what MWMS writes
-   for its cluster (group leader, this task's device filter, rewrites).
+   for its cluster (group leader, this task's device filter, rewrites), and
+   ``configure(cluster_spec=...)`` turns the strategy into one in-graph
+   replication over every task's devices.
 
 ``install()`` wraps those members of ``MirroredExtended`` with the
 behaviour of ``CollectiveAllReduceExtended`` (MWMS): global replica count and
@@ -257,6 +259,20 @@ def install():
             return updated if ops is None else ops.update_config_proto(updated)
         return _update_config_proto
 
+    def configure(original):
+        def _configure(self, session_config=None, cluster_spec=None, task_type=None, task_id=None):
+            ops = _byteps_ops(self)
+            if ops is None:
+                return original(self, session_config, cluster_spec, task_type, task_id)
+            # As MWMS: the cluster names this process's task; the devices stay
+            # local (each task is its own BytePS process).
+            if cluster_spec:
+                ops.adopt_cluster(cluster_spec, task_type, task_id)
+            if session_config:
+                session_config.CopyFrom(self._update_config_proto(session_config))
+            return None
+        return _configure
+
     def make_input_fn_iterator(original):
         def _make_input_fn_iterator(self, input_fn, replication_mode=distribute_lib.InputReplicationMode.PER_WORKER):
             if _byteps_ops(self) is None:
@@ -268,6 +284,7 @@ def install():
     _wrap(extended_cls, "_initialize_strategy", initialize_strategy)
     _wrap(extended_cls, "_make_input_fn_iterator", make_input_fn_iterator)
     _wrap(extended_cls, "_update_config_proto", update_config_proto)
+    _wrap(extended_cls, "_configure", configure)
     _wrap(extended_cls, "_get_variable_creator_initial_value", variable_initial_value)
     _wrap(extended_cls, "_get_cross_device_ops", get_cross_device_ops)
     _wrap(extended_cls, "_reduce_to", reduce_to)

@@ -1,8 +1,9 @@
-"""BytePSOps(cluster_resolver=...): with a cluster spec, the job's size and
-this process's rank come from the spec (as MultiWorkerMirroredStrategy reads
-them) without any peer running, the engine starts at the first collective
-and must agree with the spec, and update_config_proto writes what MWMS
-writes. 2 processes x 2 logical CPU devices, real engine job."""
+"""BytePSOps(cluster_resolver=...) and TF1's strategy.configure(cluster_spec=):
+with a cluster spec, the job's size and this process's rank come from the
+spec (as MultiWorkerMirroredStrategy reads them) without any peer running,
+the engine starts at the first collective and must agree with the spec, and
+update_config_proto writes what MWMS writes. 2 processes x 2 logical CPU
+devices, real engine job."""
 import json
 import os
 import subprocess
@@ -28,6 +29,13 @@ def test_strategy_from_cluster_spec_needs_no_peers_and_agrees_with_the_job():
         assert o.result["num_replicas_in_sync"] == 4
         assert o.result["engine"] == [o.rank, 2]
         assert o.result["sum"] == 1 + 2 + 3 + 4
+        configured = o.result["configured"]
+        assert configured["num_replicas_in_sync"] == 4 and len(configured["devices"]) == 2, configured
+        assert all("job:" not in d or "localhost" in d for d in configured["devices"]), configured
+        task = "/job:chief/task:0" if o.rank == 0 else "/job:worker/task:0"
+        assert configured["device_filters"] == [task]
+        assert "task worker:2 of a cluster of 3" in configured["error"] and f"rank {o.rank} of 2" in configured["error"]
+        assert configured["num_replicas_after_refusal"] == 4  # a refused cluster changes nothing
 
 
 def test_cluster_spec_that_contradicts_the_job_fails_at_the_first_collective():

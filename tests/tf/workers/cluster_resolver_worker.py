@@ -69,6 +69,21 @@ if MODE == "agree":
         lambda ctx: tf.constant(1.0 + ctx.replica_id_in_sync_group))
     result["sum"] = strategy.reduce(tf.distribute.ReduceOp.SUM, values, axis=None)
     result["engine"] = [engine.rank(), engine.size()]
+    # TF1's configure(cluster_spec=...) names the task the same way; the
+    # devices stay this process's own
+    configured = tf.distribute.MirroredStrategy(DEVICES, cross_device_ops=bps.BytePSOps())
+    session_config = tf.compat.v1.ConfigProto()
+    configured.configure(session_config, cluster_spec={"chief": ["host:0"], "worker": ["host:1"]},
+                         task_type=task[0], task_id=task[1])
+    result["configured"] = {"devices": list(configured.extended.worker_devices),
+                            "num_replicas_in_sync": configured.num_replicas_in_sync,
+                            "device_filters": list(session_config.device_filters)}
+    try:
+        configured.configure(cluster_spec={"worker": ["host:1", "host:2", "host:3"]}, task_type="worker", task_id=2)
+        result["configured"]["error"] = None
+    except ValueError as e:
+        result["configured"]["error"] = str(e)
+    result["configured"]["num_replicas_after_refusal"] = configured.num_replicas_in_sync
 elif MODE == "tf_config":
     strategy = tf.distribute.MirroredStrategy(DEVICES, cross_device_ops=bps.BytePSOps())
     result["num_replicas_in_sync"] = strategy.num_replicas_in_sync
