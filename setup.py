@@ -207,11 +207,10 @@ class BuildAll(build_ext):
 
 
 def _extensions():
-    import pybind11
     exts = [Extension(
         "byteps_native.core._core",
         sources=_sources("python"),
-        include_dirs=[pybind11.get_include(), CSRC],
+        include_dirs=[frameworks.pybind11_include(), CSRC],
         libraries=["byteps_engine"],
         extra_compile_args=["-std=c++17", "-O2", "-fvisibility=hidden"],
         extra_link_args=["-Wl,-rpath,$ORIGIN/../lib"],
