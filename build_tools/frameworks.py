@@ -175,6 +175,13 @@ def _tensorflow_install():
     return None
 
 
+def tensorflow_version():
+    """The installed TensorFlow's version from its metadata (no import), also
+    from outside an isolated build environment, or None."""
+    installed = _tensorflow_install()
+    return installed and installed[0]
+
+
 def find_tensorflow(cache_dir):
     """(Framework, compile flags, link flags) of the TensorFlow to compile against, or None.
 
@@ -269,3 +276,22 @@ def cuda_config(extra_site_dirs=()):
                  # By file name: the wheel ships only libnccl.so.2, no dev symlink.
                  "-L" + nccl_lib, "-l:" + os.path.basename(nccl_file), "-Wl,-rpath," + nccl_lib],
     }
+
+
+def pybind11_include():
+    """pybind11's headers for the core module: the pybind11 package's, else
+    the copy torch ships. CUDA images often hold torch but no pybind11 and
+    have no network to fetch it; torch is located without being imported."""
+    try:
+        import pybind11
+        return pybind11.get_include()
+    except ImportError:
+        pass
+    import importlib.util
+    spec = importlib.util.find_spec("torch")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        include = os.path.join(location, "include")
+        if os.path.isfile(os.path.join(include, "pybind11", "pybind11.h")):
+            return include
+    sys.exit("byteps-native needs pybind11's headers for its core module: "
+             "`python -m pip install pybind11` (or install torch, which ships them)")

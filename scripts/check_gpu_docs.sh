@@ -24,8 +24,8 @@ LOG="${OUT:-$REPO/out/gpu-docs}"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONUNBUFFERED=1
 
-BUILD='BYTEPS_WITH_CUDA=1 pip install --no-build-isolation -e .'
-BUILD_WITH_PYTHONS_COMPILERS='BYTEPS_CC=gcc BYTEPS_CXX=g++ BYTEPS_WITH_CUDA=1 pip install --no-build-isolation -e .'
+BUILD='BYTEPS_WITH_CUDA=1 python -m pip install --no-build-isolation -e .'
+BUILD_WITH_PYTHONS_COMPILERS='BYTEPS_CC=gcc BYTEPS_CXX=g++ BYTEPS_WITH_CUDA=1 python -m pip install --no-build-isolation -e .'
 INFO='python -m byteps_native.info'
 DDP='torchrun --standalone --nproc_per_node gpu -m byteps_native.examples.ddp_digits --device cuda'
 

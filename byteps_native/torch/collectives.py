@@ -137,13 +137,16 @@ def _in_background(work, name=None):
 
 def _scale(tensor, factor):
     """In-place scaling as Horovod does it: integers in float64 (truncated back),
-    half precision in float32 on the CPU."""
+    half precision in float32 on the CPU and in half precision on GPUs (the
+    factor rounded to it first)."""
     if factor == 1.0:
         return tensor
     if not tensor.is_floating_point():
         return tensor.copy_(tensor.double().mul_(factor).to(tensor.dtype))
-    if tensor.dtype in (torch.float16, torch.bfloat16) and tensor.device.type == "cpu":
-        return tensor.copy_(tensor.float().mul_(factor).to(tensor.dtype))
+    if tensor.dtype in (torch.float16, torch.bfloat16):
+        if tensor.device.type == "cpu":
+            return tensor.copy_(tensor.float().mul_(factor).to(tensor.dtype))
+        return tensor.mul_(torch.tensor(factor, dtype=tensor.dtype, device=tensor.device))
     return tensor.mul_(factor)
 
 
@@ -316,9 +319,9 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
     name = _gather_name("allgather", tensor, name)
     tensor = tensor.detach()
 
-    def gather():
+    def gather():  # bytes travel through host memory; the result goes back to the input's device
         pieces = _gather_tensors(tensor, name)
-        return torch.cat(pieces) if tensor.dim() else torch.stack(pieces)
+        return (torch.cat(pieces) if tensor.dim() else torch.stack(pieces)).to(tensor.device)
     return _in_background(gather, claim)
 
 
@@ -480,10 +483,12 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
         ops.check_ranks_agree("alltoall", tensor, any_first_dim=True)
     name = _gather_name("alltoall", tensor, name)
     tensor = tensor.detach()
-    return _in_background(lambda: _alltoall(tensor, my_splits, name), claim)
+    # Received counts come back where the splits were given (Horovod: a GPU splits tensor, GPU counts).
+    counts_device = splits.device if torch.is_tensor(splits) else torch.device("cpu")
+    return _in_background(lambda: _alltoall(tensor, my_splits, name, counts_device), claim)
 
 
-def _alltoall(tensor, my_splits, name):
+def _alltoall(tensor, my_splits, name, counts_device):
     n, me = ops.size(), ops.rank()
     matrix = torch.zeros(n * n, dtype=torch.int64)
     matrix[me * n:(me + 1) * n] = torch.tensor(my_splits, dtype=torch.int64)
@@ -495,7 +500,7 @@ def _alltoall(tensor, my_splits, name):
     for src in range(n):
         start = int(matrix[src, :me].sum())
         pieces.append(gathered[src][start:start + int(matrix[src, me])])
-    return torch.cat(pieces), matrix[:, me].to(torch.int32)
+    return torch.cat(pieces).to(tensor.device), matrix[:, me].to(device=counts_device, dtype=torch.int32)
 
 
 class _AlltoallFunction(torch.autograd.Function):

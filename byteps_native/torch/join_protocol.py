@@ -112,7 +112,8 @@ def push_pull_async(tensor, name, priority, average, wire_dtype=None, mark_strid
     """_c10d.push_pull_async, counted for join(). `mark_stride`: a gather's
     length round; a joined rank sets element rank * mark_stride to -1 there, so
     that the gather fails on the ranks still training (check_not_joined)."""
-    _record(("push_pull", name, tensor.dtype, tuple(tensor.shape), priority, average, wire_dtype, mark_stride))
+    _record(("push_pull", name, tensor.dtype, tuple(tensor.shape), priority, average, wire_dtype, mark_stride,
+             tensor.device.type))
     return _c10d.push_pull_async(tensor, name, priority, average, wire_dtype)
 
 
@@ -125,17 +126,24 @@ def check_not_joined(counts, what):
 
 
 def broadcast_async(tensor, root_rank, name):
-    _record(("broadcast", name, tensor.dtype, tuple(tensor.shape), root_rank))
+    _record(("broadcast", name, tensor.dtype, tuple(tensor.shape), root_rank, tensor.device.type))
     return _c10d.broadcast_async(tensor, root_rank, name)
+
+
+def _zeros_like_theirs(shape, dtype, device_type):
+    """Zeros on the device type the other ranks used: the engine takes GPU
+    tensors another way (NCCL among a machine's GPUs) than CPU ones."""
+    device = torch.device("cuda", torch.cuda.current_device()) if device_type == "cuda" else torch.device("cpu")
+    return torch.zeros(shape, dtype=dtype, device=device)
 
 
 def _stand_in(descriptor):
     """Submit this joined rank's part of another rank's operation."""
     if descriptor[0] == "broadcast":
-        _, name, dtype, shape, root = descriptor
-        return _c10d.broadcast_async(torch.zeros(shape, dtype=dtype), root, name)
-    _, name, dtype, shape, priority, average, wire_dtype, mark_stride = descriptor
-    zeros = torch.zeros(shape, dtype=dtype)
+        _, name, dtype, shape, root, device_type = descriptor
+        return _c10d.broadcast_async(_zeros_like_theirs(shape, dtype, device_type), root, name)
+    _, name, dtype, shape, priority, average, wire_dtype, mark_stride, device_type = descriptor
+    zeros = _zeros_like_theirs(shape, dtype, device_type)
     if mark_stride is not None:
         zeros.view(-1)[_c10d.rank() * mark_stride] = -1
     return _c10d.push_pull_async(zeros, name, priority, average, wire_dtype)

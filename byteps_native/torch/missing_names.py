@@ -2,8 +2,6 @@
 purpose: the error says what to use instead, rather than a bare AttributeError."""
 
 INSTEAD = {
-    "SyncBatchNorm": "torch.nn.SyncBatchNorm.convert_sync_batchnorm(model) under "
-                     "torch.distributed.init_process_group('byteps') (bps.init() does that under torchrun)",
     "mpi_lib": "nothing: byteps_native has no MPI library; the engine is byteps_native.core",
     "mpi_lib_v2": "nothing: byteps_native has no MPI library; the engine is byteps_native.core",
     "handle_average_backwards_compatibility": "op=Average / op=Sum (average= is still accepted)",

@@ -216,12 +216,17 @@ _DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.in
            torch.int8, torch.int16, torch.bool, torch.complex64, torch.complex128]
 _SIGNATURE_SLOTS = 16  # per rank: kind, dtype, ndim, extra, then up to 12 dims
 _MAX_DIMS = _SIGNATURE_SLOTS - 4
+# The dtype slot also says CPU or GPU: Horovod fails a collective whose ranks
+# mix CPU and GPU tensors (here they would take different paths and wait).
+_DEVICE_STRIDE = 100
 
 
 def _describe(row):
     if int(row[1]) == 0:
         return "a group of tensors"
-    dtype = str(_DTYPES[int(row[1]) - 1]).replace("torch.", "") if int(row[1]) <= len(_DTYPES) else "?"
+    code, on_gpu = int(row[1]) % _DEVICE_STRIDE, int(row[1]) >= _DEVICE_STRIDE
+    dtype = str(_DTYPES[code - 1]).replace("torch.", "") if code <= len(_DTYPES) else "?"
+    dtype = ("non-CPU " if on_gpu else "") + dtype
     dims = [int(d) for d in row[4:4 + min(int(row[2]), _MAX_DIMS)]]
     return f"{dtype} {['*' if d == -2 else d for d in dims]}"
 
@@ -242,7 +247,8 @@ def check_ranks_agree(kind, tensors, extra=0, any_first_dim=False, fail_if_joine
     row[0] = 1 + (sum(ord(c) for c in kind) % 1000)
     if len(tensors) == 1:
         t = tensors[0]
-        row[1] = 1 + _DTYPES.index(t.dtype) if t.dtype in _DTYPES else len(_DTYPES) + 1
+        row[1] = (1 + _DTYPES.index(t.dtype) if t.dtype in _DTYPES else len(_DTYPES) + 1) + \
+            (_DEVICE_STRIDE if t.device.type != "cpu" else 0)
         row[2] = t.dim()
         dims = list(t.shape)
         if any_first_dim and dims:
@@ -251,7 +257,7 @@ def check_ranks_agree(kind, tensors, extra=0, any_first_dim=False, fail_if_joine
             row[4 + i] = d
     else:  # a group: count and a digest of every (dtype, shape)
         row[2] = len(tensors)
-        row[4] = zlib.crc32(repr([(str(t.dtype), tuple(t.shape[1:] if any_first_dim else t.shape))
+        row[4] = zlib.crc32(repr([(str(t.dtype), t.device.type, tuple(t.shape[1:] if any_first_dim else t.shape))
                                   for t in tensors]).encode())
     row[3] = int(extra)
     name = f"agree.{kind}.{n}"
@@ -267,5 +273,6 @@ def check_ranks_agree(kind, tensors, extra=0, any_first_dim=False, fail_if_joine
     if any(not torch.equal(rows[r], rows[me]) for r in present):
         what = ", ".join(f"rank {r}: {_describe(rows[r])}" + (f" ({int(rows[r, 3])})" if int(rows[r, 3]) else "")
                          for r in present)
-        raise RuntimeError(f"{kind}: ranks disagree on the tensor's dtype or shape (or root rank / op): {what}; "
-                           "every rank must pass the same dtype and shape (gathers: all but the first dimension)")
+        raise RuntimeError(f"{kind}: ranks disagree on the tensor's device, dtype or shape (or root rank / op): "
+                           f"{what}; every rank must pass the same device type, dtype and shape (gathers: all "
+                           "but the first dimension)")

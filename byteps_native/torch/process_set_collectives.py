@@ -8,10 +8,18 @@ from byteps_native.reduce_ops import Adasum, Average, Max, Min, Product, Sum
 from byteps_native.torch.reduce_ops import reduce_gathered
 
 
+def _wire(tensor):
+    """NCCL has no int16: GPU int16 tensors travel as int32."""
+    if tensor.device.type == "cuda" and tensor.dtype == torch.int16:
+        return tensor.to(torch.int32)
+    return tensor
+
+
 def _gather_equal(tensor, ps):
-    parts = [torch.empty_like(tensor) for _ in range(ps.size())]
-    dist.all_gather(parts, tensor.contiguous(), group=ps.group)
-    return parts
+    wire = _wire(tensor.contiguous())
+    parts = [torch.empty_like(wire) for _ in range(ps.size())]
+    dist.all_gather(parts, wire, group=ps.group)
+    return [part.to(tensor.dtype) for part in parts]
 
 
 def _gather_rows(tensor, ps):
@@ -22,7 +30,7 @@ def _gather_rows(tensor, ps):
         tensor = tensor.reshape(1)
     rows = torch.tensor([tensor.shape[0]], dtype=torch.int64)
     all_rows = [int(r) for r in _gather_equal(rows, ps)]
-    padded = torch.zeros((max(all_rows), *tensor.shape[1:]), dtype=tensor.dtype)
+    padded = torch.zeros((max(all_rows), *tensor.shape[1:]), dtype=tensor.dtype, device=tensor.device)
     padded[:tensor.shape[0]] = tensor
     return [part[:n] for part, n in zip(_gather_equal(padded, ps), all_rows)]
 
@@ -31,7 +39,10 @@ def allreduce(tensor, op, prescale_factor, postscale_factor, ps, scale):
     out = tensor.detach().clone()
     scale(out, prescale_factor)
     if op in (Average, Sum):
-        dist.all_reduce(out, op=dist.ReduceOp.SUM, group=ps.group)
+        wire = _wire(out)
+        dist.all_reduce(wire, op=dist.ReduceOp.SUM, group=ps.group)
+        if wire is not out:
+            out.copy_(wire)
         if op == Average:
             out.copy_(out.double().div(ps.size()).to(out.dtype) if not out.is_floating_point()
                       else out / ps.size())
@@ -49,14 +60,15 @@ def broadcast(tensor, root_rank, ps):
     """`root_rank` is a global rank, as in Horovod."""
     if root_rank not in ps.ranks:
         raise ValueError(f"broadcast: root_rank {root_rank} is not in {ps!r}")
-    out = tensor.detach().clone().contiguous()
+    out = _wire(tensor.detach().clone().contiguous())
     dist.broadcast(out, src=root_rank, group=ps.group)
-    return out
+    return out.to(tensor.dtype)
 
 
 def alltoall(tensor, splits, ps):
     n, me = ps.size(), ps.rank()
     rows = tensor.shape[0]
+    splits_given = splits
     if splits is None:
         if rows % n:
             raise ValueError(f"alltoall without splits needs the first dimension ({rows}) to be a multiple of "
@@ -68,7 +80,8 @@ def alltoall(tensor, splits, ps):
     matrix = torch.stack(_gather_equal(torch.tensor(splits, dtype=torch.int64), ps))
     gathered = _gather_rows(tensor, ps)
     pieces = [gathered[src][int(matrix[src, :me].sum()):][:int(matrix[src, me])] for src in range(n)]
-    return torch.cat(pieces), matrix[:, me].to(torch.int32)
+    counts_device = splits_given.device if torch.is_tensor(splits_given) else torch.device("cpu")
+    return torch.cat(pieces), matrix[:, me].to(device=counts_device, dtype=torch.int32)
 
 
 def reducescatter(tensor, op, prescale_factor, postscale_factor, ps, scale):

@@ -523,7 +523,9 @@ c10::intrusive_ptr<c10d::Work> BytepsBackend::reduce_scatter_tensor_coalesced(
     std::vector<at::Tensor> wide_inputs = Widen(inputs, false).tensors;
     auto delegate_work =
         cpu_delegate_->reduce_scatter_tensor_coalesced(wide.tensors, wide_inputs, opts);
-    return NarrowWhenDone(rank_, c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED, delegate_work,
+    // COALESCED, not REDUCE_SCATTER_TENSOR_COALESCED: torch 2.11 has no such
+    // OpType, and the label is all the Work carries of it.
+    return NarrowWhenDone(rank_, c10d::OpType::COALESCED, delegate_work,
                           std::move(wide), outputs);
   }
   return DelegateFor(inputs.empty() ? at::Tensor() : inputs[0])

@@ -24,7 +24,8 @@ def job_env(result_dir=None, extra=None):
     env["OMP_NUM_THREADS"] = "1"
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
     env["PYTHONUNBUFFERED"] = "1"
-    env["CUDA_VISIBLE_DEVICES"] = ""
+    if os.environ.get("COMPAT_GPU") != "1":  # COMPAT_GPU=1: the GPU cases on a GPU machine
+        env["CUDA_VISIBLE_DEVICES"] = ""
     env.update(extra)
     return env
 

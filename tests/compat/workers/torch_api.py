@@ -284,11 +284,44 @@ def distributed_data_parallel():
 @case
 def missing_name_says_what_instead():
     try:
-        hvd.SyncBatchNorm
+        hvd.mpi_lib
     except AttributeError as e:
-        assert "convert_sync_batchnorm" in str(e)
+        assert "on purpose" in str(e) and "byteps_native.core" in str(e), e
     else:
-        raise AssertionError("SyncBatchNorm should be absent with advice")
+        raise AssertionError("mpi_lib should be absent with advice")
+
+
+@case
+def sync_batch_norm():
+    # Horovod's constructor; statistics over both ranks' samples, as one
+    # BatchNorm1d over the whole batch computes them.
+    torch.manual_seed(7)
+    batch = torch.randn(2 * n, 4, 3)
+    mine = batch[2 * r:2 * r + 2].clone().requires_grad_()
+    whole = batch.clone().requires_grad_()
+    sync_bn, bn = hvd.SyncBatchNorm(num_features=4), nn.BatchNorm1d(4)
+    out, reference = sync_bn(mine), bn(whole)
+    assert torch.allclose(out, reference[2 * r:2 * r + 2], atol=1e-5), (out, reference)
+    assert torch.allclose(sync_bn.running_mean, bn.running_mean, atol=1e-6)
+    assert torch.allclose(sync_bn.running_var, bn.running_var, atol=1e-5)
+    out.sum().backward()
+    reference.sum().backward()
+    assert torch.allclose(mine.grad, whole.grad[2 * r:2 * r + 2], atol=1e-5)
+    assert torch.allclose(hvd.allreduce(sync_bn.weight.grad, op=hvd.Sum, name="sbn.w"), bn.weight.grad, atol=1e-4)
+
+
+@case
+def mixed_devices_fail_on_every_rank():
+    # Horovod fails a collective whose ranks mix CPU and GPU tensors. No GPU
+    # here: the meta device stands for "not the CPU"; the check runs before
+    # anything is submitted.
+    tensor = torch.ones(3, device="meta" if r == 1 else "cpu")
+    try:
+        hvd.allreduce(tensor)
+    except RuntimeError as e:
+        assert "device" in str(e) and "non-CPU float32 [3]" in str(e) and "float32 [3]" in str(e), e
+    else:
+        raise AssertionError("a CPU/non-CPU mix must fail")
 
 
 report({"rank": r, "size": n, "cases": cases})
