@@ -10,8 +10,7 @@ from byteps_native.elastic_state import HostsUpdatedInterrupt  # noqa: F401  (hv
 from byteps_native.tf import engine
 from byteps_native.tf.api import broadcast_variables
 from byteps_native.tf.collectives import broadcast_object
-from byteps_native.tf.keras.callback_base import Callback
-from byteps_native.tf.keras.flavor import build_optimizer, optimizer_variables
+from byteps_native.tf.keras_flavor import Callback, build_optimizer, optimizer_variables
 
 
 class HorovodInternalError(RuntimeError):

@@ -107,3 +107,9 @@ KERAS2_VARIANTS = ["horovod_tensorflow2_mnist.py", "horovod_tensorflow2_keras_mn
 for _name in KERAS2_VARIANTS:
     TABLE[f"keras2/{_name}"] = (TABLE[_name][0], False)
     SCRIPT_ENV[f"keras2/{_name}"] = {"TF_USE_LEGACY_KERAS": "1"}
+# Measured under TF_USE_LEGACY_KERAS=1 (docs/migration.md); the 5 long mnist
+# scripts as-is train without error but take 35-60 min here, so their
+# keras2/ copies stand for them.
+LEGACY_KERAS_EXPECTED_TO_PASS = {f"keras2/{name}" for name in KERAS2_VARIANTS} | {
+    "horovod_tensorflow2_synthetic_benchmark.py", "horovod_tensorflow2_keras_synthetic_benchmark.py",
+    "byteps_tensorflow_synthetic_benchmark_tf2.py"}

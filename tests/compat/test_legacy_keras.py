@@ -4,7 +4,8 @@ Two processes under torchrun, as the other compatibility tests.
 
 * a Horovod example ported by its import line (run length cut, 'ci-size:'),
   whose ranks must end with identical weights: Keras 2's model.fit through
-  DistributedOptimizer and the callbacks;
+  DistributedOptimizer and the callbacks (COMPAT_ALL_SCRIPTS=1: every script
+  that passes under Keras 2);
 * a subset of Horovod's own test_tensorflow2_keras.py (the whole file, 13 of
   13 passing: ``TF_USE_LEGACY_KERAS=1 PYTHONPATH=. python3
   tests/compat/upstream/run_upstream.py horovod/test_tensorflow2_keras.py -v``).
@@ -12,10 +13,12 @@ Two processes under torchrun, as the other compatibility tests.
 Skipped, saying so, where tf_keras is not installed.
 """
 import importlib.util
+import os
 
 import pytest
 
 from run_scripts import run_script
+from scripts_table import LEGACY_KERAS_EXPECTED_TO_PASS
 from upstream.run_upstream import run_suite
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("tf_keras") is None,
@@ -30,9 +33,14 @@ CI_UPSTREAM_TESTS = ["test_gradient_aggregation_0", "test_legacy_optimizer",
                      "test_broadcast_global_variables_callback_with_local_vars"]
 
 
-def test_horovod_keras_example_under_legacy_keras():
-    passed, detail, _ = run_script("keras2/horovod_tensorflow2_keras_mnist.py")
-    assert passed, detail
+CI_SCRIPT = "keras2/horovod_tensorflow2_keras_mnist.py"
+SCRIPTS = sorted(LEGACY_KERAS_EXPECTED_TO_PASS) if os.environ.get("COMPAT_ALL_SCRIPTS") == "1" else [CI_SCRIPT]
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_script_under_legacy_keras(name):
+    passed, detail, _ = run_script(name, legacy_keras=True)
+    assert passed, f"{name}: {detail}"
 
 
 def test_horovod_keras_unit_tests_under_legacy_keras():

@@ -1,5 +1,5 @@
 """Keras callbacks for Horovod-style (one device per process) training,
-for Keras 3 and Keras 2 (callback_base.py says which base class).
+for Keras 3 and Keras 2 (byteps_native/tf/keras_flavor.py says which base class).
 
 `device=` is accepted everywhere for Horovod compatibility: the reduction op
 runs on the CPU whatever it says.
@@ -7,8 +7,7 @@ runs on the CPU whatever it says.
 import tensorflow as tf
 
 from byteps_native.tf import api, engine
-from byteps_native.tf.keras.callback_base import Callback, ModelCheckpoint
-from byteps_native.tf.keras.flavor import optimizer_variables
+from byteps_native.tf.keras_flavor import Callback, ModelCheckpoint, optimizer_variables
 
 
 class BroadcastGlobalVariablesCallback(Callback):

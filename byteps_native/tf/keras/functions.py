@@ -1,7 +1,7 @@
 """Horovod's Keras-level collectives and load_model."""
 from byteps_native.tf import collectives
 from byteps_native.tf.compression import Compression
-from byteps_native.tf.keras.flavor import tf_keras_module
+from byteps_native.tf.keras_flavor import tf_keras_module
 from byteps_native.tf.keras.optimizer import make_distributed
 from byteps_native.tf.reduce_ops import Average
 

@@ -5,7 +5,7 @@ under TF_USE_LEGACY_KERAS=1 (keras2_optimizer: it runs where gradients are
 computed, as in Horovod). The optimizer's class says which."""
 from byteps_native.tf.compression import Compression
 from byteps_native.tf.keras import keras2_optimizer, keras3_optimizer
-from byteps_native.tf.keras.flavor import is_keras2
+from byteps_native.tf.keras_flavor import is_keras2
 from byteps_native.tf.keras.gradient_reduction import GradientReduction
 from byteps_native.tf.reduce_ops import Average, resolve_op
 

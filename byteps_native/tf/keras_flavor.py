@@ -3,8 +3,16 @@ since TF 2.16) or Keras 2 (the ``tf_keras`` package, what ``tf.keras`` is when
 TF_USE_LEGACY_KERAS=1; Horovod users on TF >= 2.16 run their Keras 2 scripts
 that way). Optimizers are told apart by their class, so a Keras 2 optimizer
 imported as ``tf_keras`` works without the variable too; callbacks have no
-object to look at when they are made, so they follow ``tf.keras``, as
-Horovod's do."""
+object to look at when they are made, so they derive from ``tf.keras``'s
+Callback (below), as Horovod's do.
+
+Keras 2's fit also accepts our callbacks when they are Keras 3-based (a
+script that imports tf_keras without the variable): it asks each callback
+which batch hooks it implements, which Keras 3's base class does not say, so
+ours answer 'all of them' (hooks not overridden do nothing).
+
+At byteps_native.tf level (not in byteps_native.tf.keras) so that
+byteps_native.tf.elastic can use it without importing the Keras package."""
 import os
 
 
@@ -59,3 +67,27 @@ def build_optimizer(optimizer, trainable_variables):
     except (TypeError, ValueError, NotImplementedError):
         return False
     return False
+
+
+if legacy_keras_requested():
+    _keras = keras2_module()
+else:
+    import keras as _keras
+
+
+class _AnyKerasHooks:
+    def _implements_train_batch_hooks(self):
+        return True
+
+    def _implements_test_batch_hooks(self):
+        return True
+
+    def _implements_predict_batch_hooks(self):
+        return True
+
+
+class Callback(_AnyKerasHooks, _keras.callbacks.Callback):
+    """tf.keras's Callback, with the hooks Keras 2's fit asks about."""
+
+
+ModelCheckpoint = _keras.callbacks.ModelCheckpoint
