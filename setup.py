@@ -110,6 +110,10 @@ if _wanted("BYTEPS_WITH_PYTORCH") != "0" and _sources("torch"):
         TORCH_VERSION = frameworks.torch_version()
     if TORCH_VERSION is None and _wanted("BYTEPS_WITH_PYTORCH") == "1":
         _missing_framework("torch", "BYTEPS_WITH_PYTORCH", f"pip install torch=={frameworks.TESTED_TORCH}")
+# A required TensorFlow adapter is checked here too, before minutes of compiling the engine.
+if _wanted("BYTEPS_WITH_TENSORFLOW") == "1" and _sources("tf") and frameworks.tensorflow_version() is None:
+    _missing_framework("TensorFlow", "BYTEPS_WITH_TENSORFLOW",
+                       f"pip install tensorflow-cpu=={frameworks.TESTED_TENSORFLOW}")
 
 
 class BuildAll(build_ext):

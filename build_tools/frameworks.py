@@ -175,6 +175,13 @@ def _tensorflow_install():
     return None
 
 
+def tensorflow_version():
+    """The installed TensorFlow's version from its metadata (no import), also
+    from outside an isolated build environment, or None."""
+    installed = _tensorflow_install()
+    return installed and installed[0]
+
+
 def find_tensorflow(cache_dir):
     """(Framework, compile flags, link flags) of the TensorFlow to compile against, or None.
 

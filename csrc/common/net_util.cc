@@ -96,7 +96,6 @@ void SetNonBlocking(int fd, bool on) {
 }
 
 namespace {
-constexpr int kWaitNoteSeconds = 4;  // how often a connect still waiting says so
 
 // What a refused or unanswered connect means for the peer a member waits
 // for: a port where nothing listens belongs to a peer that has not started

@@ -18,6 +18,8 @@ Status ParseHostPort(const std::string& text, HostPort* out);
 Status ResolveIPv4(const std::string& host, sockaddr_in* out);
 // IPv4 address of a network interface, e.g. "eth0" -> "10.0.0.2".
 Status InterfaceAddress(const std::string& interface, std::string* address);
+// How often a wait that is still going on says so (connects, rendezvous).
+constexpr int kWaitNoteSeconds = 4;
 // Connects (blocking) with retries until deadline; returns a blocking fd.
 // `waiting_for` (e.g. "the scheduler"): say so every few seconds while the
 // peer is not there yet, so a long wait is never silent.

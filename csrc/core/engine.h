@@ -204,6 +204,8 @@ class Engine {
   // memory); used by a failed Start and by Shutdown.
   void ReleaseResources();
   Status SetUpLocalReducer();
+  // The address server `server` registered, waiting up to BYTEPS_RENDEZVOUS_TIMEOUT.
+  Status WaitForServer(int server, std::string* addr);
   Status ConnectServers();
   void Loop();
   void Activate(std::unique_ptr<TensorOp> op);

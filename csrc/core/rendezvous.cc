@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "common/logging.h"
 #include "common/net_util.h"
 #include "common/sha256.h"
 #include "store/c_store.h"
@@ -106,7 +107,9 @@ Status RendezvousWorkers(Store* store, Config* config) {
   BPS_RETURN_IF_ERROR(store->Set("size", std::to_string(c.size())));  // servers wait for this many
   int64_t joined = 0;
   BPS_RETURN_IF_ERROR(store->Add("workers_joined", 1, &joined));
-  auto deadline = Clock::now() + std::chrono::duration<double>(c.rendezvous_timeout_seconds);
+  const auto started = Clock::now();
+  auto deadline = started + std::chrono::duration<double>(c.rendezvous_timeout_seconds);
+  auto next_note = started + std::chrono::seconds(kWaitNoteSeconds);
   for (int q = 0; q < c.size(); ++q) {
     std::string value;
     double left = std::max(0.0, std::chrono::duration<double>(deadline - Clock::now()).count());
@@ -115,6 +118,18 @@ Status RendezvousWorkers(Store* store, Config* config) {
     if (st.code() == BPS_TIMEOUT && Clock::now() < deadline) {
       std::string why;
       if (store->Get("abort", 0, &why).ok()) return Status::PeerFailure("job aborted: " + why);
+      if (Clock::now() >= next_note) {
+        next_note += std::chrono::seconds(kWaitNoteSeconds);
+        // One line per machine: its ranks all wait for the same ones.
+        if (c.local_rank == 0) {
+          store->Add("workers_joined", 0, &joined);
+          BPS_LOG(Warning) << "waiting for the other workers: " << joined << " of " << c.size()
+                           << " ranks arrived (rank " << q << " not yet); still waiting ("
+                           << std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - started).count()
+                           << " s of " << FormatSeconds(c.rendezvous_timeout_seconds)
+                           << " s, BYTEPS_RENDEZVOUS_TIMEOUT)";
+        }
+      }
       --q;
       continue;
     }
@@ -147,6 +162,11 @@ Status RendezvousWorkers(Store* store, Config* config) {
       }
     }
   }
+  // The scheduler checks what workers publish (against its own
+  // DMLC_NUM_WORKER too) and posts its verdict before it answers: workers
+  // that agree among themselves would otherwise go on to servers that left.
+  std::string why;
+  if (store->Get("abort", 0, &why).ok()) return Status::PeerFailure("job aborted: " + why);
   return Status::OK();
 }
 

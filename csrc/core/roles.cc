@@ -88,6 +88,7 @@ Status RunSchedulerRole() {
   SetLogIdentity("scheduler");
   TcpStoreServer server(c.job_token, c.timeout_seconds);
   server.SetRendezvousTimeout(c.rendezvous_timeout_seconds);
+  server.ExpectWorkerMachines(c.num_worker);
   Status st = server.Listen(c.root_uri, c.root_port);
   if (!st.ok() && st.message().find("Cannot assign requested address") == std::string::npos) return st;
   if (!st.ok()) {

@@ -4,10 +4,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 
+#include "common/config.h"
 #include "common/logging.h"
 #include "common/net_util.h"
 #include "common/reduce_kernels.h"
@@ -131,7 +133,24 @@ Status Server::Wait(double timeout_seconds) {
   // is simply closed with the server.)
   std::string size_text;
   double get_timeout = timeout_seconds < 0 ? config_.rendezvous_timeout_seconds : timeout_seconds;
-  Status st = store_->Get("size", get_timeout, &size_text);
+  // In slices, saying every few seconds what it waits for.
+  const auto started = std::chrono::steady_clock::now();
+  const auto deadline = started + std::chrono::duration<double>(get_timeout);
+  Status st;
+  while (true) {
+    double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
+    st = store_->Get("size", std::max(0.0, std::min<double>(left, kWaitNoteSeconds)), &size_text);
+    if (st.code() != BPS_TIMEOUT || std::chrono::steady_clock::now() >= deadline) break;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!failure_.ok() || aborted_) break;
+    }
+    BPS_LOG(Warning) << "server " << server_id_ << " is waiting for the workers: none has joined the rendezvous yet; "
+                     << "still waiting ("
+                     << std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started)
+                            .count()
+                     << " s of " << FormatSeconds(get_timeout) << " s, BYTEPS_RENDEZVOUS_TIMEOUT)";
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!failure_.ok()) return failure_;
@@ -151,7 +170,15 @@ Status Server::Wait(double timeout_seconds) {
     return (ranks_seen_.size() >= expected && all_left()) || (!failure_.ok() && all_left()) || aborted_;
   };
   if (timeout_seconds < 0) {
-    cv_.wait(lock, done);
+    // Until every rank has come, say every few seconds how many have.
+    while (!cv_.wait_for(lock, std::chrono::seconds(kWaitNoteSeconds), done)) {
+      if (ranks_seen_.size() >= expected) continue;  // all came: training, not waiting
+      BPS_LOG(Warning) << "server " << server_id_ << " is waiting for the workers: " << ranks_seen_.size() << " of "
+                       << expected << " ranks connected; still waiting ("
+                       << std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started)
+                              .count()
+                       << " s)";
+    }
   } else if (!cv_.wait_for(lock, std::chrono::duration<double>(timeout_seconds), done)) {
     return Status::Timeout("server " + std::to_string(server_id_) + ": " + std::to_string(conns_.size()) +
                            " worker connections still open after " + std::to_string(static_cast<int>(timeout_seconds)) +

@@ -15,6 +15,9 @@ Status CStore::Get(const std::string& key, double timeout_seconds, std::string* 
   std::vector<char> buf(4096);
   size_t len = 0;
   int64_t ms = static_cast<int64_t>(timeout_seconds * 1000);
+  // A poll (timeout 0) waits 1 ms: c10d's Store::wait reads 0 ms as "no
+  // timeout" and would block for good on a key that is not there.
+  if (timeout_seconds >= 0 && ms == 0) ms = 1;
   int rc = v_.get(v_.ctx, key.c_str(), ms, buf.data(), buf.size(), &len, err, sizeof(err));
   if (rc == 0 && len > buf.size()) {
     buf.resize(len);

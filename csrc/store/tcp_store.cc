@@ -8,7 +8,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/config.h"
 #include "common/logging.h"
+#include "common/net_util.h"
 #include "store/job_secret.h"
 
 namespace bps {
@@ -78,7 +80,14 @@ Status TcpStoreServer::ServeUntilDone(int expected_clients) {
   std::chrono::steady_clock::time_point all_finished_since{};
   const auto started = std::chrono::steady_clock::now();
   bool rendezvous_checked = rendezvous_timeout_seconds_ < 0;
+  bool rendezvous_done = false;
+  auto next_note = started + std::chrono::seconds(kWaitNoteSeconds);
   while (true) {
+    if (!rendezvous_done && std::chrono::steady_clock::now() >= next_note) {
+      next_note += std::chrono::seconds(kWaitNoteSeconds);
+      rendezvous_done = RendezvousComplete() || !FirstFailure().ok();
+      if (!rendezvous_done) NoteWaitingForWorkers(started);
+    }
     if (!rendezvous_checked && std::chrono::steady_clock::now() - started >
                                    std::chrono::duration<double>(rendezvous_timeout_seconds_)) {
       rendezvous_checked = true;
@@ -116,6 +125,26 @@ Status TcpStoreServer::ServeUntilDone(int expected_clients) {
   }
 }
 
+Status TcpStoreServer::FirstFailure() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return first_failure_;
+}
+
+void TcpStoreServer::NoteWaitingForWorkers(std::chrono::steady_clock::time_point started) {
+  std::string size, joined;
+  store_.Get("size", 0, &size);
+  store_.Get("workers_joined", 0, &joined);
+  const auto waited =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started).count();
+  std::string limit = rendezvous_timeout_seconds_ < 0
+                          ? std::string(")")
+                          : " of " + FormatSeconds(rendezvous_timeout_seconds_) + " s, BYTEPS_RENDEZVOUS_TIMEOUT)";
+  std::string arrived =
+      size.empty() ? "no worker has arrived yet (DMLC_NUM_WORKER=" + std::to_string(expected_machines_) + " machines)"
+                   : (joined.empty() ? std::string("0") : joined) + " of " + size + " worker ranks arrived";
+  BPS_LOG(Warning) << "waiting for workers: " << arrived << "; still waiting (" << waited << " s" << limit;
+}
+
 bool TcpStoreServer::RendezvousComplete() {
   std::string size, joined;
   if (!store_.Get("size", 0, &size).ok() || !store_.Get("workers_joined", 0, &joined).ok()) return false;
@@ -134,6 +163,11 @@ void TcpStoreServer::FailJob(const std::string& why) {
 }
 
 void TcpStoreServer::CheckPublished(const std::string& key, const std::string& value, const PeerIdentity& peer) {
+  if (key.compare(0, 7, "worker/") == 0) {  // "<BYTEPS_LOCAL_SIZE> host pid ..." (rendezvous)
+    std::lock_guard<std::mutex> lock(mu_);
+    local_size_by_peer_[peer.Describe()] = atoi(value.c_str());
+    return;
+  }
   if (key != "size") return;  // workers publish DMLC_NUM_WORKER x BYTEPS_LOCAL_SIZE there (rendezvous)
   std::string why;
   {
@@ -141,14 +175,29 @@ void TcpStoreServer::CheckPublished(const std::string& key, const std::string& v
     if (job_size_.empty()) {
       job_size_ = value;
       job_size_from_ = peer.Describe();
-      return;
+      // Later sizes must equal this one, so checking the first against the
+      // scheduler's own count checks them all.
+      why = MismatchWithSchedulerCount(value, peer);
+    } else if (value != job_size_) {
+      why = "processes disagree on the job's size: " + job_size_from_ + " has " + job_size_ + " ranks but " +
+            peer.Describe() + " has " + value +
+            " (ranks = DMLC_NUM_WORKER x BYTEPS_LOCAL_SIZE): set the same values on every process";
     }
-    if (value == job_size_) return;
-    why = "processes disagree on the job's size: " + job_size_from_ + " has " + job_size_ + " ranks but " +
-          peer.Describe() + " has " + value +
-          " (ranks = DMLC_NUM_WORKER x BYTEPS_LOCAL_SIZE): set the same values on every process";
   }
-  FailJob(why);
+  if (!why.empty()) FailJob(why);
+}
+
+std::string TcpStoreServer::MismatchWithSchedulerCount(const std::string& size, const PeerIdentity& peer) {
+  auto local = local_size_by_peer_.find(peer.Describe());
+  if (expected_machines_ <= 0 || local == local_size_by_peer_.end() || local->second <= 0) return "";
+  const long long ranks = atoll(size.c_str());
+  if (ranks == static_cast<long long>(expected_machines_) * local->second) return "";
+  const std::string theirs =
+      ranks % local->second == 0 ? "DMLC_NUM_WORKER=" + std::to_string(ranks / local->second) : size + " ranks";
+  return "processes disagree on the job's size: the scheduler has DMLC_NUM_WORKER=" +
+         std::to_string(expected_machines_) + " but " + peer.Describe() + " has " + theirs + " (" + size +
+         " ranks = DMLC_NUM_WORKER x BYTEPS_LOCAL_SIZE=" + std::to_string(local->second) +
+         "): set the same DMLC_NUM_WORKER on every process, the scheduler's included";
 }
 
 void TcpStoreServer::AdmitClient(int fd, const PeerIdentity& peer) {
@@ -228,7 +277,9 @@ void TcpStoreServer::ServeRequests(int fd, const PeerIdentity& peer) {
       st = store_.Set(k, v);
       CheckPublished(k, v, peer);
     } else if (req.op == kOpGet) {
-      if (k == kAbortKey) watching = true;
+      // A watcher waits on "abort"; a rendezvous step that only polls it
+      // (timeout 0) then goes quiet, and must not be taken for a stopped process.
+      if (k == kAbortKey && req.arg > 0) watching = true;
       // Wait in slices so a client that vanishes mid-wait is noticed.
       double remaining = req.arg / 1000.0;
       while (true) {

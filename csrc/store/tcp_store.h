@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <list>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -45,6 +46,10 @@ class TcpStoreServer {
   // have not all arrived this long after the scheduler started listening:
   // without it a scheduler whose workers died before rendezvous ran forever.
   void SetRendezvousTimeout(double seconds) { rendezvous_timeout_seconds_ = seconds; }
+  // The scheduler's own DMLC_NUM_WORKER: the first job size a worker
+  // publishes must match it (it was ignored: a scheduler expecting 3 machines
+  // ran a job of 2 without a word). 0: no check.
+  void ExpectWorkerMachines(int machines) { expected_machines_ = machines; }
   MemoryStore& store() { return store_; }
   // Serves the requests of one connection that already passed the handshake,
   // until it says goodbye or breaks, on the calling thread; owns fd. Public
@@ -62,8 +67,14 @@ class TcpStoreServer {
   void ReapFinishedThreads();
   // The scheduler's own checks of what clients publish (all ranks must agree).
   void CheckPublished(const std::string& key, const std::string& value, const PeerIdentity& peer);
+  // Empty, or why the first published job size contradicts the scheduler's
+  // DMLC_NUM_WORKER. Called with mu_ held.
+  std::string MismatchWithSchedulerCount(const std::string& size, const PeerIdentity& peer);
   void FailJob(const std::string& why);
   bool RendezvousComplete();
+  Status FirstFailure();
+  // A scheduler waiting for its workers says so every kWaitNoteSeconds.
+  void NoteWaitingForWorkers(std::chrono::steady_clock::time_point started);
   std::string token_;
   double timeout_seconds_;
   MemoryStore store_;
@@ -86,6 +97,10 @@ class TcpStoreServer {
   std::chrono::steady_clock::time_point failed_at_;  // when first_failure_ was set
   double rendezvous_timeout_seconds_ = -1;  // < 0: none
   std::string job_size_, job_size_from_;   // the first "size" published, and by whom
+  int expected_machines_ = 0;
+  // BYTEPS_LOCAL_SIZE each worker connection published (in "worker/<rank>",
+  // just before its "size"), to say which DMLC_NUM_WORKER a size implies.
+  std::map<std::string, int> local_size_by_peer_;
 };
 
 class TcpStoreClient : public Store {

