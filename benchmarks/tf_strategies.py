@@ -8,9 +8,11 @@ Configurations (same model, same global batch, synthetic data):
   bytepsops-2x2  2 processes x 2 logical CPU devices, MirroredStrategy(BytePSOps), 1 server
   bytepsops-2x1  2 processes x 1 CPU device,          MirroredStrategy(BytePSOps), 1 server
   mwms-2x1       2 processes x 1 CPU device,          MultiWorkerMirroredStrategy (RING)
+  mwms-4x1       4 processes x 1 CPU device,          MultiWorkerMirroredStrategy (RING)
 MultiWorkerMirroredStrategy uses one CPU device per worker (it ignores logical
-CPU devices), so bytepsops-2x1 is the like-for-like comparison; 2x2 shows the
-cost of the extra local replica level.
+CPU devices), so bytepsops-2x1 vs mwms-2x1 is the like-for-like comparison;
+bytepsops-2x2 vs mwms-4x1 compares 4 replicas each (MWMS can only reach 4
+CPU replicas with 4 processes). --no-mwms-4x1 skips the last.
 """
 import argparse
 import json
@@ -30,6 +32,8 @@ def parse_args(argv=None):
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--global-batch", type=int, default=256)
     parser.add_argument("--hidden", type=int, default=512, help="width of the two hidden layers")
+    parser.add_argument("--no-mwms-4x1", dest="mwms_4x1", action="store_false",
+                        help="skip the 4-replica MWMS reference (4 processes)")
     parser.add_argument("--role", choices=["orchestrate", "byteps", "mwms"], default="orchestrate",
                         help=argparse.SUPPRESS)
     parser.add_argument("--devices", type=int, default=1, help=argparse.SUPPRESS)
@@ -133,16 +137,16 @@ def run_byteps(args, devices):
     return _result(proc.stdout + proc.stderr, f"bytepsops-{PROCESSES}x{devices}")
 
 
-def run_mwms(args):
-    ports = [_free_port() for _ in range(PROCESSES)]
+def run_mwms(args, processes=PROCESSES):
+    ports = [_free_port() for _ in range(processes)]
     cluster = {"worker": [f"localhost:{p}" for p in ports]}
     procs = []
-    for index in range(PROCESSES):
+    for index in range(processes):
         env = dict(_env(), TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}))
         procs.append(subprocess.Popen(_worker_argv(args, "mwms", 1), env=env, cwd=REPO,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     outputs = [p.communicate(timeout=900)[0] for p in procs]
-    return _result(outputs[0], "mwms")
+    return _result(outputs[0], f"mwms-{processes}x1")
 
 
 def orchestrate(args):
@@ -151,6 +155,8 @@ def orchestrate(args):
         f"bytepsops-{PROCESSES}x1": run_byteps(args, 1),
         f"mwms-{PROCESSES}x1": run_mwms(args),
     }
+    if args.mwms_4x1:
+        results["mwms-4x1"] = run_mwms(args, 4)
     params = results[f"mwms-{PROCESSES}x1"]["params"]
     print(f"model: MLP 64-{args.hidden}-{args.hidden}-10 ({params} parameters, {params * 4 / 1e6:.2f} MB "
           f"of float32 gradients), global batch {args.global_batch}, {args.steps} timed steps, "
@@ -158,8 +164,12 @@ def orchestrate(args):
     for name, r in results.items():
         print(f"{name:16s} {r['steps_per_s']:8.2f} steps/s  ({r['replicas']} replicas)")
     mwms = results[f"mwms-{PROCESSES}x1"]["steps_per_s"]
-    for name in (f"bytepsops-{PROCESSES}x1", f"bytepsops-{PROCESSES}x2"):
-        print(f"ratio {name} / mwms-{PROCESSES}x1 = {results[name]['steps_per_s'] / mwms:.2f}")
+    print(f"ratio bytepsops-{PROCESSES}x1 / mwms-{PROCESSES}x1 = "
+          f"{results[f'bytepsops-{PROCESSES}x1']['steps_per_s'] / mwms:.2f}  (2 replicas each)")
+    if "mwms-4x1" in results:
+        print(f"ratio bytepsops-{PROCESSES}x2 / mwms-4x1 = "
+              f"{results[f'bytepsops-{PROCESSES}x2']['steps_per_s'] / results['mwms-4x1']['steps_per_s']:.2f}"
+              f"  (4 replicas each)")
 
 
 def main():

@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from byteps_native.tf import engine, fusion, naming
 from byteps_native.tf.compression import Compression
-from byteps_native.tf.ops import push_pull_list
+from byteps_native.tf.ops import SUPPORTED_DTYPES, after, push_pull_list
 from byteps_native.tf.reduce_ops import Adasum, Average, Sum, resolve_op
 
 init = engine.init
@@ -64,18 +64,60 @@ def broadcast(tensor, root_rank=0, name=None, scope="", is_variable=True, proces
     if name is None:  # ranks that disagree would submit different names (collectives.check_ranks_agree)
         from byteps_native.tf.collectives import check_ranks_agree
         check = check_ranks_agree("broadcast", value, extra=1 + int(root_rank))
-    with tf.control_dependencies([check] if check is not None else []):  # every op waits, zeros included
+    with after([check]):  # every engine op waits, zeros included
         return _broadcast_checked(value, root_rank, name)
 
 
+def _to_wire(value):
+    """(what the engine sums for a broadcast of `value`, how to get `value`'s
+    dtype back). Dtypes the engine does not sum travel as their bytes: root's
+    bytes plus the others' zeros are root's bytes, exactly."""
+    dtype = value.dtype
+    if dtype == tf.bool:
+        return tf.cast(value, tf.uint8), lambda out: tf.cast(out, tf.bool)
+    if dtype in SUPPORTED_DTYPES:
+        return value, lambda out: out
+    return tf.bitcast(value, tf.uint8), lambda out: tf.bitcast(out, dtype)
+
+
 def _broadcast_checked(value, root_rank, name):
-    original_dtype = value.dtype
-    if original_dtype == tf.bool:
-        value = tf.cast(value, tf.uint8)
-    contribution = value if engine.rank() == root_rank else tf.zeros_like(value)
+    if not value.dtype.is_floating:
+        return _broadcast_values(value, root_rank, name)
+
+    # Horovod's gradient: every rank joins the average of the output
+    # gradients; root keeps it, the others get zeros.
+    @tf.custom_gradient
+    def differentiable(x):
+        def grad(dy):
+            from byteps_native.tf.collectives import allreduce
+            reduced = allreduce(dy, op=Average, name=f"{name}.grad" if name else None)
+            # `* 0`, not zeros_like: in a graph the zeros must still depend
+            # on the allreduce, or this rank would leave it unrun.
+            return reduced if engine.rank() == root_rank else reduced * 0
+        return _broadcast_values(x, root_rank, name), grad
+    return differentiable(value)
+
+
+def _broadcast_values(value, root_rank, name):
+    wire, restore = _to_wire(value)
+    contribution = wire if engine.rank() == root_rank else tf.zeros_like(wire)
     hint = name or "value"
     (out,) = fusion.push_pull_many([contribution], f"bps.tf.broadcast.root{root_rank}", [hint])
-    return tf.cast(out, original_dtype) if original_dtype == tf.bool else out
+    return restore(out)
+
+
+def _broadcast_assigns(variables, root_rank):
+    """Assign `root_rank`'s value to every variable; the assigns' results.
+    Variables are fused per dtype into few engine calls."""
+    is_root = engine.rank() == root_rank
+    values, restores = [], []
+    for v in variables:
+        wire, restore = _to_wire(tf.convert_to_tensor(v))
+        restores.append(restore)
+        values.append(wire if is_root else tf.zeros_like(wire))
+    reduced = fusion.push_pull_many(values, f"bps.tf.broadcast_variables.root{root_rank}",
+                                    [_variable_hint(v, i) for i, v in enumerate(variables)])
+    return [v.assign(restore(r)) for v, r, restore in zip(variables, reduced, restores)]
 
 
 def broadcast_variables(variables, root_rank=0):
@@ -87,16 +129,7 @@ def broadcast_variables(variables, root_rank=0):
     variables = list(variables)
     if not variables:
         return None
-    is_root = engine.rank() == root_rank
-    values, casts = [], []
-    for v in variables:
-        value = tf.convert_to_tensor(v)
-        casts.append(value.dtype == tf.bool)
-        value = tf.cast(value, tf.uint8) if value.dtype == tf.bool else value
-        values.append(value if is_root else tf.zeros_like(value))
-    reduced = fusion.push_pull_many(values, f"bps.tf.broadcast_variables.root{root_rank}",
-                                    [_variable_hint(v, i) for i, v in enumerate(variables)])
-    assigns = [v.assign(tf.cast(r, tf.bool) if c else r) for v, r, c in zip(variables, reduced, casts)]
+    assigns = _broadcast_assigns(variables, root_rank)
     if tf.executing_eagerly():
         return None
     return tf.group(*[a for a in assigns if a is not None])
@@ -141,8 +174,11 @@ class DistributedGradientTape:
 
     Horovod's options are accepted; ``num_groups``/``groups`` are fusion hints
     (the adapter fuses by itself), ``device_*`` do not apply (CPU op).
+    Sources passed to ``register_local_source`` keep their local gradient
+    (divided by size() when ``scale_local_gradients``, as Horovod does).
     Other attributes pass through to the wrapped tape.
     """
+    _label = "bps.tf.grad"
 
     def __init__(self, tape, device_dense="", device_sparse="", compression=Compression.none,
                  sparse_as_dense=False, op=Average, gradient_predivide_factor=1.0, num_groups=0, groups=None,
@@ -153,18 +189,39 @@ class DistributedGradientTape:
         self._compression = compression
         self._predivide = gradient_predivide_factor
         self._sparse_as_dense = sparse_as_dense
+        self._scale_local = scale_local_gradients
+        self._local = set()  # id()s: Keras 3 variables have no .ref()
+
+    def register_local_source(self, source):
+        """`source`'s gradient stays on this rank (Horovod's model-parallel layers)."""
+        self._local.add(id(source))
 
     def gradient(self, target, sources, output_gradients=None, **kwargs):
         grads = self._tape.gradient(target, sources, output_gradients=output_gradients, **kwargs)
         flat_sources = tf.nest.flatten(sources)
         flat_grads = tf.nest.flatten(grads, expand_composites=False)
-        reduced = push_pull_gradients(flat_grads, flat_sources, op=self._op, compression=self._compression,
+        shared = [i for i, v in enumerate(flat_sources) if id(v) not in self._local]
+        reduced = push_pull_gradients([flat_grads[i] for i in shared], [flat_sources[i] for i in shared],
+                                      op=self._op, compression=self._compression,
                                       gradient_predivide_factor=self._predivide,
-                                      sparse_as_dense=self._sparse_as_dense)
-        return tf.nest.pack_sequence_as(grads, reduced)
+                                      sparse_as_dense=self._sparse_as_dense, label=self._label)
+        out = list(flat_grads)
+        for i, g in zip(shared, reduced):
+            out[i] = g
+        if self._scale_local:
+            for i, v in enumerate(flat_sources):
+                if id(v) in self._local and out[i] is not None:
+                    out[i] = _divide(out[i], engine.size())
+        return tf.nest.pack_sequence_as(grads, out)
 
     def __getattr__(self, name):
         return getattr(self._tape, name)
+
+
+def _divide(grad, count):
+    if isinstance(grad, tf.IndexedSlices):
+        return tf.IndexedSlices(grad.values / tf.cast(count, grad.values.dtype), grad.indices, grad.dense_shape)
+    return grad / tf.cast(count, grad.dtype)
 
 
 def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="", device_sparse="",
@@ -183,27 +240,19 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
 
 class PartialDistributedGradientTape(DistributedGradientTape):
     """Horovod's: like DistributedGradientTape, but the gradients of
-    `local_layers`' variables stay local (not reduced)."""
+    `local_layers`' variables stay local (not reduced; divided by size() when
+    ``scale_local_gradients``)."""
+    _label = "bps.tf.partial_grad"
 
     def __init__(self, gradtape, device_dense="", device_sparse="", compression=Compression.none,
                  sparse_as_dense=False, op=Average, gradient_predivide_factor=1.0, num_groups=0, groups=None,
                  process_set=None, local_layers=None, scale_local_gradients=True):
-        super().__init__(gradtape, compression=compression, op=op, gradient_predivide_factor=gradient_predivide_factor)
+        super().__init__(gradtape, compression=compression, op=op, gradient_predivide_factor=gradient_predivide_factor,
+                         sparse_as_dense=sparse_as_dense, scale_local_gradients=scale_local_gradients)
         layers = local_layers if isinstance(local_layers, (list, tuple)) else ([local_layers] if local_layers else [])
-        self._local = {id(v) for layer in layers for v in layer.trainable_weights}
-
-    def gradient(self, target, sources, output_gradients=None, **kwargs):
-        grads = self._tape.gradient(target, sources, output_gradients=output_gradients, **kwargs)
-        flat_sources = tf.nest.flatten(sources)
-        flat_grads = tf.nest.flatten(grads, expand_composites=False)
-        shared = [i for i, v in enumerate(flat_sources) if id(v) not in self._local]
-        reduced = push_pull_gradients([flat_grads[i] for i in shared], [flat_sources[i] for i in shared],
-                                      op=self._op, compression=self._compression,
-                                      gradient_predivide_factor=self._predivide, label="bps.tf.partial_grad")
-        out = list(flat_grads)
-        for i, g in zip(shared, reduced):
-            out[i] = g
-        return tf.nest.pack_sequence_as(grads, out)
+        for layer in layers:
+            for v in layer.trainable_weights:
+                self.register_local_source(v)
 
 
 def broadcast_global_variables(root_rank):
@@ -216,6 +265,11 @@ def broadcast_global_variables(root_rank):
 
 
 def broadcast_(variables, root_rank, name=None, process_set=None):
-    """In-place broadcast of `variables` (Horovod's broadcast_)."""
-    broadcast_variables(variables, root_rank)
-    return variables
+    """In-place broadcast of `variables` (Horovod's broadcast_): eagerly the
+    variables, now holding root's values; in a graph the assigns' results
+    (evaluating one runs its assign)."""
+    variables = list(variables)
+    if not variables:
+        return []
+    assigns = _broadcast_assigns(variables, root_rank)
+    return variables if tf.executing_eagerly() else assigns

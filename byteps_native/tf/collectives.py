@@ -16,8 +16,9 @@ import numpy as np
 import tensorflow as tf
 
 from byteps_native.tf import engine, fusion, naming
+from byteps_native.tf._library import ops as _raw
 from byteps_native.tf.compression import Compression
-from byteps_native.tf.ops import push_pull_list
+from byteps_native.tf.ops import after, push_pull_list
 from byteps_native.tf.reduce_ops import Average, Sum, reduce_stacked, resolve_op
 
 _MIN_GATHER_BYTES = 1024
@@ -95,9 +96,9 @@ def allgather(tensor, name=None, process_set=None, ignore_name_scope=False, same
     if value.shape.rank == 0:
         value = tf.reshape(value, [1])
     check = check_ranks_agree("allgather", value, any_first_dim=True) if name is None else None
-    # Every op of the gather waits for the check (in a graph the lengths
-    # round does not depend on the data: its size is a constant there).
-    with tf.control_dependencies([check] if check is not None else []):
+    # Every engine op of the gather waits for the check (in a graph the
+    # lengths round does not depend on the data: its size is a constant there).
+    with after([check]):
         return _allgather_checked(value, name)
 
 
@@ -125,26 +126,10 @@ def grouped_allgather(tensors, name=None, process_set=None):
 # disagree on them would wait for each other until BYTEPS_TIMEOUT ends the
 # engine. As in torch (byteps_native/torch/ops.py), one small round under a
 # fixed name compares them first and fails every rank with Horovod's
-# FailedPreconditionError naming each rank's tensor.
+# FailedPreconditionError naming each rank's tensor (row layout: see
+# csrc/tf/ranks_agree_op.cc).
 _AGREE_SLOTS = 16
 _AGREE_DIMS = _AGREE_SLOTS - 4
-
-
-def _describe_row(row):
-    dtype = tf.dtypes.as_dtype(int(row[1])).name if int(row[1]) else "?"
-    dims = ["*" if int(d) == -2 else int(d) for d in row[4:4 + min(int(row[2]), _AGREE_DIMS)]]
-    return f"{dtype} {dims}" + (f" ({int(row[3]) - 1})" if int(row[3]) else "")
-
-
-def _compare_rows(rows, kind):
-    rows = np.asarray(rows)
-    me = engine.rank()
-    present = [r for r in range(len(rows)) if rows[r, 0] != 0]
-    if any(not np.array_equal(rows[r], rows[me]) for r in present):
-        what = ", ".join(f"rank {r}: {_describe_row(rows[r])}" for r in present)
-        raise tf.errors.FailedPreconditionError(
-            None, None, f"{kind}: ranks disagree on the tensor's dtype or shape (or root rank / op): {what}; every "
-                        "rank must pass the same dtype and shape (gathers: all but the first dimension)")
 
 
 def check_ranks_agree(kind, value, any_first_dim=False, extra=0):
@@ -163,14 +148,9 @@ def check_ranks_agree(kind, value, any_first_dim=False, extra=0):
     row = tf.concat([head, dims], 0)
     rows = _sum(tf.scatter_nd([[me]], tf.reshape(row, [1, _AGREE_SLOTS]), [n, _AGREE_SLOTS]),
                 f"bps.tf.agree.{kind}.{n}")
-    if tf.executing_eagerly():
-        _compare_rows(rows.numpy(), kind)
-        return None
-
-    def check(found):
-        _compare_rows(found.numpy(), kind)
-        return tf.constant(0)
-    return tf.py_function(check, [rows], tf.int32)
+    # A real op (csrc/tf/ranks_agree_op.cc): FailedPreconditionError in graphs too.
+    checked = _raw.byteps_check_ranks_agree(rows, kind=kind, rank=me)
+    return None if tf.executing_eagerly() else checked
 
 
 def _check_process_set(process_set):
@@ -188,8 +168,7 @@ def _reduce_dense(value, op, name, prescale_factor, postscale_factor, compressio
         out = _reduce_dense(tf.cast(value, _WIDENED[value.dtype]), op, name, prescale_factor, postscale_factor,
                             compression)
         return tf.cast(out, value.dtype)
-    if prescale_factor != 1.0:
-        value = value * tf.cast(prescale_factor, value.dtype)
+    value = _scale(value, prescale_factor)
     if op in (Average, Sum):
         compressed, ctx = compression.compress(value)
         base = name or f"bps.tf.allreduce/{naming.describe(compressed.dtype, compressed.shape)}"
@@ -199,9 +178,16 @@ def _reduce_dense(value, op, name, prescale_factor, postscale_factor, compressio
     else:
         stacked = allgather(tf.expand_dims(value, 0), name=f"{name or 'allreduce'}.{op._name}")
         out = reduce_stacked(op, stacked, engine.size())
-    if postscale_factor != 1.0:
-        out = out * tf.cast(postscale_factor, out.dtype)
-    return out
+    return _scale(out, postscale_factor)
+
+
+def _scale(value, factor):
+    """value * factor as Horovod's TF ops scale: integers in float64 math,
+    then truncated back; float16 in float32 math."""
+    if factor == 1.0:
+        return value
+    math = tf.float64 if value.dtype.is_integer else (tf.float32 if value.dtype == tf.float16 else value.dtype)
+    return tf.cast(tf.cast(value, math) * tf.cast(factor, math), value.dtype)
 
 
 def allreduce(tensor, average=None, device_dense="", device_sparse="", compression=Compression.none, op=None,
@@ -224,7 +210,7 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="", compressi
         return tf.IndexedSlices(values, indices, dense_shape=tensor.dense_shape)
     value = tf.convert_to_tensor(tensor)
     check = check_ranks_agree("allreduce", value, extra=1 + int(op)) if name is None else None
-    with tf.control_dependencies([check] if check is not None else []):  # every op waits (see allgather)
+    with after([check]):
         return _reduce_dense(value, op, name, prescale_factor, postscale_factor, compression)
 
 
@@ -233,9 +219,11 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="", 
     op = resolve_op(op, average, "grouped_allreduce")
     if op in (Average, Sum) and prescale_factor == 1.0 and postscale_factor == 1.0 and \
             compression is Compression.none and not any(isinstance(t, tf.IndexedSlices) for t in tensors):
-        return fusion.push_pull_many([tf.convert_to_tensor(t) for t in tensors], f"bps.tf.{name or 'grouped'}",
-                                     [str(i) for i in range(len(tensors))],
-                                     engine.size() if op == Average else 1)
+        values = [tf.convert_to_tensor(t) for t in tensors]
+        widened = [tf.cast(v, _WIDENED[v.dtype]) if v.dtype in _WIDENED else v for v in values]
+        reduced = fusion.push_pull_many(widened, f"bps.tf.{name or 'grouped'}", [str(i) for i in range(len(tensors))],
+                                        engine.size() if op == Average else 1)
+        return [tf.cast(r, v.dtype) if v.dtype != r.dtype else r for v, r in zip(values, reduced)]
     return [allreduce(t, op=op, compression=compression, prescale_factor=prescale_factor,
                       postscale_factor=postscale_factor, name=f"{name or 'grouped'}.{i}")
             for i, t in enumerate(tensors)]
@@ -248,6 +236,12 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False, process_se
     with the received splits."""
     _check_process_set(process_set)
     value = tf.convert_to_tensor(tensor)
+    check = check_ranks_agree("alltoall", value, any_first_dim=True) if name is None else None
+    with after([check]):
+        return _alltoall_checked(value, splits, name)
+
+
+def _alltoall_checked(value, splits, name):
     if value.dtype.is_floating:
         @tf.custom_gradient
         def exchange(x):
@@ -265,12 +259,21 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False, process_se
 def _alltoall(value, splits, name):
     n, me = engine.size(), engine.rank()
     rows = tf.shape(value, out_type=tf.int64)[0]
+    asserts = []  # ops in a graph (None eagerly, where they raise at once): the exchange waits for them
     if splits is None:
-        tf.debugging.assert_equal(rows % n, tf.constant(0, tf.int64),
-                                  message=f"alltoall without splits needs a first dimension divisible by {n}")
+        asserts.append(tf.debugging.assert_equal(
+            rows % n, tf.constant(0, tf.int64), message=f"alltoall without splits needs a first dimension divisible "
+                                                        f"by {n}"))
         splits = tf.fill([n], rows // n)
     splits = tf.cast(tf.convert_to_tensor(splits), tf.int64)
-    tf.debugging.assert_equal(tf.reduce_sum(splits), rows, message="alltoall: splits must sum to the first dimension")
+    asserts.append(tf.debugging.assert_equal(tf.reduce_sum(splits), rows,
+                                             message="alltoall: splits must sum to the first dimension"))
+    with after(asserts):
+        return _exchange_rows(value, splits, name)
+
+
+def _exchange_rows(value, splits, name):
+    n, me = engine.size(), engine.rank()
     base = _gather_name("alltoall", value, name)
     matrix = tf.reshape(_sum(tf.scatter_nd([[me]], tf.reshape(splits, [1, n]), [n, n]), f"{base}.splits"), [n, n])
     gathered = allgather(value, name=f"{base}.rows")
@@ -285,10 +288,29 @@ def _alltoall(value, splits, name):
 def reducescatter(tensor, device_dense="", compression=Compression.none, op=Average, name=None,
                   process_set=None, ignore_name_scope=False, prescale_factor=1.0, postscale_factor=1.0):
     """The reduction of `tensor`, split along the first dimension; this rank's part
-    (the first ranks get one row more when it does not divide evenly, as in Horovod)."""
+    (the first ranks get one row more when it does not divide evenly, as in Horovod).
+    Differentiable for floating dtypes with Horovod's gradient: the allgather of
+    the output gradients, times size() for op=Sum."""
     op = resolve_op(op, None, "reducescatter")
     if op not in (Average, Sum):
         raise ValueError(f"reducescatter supports op=Average or Sum, got {op!r}")
+    value = tf.convert_to_tensor(tensor)
+
+    def scatter(x):
+        return _reducescatter(x, compression, op, name, prescale_factor, postscale_factor)
+    if not value.dtype.is_floating:
+        return scatter(value)
+
+    @tf.custom_gradient
+    def differentiable(x):
+        def grad(dy):
+            dy = dy * tf.cast(engine.size(), dy.dtype) if op == Sum else dy
+            return allgather(dy, name=f"{name}.grad" if name else None)
+        return scatter(x), grad
+    return differentiable(value)
+
+
+def _reducescatter(tensor, compression, op, name, prescale_factor, postscale_factor):
     reduced = allreduce(tensor, op=op, compression=compression, name=name, prescale_factor=prescale_factor,
                         postscale_factor=postscale_factor)
     n, me = engine.size(), engine.rank()
@@ -306,13 +328,11 @@ def grouped_reducescatter(tensors, device_dense="", compression=Compression.none
 
 
 def join():
-    """Blocks until every rank has called join(); returns the rank that joined last.
-    Subset of Horovod's semantics: every rank must issue the same collectives
-    before joining (joined ranks do not stand in with zeros)."""
-    import time
-    arrival = np.zeros(engine.size(), np.float64)
-    arrival[engine.rank()] = time.time()
-    return int(np.argmax(_sum(tf.constant(arrival), "bps.tf.join").numpy()))
+    """Horovod's join: this rank is out of data; until every rank has joined it
+    stands in with zeros for the collectives the others still issue. Returns
+    the rank that joined last (byteps_native/tf/join_protocol.py)."""
+    from byteps_native.tf import join_protocol
+    return join_protocol.join()
 
 
 def barrier(process_set=None):

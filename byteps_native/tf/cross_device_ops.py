@@ -36,6 +36,7 @@ from tensorflow.python.distribute import reduce_util
 from tensorflow.python.distribute import values as value_lib
 from tensorflow.python.util import nest
 
+from byteps_native.tf import cluster as cluster_lib
 from byteps_native.tf import engine, fusion
 from byteps_native.tf import ops as ops_lib
 
@@ -69,9 +70,19 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
     ``DeadlineExceededError`` naming the tensors it waited for, on every
     process that called it. Other fields are ignored (BytePS has its own
     fusion and priorities).
+
+    cluster_resolver: as MWMS's argument, a ``tf.distribute.cluster_resolver``
+    naming the cluster and this process's task. With a non-empty cluster spec
+    the process count and this process's rank come from it (chief first,
+    then the workers), so the strategy is built and reports its global
+    replica count without any peer running; the engine then starts at the
+    first collective and must agree with the spec (cluster.py). Without one,
+    TF_CONFIG is read the same way in a process that no BytePS launcher set
+    up (no DMLC_ROLE, not torchrun); otherwise (or with an empty spec) the
+    engine starts here and its job decides.
     """
 
-    def __init__(self, communication_options=None):
+    def __init__(self, communication_options=None, cluster_resolver=None):
         super().__init__()
         if communication_options is None:
             communication_options = collective_util.Options()
@@ -80,7 +91,9 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
                              f"got {communication_options!r}")
         self._options = communication_options
         self._strategy_devices = ()
-        engine.init()
+        self._cluster = cluster_lib.ClusterPosition.from_environment(cluster_resolver)
+        if self._cluster is None or engine.is_initialized():
+            self._start_engine()
         from byteps_native.tf import mirrored_routing  # imports this module
         mirrored_routing.install()
 
@@ -88,7 +101,29 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
     def _num_between_graph_workers(self):
         # >1 disables the base class's "one local replica: just copy" shortcut,
         # which would skip the other processes.
-        return engine.size()
+        return self.num_processes
+
+    @property
+    def num_processes(self):
+        """Processes in the job: the cluster spec's chief/worker tasks when a
+        cluster was given, else the engine's size."""
+        return self._cluster.size if self._cluster is not None else engine.size()
+
+    @property
+    def process_rank(self):
+        """This process's rank (its input pipeline; replica ids start at rank x local replicas)."""
+        return self._cluster.rank if self._cluster is not None else engine.rank()
+
+    def _start_engine(self):
+        """Starts the engine (idempotent; before every collective, as the engine
+        starts late when a cluster was given) and checks it against the cluster."""
+        engine.init()
+        if self._cluster is not None:
+            self._cluster.check_engine(engine.rank(), engine.size())
+
+    def update_config_proto(self, config_proto):
+        """The session config MWMS would write for this process (cluster.py)."""
+        return cluster_lib.update_config_proto(config_proto, self._cluster)
 
     # -- helpers -------------------------------------------------------------
 
@@ -136,6 +171,7 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
             raise ValueError(f"values to reduce together have different numbers of local replicas: "
                              f"{sorted(replica_counts)}")
         divisor = 1
+        self._start_engine()
         if reduce_op == reduce_util.ReduceOp.MEAN:
             divisor = replica_counts.pop() * engine.size()
         label = f"bps.tf.{label}.{reduce_op.value.lower()}"
@@ -180,6 +216,7 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
         gather axis all fail after the first call, naming the shapes, instead of
         waiting for tensors the others never send. `original_shape`/`axis`:
         the caller's shape and axis, for that message."""
+        self._start_engine()
         size, rank = engine.size(), engine.rank()
         first = tensors[0]
         if first.shape.rank > _MAX_GATHER_RANK:
@@ -233,6 +270,7 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
             return tf.identity(result)
 
     def _from_rank0(self, tensor, label):
+        self._start_engine()
         with tf.device(self._host()):
             value = tf.convert_to_tensor(tensor)
             original_dtype = value.dtype

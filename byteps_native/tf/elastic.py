@@ -3,7 +3,6 @@ TensorFlowKerasState, KerasState and the Keras state callbacks) over
 torchrun's restarts; the framework-neutral part (commit file, restart rules,
 ObjectState, run) is byteps_native/elastic_state.py."""
 
-import keras
 import tensorflow as tf
 
 from byteps_native import elastic_state
@@ -11,6 +10,8 @@ from byteps_native.elastic_state import HostsUpdatedInterrupt  # noqa: F401  (hv
 from byteps_native.tf import engine
 from byteps_native.tf.api import broadcast_variables
 from byteps_native.tf.collectives import broadcast_object
+from byteps_native.tf.keras.callback_base import Callback
+from byteps_native.tf.keras.flavor import build_optimizer, optimizer_variables
 
 
 class HorovodInternalError(RuntimeError):
@@ -83,21 +84,21 @@ class TensorFlowKerasState(TensorFlowState):
     def __init__(self, model, optimizer=None, backend=None, **kwargs):
         self.model = model
         self.optimizer = optimizer if optimizer is not None else getattr(model, "optimizer", None)
-        if self.optimizer is not None and not self.optimizer.built and model.built:
-            self.optimizer.build(model.trainable_variables)
+        if self.optimizer is not None and model.built:
+            build_optimizer(self.optimizer, model.trainable_variables)
         super().__init__(**kwargs)
 
     def _all_variables(self):
         variables = list(self.model.variables)
-        if self.optimizer is not None and self.optimizer.built:
-            variables += list(self.optimizer.variables)
+        if self.optimizer is not None:
+            variables += optimizer_variables(self.optimizer)
         return variables
 
 
 KerasState = TensorFlowKerasState
 
 
-class CommitStateCallback(keras.callbacks.Callback):
+class CommitStateCallback(Callback):
     """Commit every `batches_per_commit` batches (and at each epoch end)."""
 
     def __init__(self, state, batches_per_commit=1):
@@ -115,7 +116,7 @@ class CommitStateCallback(keras.callbacks.Callback):
         self.state.commit()
 
 
-class UpdateBatchStateCallback(keras.callbacks.Callback):
+class UpdateBatchStateCallback(Callback):
     def __init__(self, state):
         super().__init__()
         self.state = state
@@ -127,7 +128,7 @@ class UpdateBatchStateCallback(keras.callbacks.Callback):
         self.state.batch = 0
 
 
-class UpdateEpochStateCallback(keras.callbacks.Callback):
+class UpdateEpochStateCallback(Callback):
     def __init__(self, state):
         super().__init__()
         self.state = state

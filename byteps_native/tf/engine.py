@@ -128,6 +128,10 @@ def init(lazy=True, comm=None, process_sets=None):
         if not _shutdown_registered:
             atexit.register(shutdown)
             _shutdown_registered = True
+    if _torchrun_store is not None:  # join() needs the store: see join_protocol.py
+        from byteps_native.tf import join_protocol
+        join_protocol.start_watcher()
+        atexit.register(join_protocol.stop_watcher)  # runs before shutdown (atexit is LIFO)
 
 
 def shutdown():

@@ -23,13 +23,17 @@ silently keep values local or data duplicated:
    ``experimental_distribute_dataset`` neither shards nor rebatches.
 6. Variables start from each process's own initial value (random
    initialisers differ per process); MWMS broadcasts the chief's.
+7. ``update_config_proto`` (TF1 sessions) writes none of what MWMS writes
+   for its cluster (group leader, this task's device filter, rewrites).
 
 ``install()`` wraps those members of ``MirroredExtended`` with the
 behaviour of ``CollectiveAllReduceExtended`` (MWMS): global replica count and
 ids (``rank * local + local id``), one input pipeline per process with
 FILE/DATA auto-sharding and rebatching from the global batch, partial-batch
 handling across processes, every reduction or gather through BytePSOps, and
-rank 0's initial value for every variable created in the strategy's scope.
+rank 0's initial value for every variable created in the strategy's scope,
+MWMS's session config. The process count and rank come from the BytePSOps
+(its cluster resolver, else the engine).
 Each wrapper defers to TensorFlow's original unless the strategy's
 cross-device ops is a BytePSOps, so other strategies are untouched. Installed
 once, by BytePSOps' constructor.
@@ -48,7 +52,6 @@ from tensorflow.python.framework import ops as framework_ops
 from tensorflow.python.trackable import base as trackable_base
 from tensorflow.python.util import nest
 
-from byteps_native.tf import engine
 from byteps_native.tf.cross_device_ops import BytePSOps
 
 _lock = threading.Lock()
@@ -114,7 +117,7 @@ def install():
             options = self._communication_options.merge(options)
 
             def reduce_one(v):
-                if not isinstance(v, value_lib.DistributedValues) and engine.size() == 1:
+                if not isinstance(v, value_lib.DistributedValues) and ops.num_processes == 1:
                     return cross_device_ops_lib.reduce_non_distributed_value(
                         reduce_op, v, destinations, _local_count(self))
                 # A plain value counts as one replica of this process, as in MWMS.
@@ -150,7 +153,7 @@ def install():
             # its in-process collectives; send them to BytePSOps when they must
             # cross processes and BytePSOps can serve them.
             ops = _byteps_ops(self)
-            if ops is None or self._use_merge_call() or engine.size() == 1:
+            if ops is None or self._use_merge_call() or ops.num_processes == 1:
                 return original(self, reduce_op, value, options)
             replica_context = distribute_lib.get_replica_context()
             return ops._all_reduce(reduce_op, value, replica_context._replica_id,  # pylint: disable=protected-access
@@ -159,22 +162,25 @@ def install():
 
     def num_replicas_in_sync(original_fget):
         def _num_replicas_in_sync(self):
-            if _byteps_ops(self) is not None:
-                return _local_count(self) * engine.size()
+            ops = _byteps_ops(self)
+            if ops is not None:
+                return _local_count(self) * ops.num_processes
             return original_fget(self)
         return _num_replicas_in_sync
 
     def replica_id_in_sync_group(original):
         def _get_replica_id_in_sync_group(self, replica_id):
-            if _byteps_ops(self) is not None:
-                return engine.rank() * _local_count(self) + replica_id
+            ops = _byteps_ops(self)
+            if ops is not None:
+                return ops.process_rank * _local_count(self) + replica_id
             return original(self, replica_id)
         return _get_replica_id_in_sync_group
 
     def local_replica_id(original):
         def _get_local_replica_id(self, replica_id_in_sync_group):
-            if _byteps_ops(self) is not None:
-                return replica_id_in_sync_group - engine.rank() * _local_count(self)
+            ops = _byteps_ops(self)
+            if ops is not None:
+                return replica_id_in_sync_group - ops.process_rank * _local_count(self)
             return original(self, replica_id_in_sync_group)
         return _get_local_replica_id
 
@@ -182,8 +188,9 @@ def install():
         def _in_multi_worker_mode(self):
             # True makes tf.data agree across processes on the last partial
             # batch (uneven shards), as under MWMS.
-            if _byteps_ops(self) is not None:
-                return engine.size() > 1
+            ops = _byteps_ops(self)
+            if ops is not None:
+                return ops.num_processes > 1
             return original(self)
         return _in_multi_worker_mode
 
@@ -223,7 +230,7 @@ def install():
     def variable_initial_value(original):
         def _get_variable_creator_initial_value(self, replica_id, device, primary_var, **kwargs):
             ops = _byteps_ops(self)
-            if ops is None or replica_id != 0 or engine.size() == 1:
+            if ops is None or replica_id != 0 or ops.num_processes == 1:
                 return original(self, replica_id, device, primary_var, **kwargs)
             # As MWMS: the first local replica's variable starts from rank 0's
             # value (later local replicas copy it, in the original). Variables
@@ -243,6 +250,13 @@ def install():
             return initial_value_fn
         return _get_variable_creator_initial_value
 
+    def update_config_proto(original):
+        def _update_config_proto(self, config_proto):
+            ops = _byteps_ops(self)
+            updated = original(self, config_proto)
+            return updated if ops is None else ops.update_config_proto(updated)
+        return _update_config_proto
+
     def make_input_fn_iterator(original):
         def _make_input_fn_iterator(self, input_fn, replication_mode=distribute_lib.InputReplicationMode.PER_WORKER):
             if _byteps_ops(self) is None:
@@ -253,6 +267,7 @@ def install():
 
     _wrap(extended_cls, "_initialize_strategy", initialize_strategy)
     _wrap(extended_cls, "_make_input_fn_iterator", make_input_fn_iterator)
+    _wrap(extended_cls, "_update_config_proto", update_config_proto)
     _wrap(extended_cls, "_get_variable_creator_initial_value", variable_initial_value)
     _wrap(extended_cls, "_get_cross_device_ops", get_cross_device_ops)
     _wrap(extended_cls, "_reduce_to", reduce_to)
@@ -270,6 +285,7 @@ def install():
 
 def input_context(extended):
     """One input pipeline per process, as MWMS: this process is pipeline `rank`."""
-    return distribute_lib.InputContext(num_input_pipelines=engine.size(),
-                                       input_pipeline_id=engine.rank(),
+    ops = _byteps_ops(extended)
+    return distribute_lib.InputContext(num_input_pipelines=ops.num_processes,
+                                       input_pipeline_id=ops.process_rank,
                                        num_replicas_in_sync=extended._num_replicas_in_sync)  # pylint: disable=protected-access

@@ -1,4 +1,7 @@
 """Python face of the BytepsPushPull op, and its gradient."""
+import contextlib
+import threading
+
 import tensorflow as tf
 
 from byteps_native.tf import naming
@@ -15,6 +18,30 @@ def check_dtype(dtype, what):
         names = ", ".join(sorted(d.name for d in SUPPORTED_DTYPES))
         raise TypeError(f"BytePS cannot reduce {what} of dtype {dtype.name}; supported: {names} "
                         f"(cast it first)")
+
+
+_gates = threading.local()
+
+
+@contextlib.contextmanager
+def after(checks):
+    """Every BytepsPushPull op built inside waits for `checks` (graph ops:
+    rank-agreement checks, asserts; None entries and eager mode: nothing).
+
+    Why a direct control edge on each engine op, not one
+    tf.control_dependencies block around the caller: TF puts the block's edge
+    only on the first ops built inside it (constants among them), and Grappler
+    folds those constants away with the edge, so an engine op whose input
+    derives from static shapes only (a gather's lengths, a broadcast's zeros)
+    would reach the engine before the check fails, and wait for peers that
+    never come."""
+    checks = [c for c in checks if c is not None]
+    stack = getattr(_gates, "stack", [])
+    _gates.stack = stack + checks
+    try:
+        yield
+    finally:
+        _gates.stack = stack
 
 
 def shape_suffix(tensor):
@@ -48,9 +75,11 @@ def push_pull_list(tensors, names, priorities=None, average=False, name_suffixes
                                       for t, d in zip(tensors, dynamic)])
         else:
             name_suffixes = tf.constant([], tf.string)
-    return _raw.byteps_push_pull(tensors=tensors, name_suffixes=name_suffixes, tensor_names=list(names),
-                                 priorities=list(priorities or []), average=bool(average),
-                                 timeout_seconds=check_timeout(timeout_seconds))
+    gates = [] if tf.executing_eagerly() else getattr(_gates, "stack", [])
+    with tf.control_dependencies(gates):
+        return _raw.byteps_push_pull(tensors=tensors, name_suffixes=name_suffixes, tensor_names=list(names),
+                                     priorities=list(priorities or []), average=bool(average),
+                                     timeout_seconds=check_timeout(timeout_seconds))
 
 
 def check_timeout(timeout_seconds):

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "common/config.h"
+#include "common/terminate_report.h"
 #include "core/rendezvous.h"
 #include "local/shared_memory.h"
 #include "store/job_secret.h"
@@ -43,6 +44,7 @@ ProcessEngine& ProcessEngine::Get() {
 }
 
 Status ProcessEngine::Init(const bps_init_options* options) {
+  InstallTerminateReport();
   std::lock_guard<std::mutex> lock(mu_);
   if (engine_) return Status::OK();
   Status st = InitSteps(options);

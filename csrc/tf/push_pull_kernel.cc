@@ -24,6 +24,7 @@
 #include "tensorflow/core/framework/tensor.h"
 #include "tf/deadline_watcher.h"
 #include "tf/engine_bridge.h"
+#include "tf/submission_log.h"
 
 namespace byteps_native {
 namespace tf_adapter {
@@ -224,6 +225,7 @@ class BytepsPushPullKernel : public AsyncOpKernel {
                   ::tensorflow::errors::InvalidArgument(
                       "BytepsPushPull tensor_names must not be empty"));
     }
+    dtypes_.assign(dtypes.begin(), dtypes.end());
     engine_dtypes_.resize(n);
     for (size_t i = 0; i < n; ++i) {
       OP_REQUIRES(c, ToEngineDtype(dtypes[i], &engine_dtypes_[i]),
@@ -277,6 +279,8 @@ class BytepsPushPullKernel : public AsyncOpKernel {
       if (code != BPS_OK) {  // not accepted: the engine will not call back
         pending->Fail(FromEngineStatus(code, pending->name(i), bps_last_error()));
         pending->Release(i, /*from_engine=*/false);
+      } else {
+        RecordSubmission({pending->name(i), dtypes_[i], *dims, priority, reduce_op_});
       }
     }
     if (timeout_seconds_ > 0) pending->StartDeadline(timeout_seconds_);
@@ -316,6 +320,7 @@ class BytepsPushPullKernel : public AsyncOpKernel {
   std::vector<std::string> names_;
   std::vector<int64_t> priorities_;
   std::vector<int32_t> engine_dtypes_;
+  std::vector<int> dtypes_;  // TensorFlow's, for the submission log
   int32_t reduce_op_ = BPS_REDUCE_SUM;
   float timeout_seconds_ = 0;  // 0: no deadline of our own (BYTEPS_TIMEOUT still applies)
 };

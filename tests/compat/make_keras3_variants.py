@@ -1,13 +1,15 @@
 """Regenerate scripts/keras3/: copies of the ported TF 2 scripts with the Keras 2
 API that Keras 3 removed replaced (lines marked 'keras3:') and the run length
 cut for a 2-core CI box (lines marked 'ci-size:'). Nothing else changes.
+And scripts/keras2/: copies for TF_USE_LEGACY_KERAS=1 (tf.keras is Keras 2)
+with only the run length cut ('ci-size:'): the API lines stay as upstream wrote them.
 
     python3 tests/compat/make_keras3_variants.py
 """
 import os
 import re
 
-from scripts_table import KERAS3_VARIANTS, SCRIPTS
+from scripts_table import KERAS2_VARIANTS, KERAS3_VARIANTS, SCRIPTS
 
 KERAS3 = [("opt.variables()", "opt.variables"),
           ("experimental_run_tf_function=False)", ")"),
@@ -20,16 +22,19 @@ CI_SIZE = [(r"epochs=24", "epochs=2"),
            (r"warmup_epochs=3", "warmup_epochs=1")]
 
 
-def convert(lines):
+def convert(lines, api_replacements=KERAS3):
     out = []
     for line in lines:
         if line.startswith("# Ported from"):
             out.append(line.replace("only the import lines changed.",
                                     "import lines changed, plus the lines marked\n# 'keras3:' (Keras 2 API that "
-                                    "Keras 3 removed) and 'ci-size:' (fewer steps for a 2-core CI box)."))
+                                    "Keras 3 removed) and 'ci-size:' (fewer steps for a 2-core CI box)."
+                                    if api_replacements else
+                                    "import lines changed, plus the lines marked\n# 'ci-size:' (fewer steps for "
+                                    "a 2-core CI box). Run with TF_USE_LEGACY_KERAS=1 (Keras 2)."))
             continue
         new = line
-        for old, replacement in KERAS3:
+        for old, replacement in api_replacements:
             new = new.replace(old, replacement)
         marks = ["keras3:"] if new != line else []
         sized = new
@@ -42,12 +47,13 @@ def convert(lines):
 
 
 def main():
-    os.makedirs(os.path.join(SCRIPTS, "keras3"), exist_ok=True)
-    for name in KERAS3_VARIANTS:
-        with open(os.path.join(SCRIPTS, name)) as f:
-            lines = f.read().splitlines()
-        with open(os.path.join(SCRIPTS, "keras3", name), "w") as f:
-            f.write("\n".join(convert(lines)) + "\n")
+    for folder, names, api_replacements in (("keras3", KERAS3_VARIANTS, KERAS3), ("keras2", KERAS2_VARIANTS, [])):
+        os.makedirs(os.path.join(SCRIPTS, folder), exist_ok=True)
+        for name in names:
+            with open(os.path.join(SCRIPTS, name)) as f:
+                lines = f.read().splitlines()
+            with open(os.path.join(SCRIPTS, folder, name), "w") as f:
+                f.write("\n".join(convert(lines, api_replacements)) + "\n")
 
 
 if __name__ == "__main__":

@@ -3,32 +3,43 @@ under torchrun, offline, and check that the ranks agree.
 
     PYTHONPATH=. python3 tests/compat/run_scripts.py            # all
     PYTHONPATH=. python3 tests/compat/run_scripts.py NAME...    # some
+    PYTHONPATH=. python3 tests/compat/run_scripts.py --legacy-keras NAME...
+
+--legacy-keras runs them as Horovod users on TensorFlow >= 2.16 run their
+Keras 2 scripts: with TF_USE_LEGACY_KERAS=1, so that tf.keras is Keras 2
+(the tf_keras package; pip install tf_keras==<TensorFlow's version>).
+Without NAMEs it runs the TF scripts that fail under Keras 3.
 
 Prints one line per script: PASS (exit 0 on both ranks and identical
 trained-state fingerprints), or FAIL with the last error line.
 """
+import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
 
 from harness import HERE, torchrun
-from scripts_table import EXIT_STATUS_ONLY, LOG_MUST_NOT_CONTAIN, SCRIPT_ENV, SCRIPTS, TABLE
+from scripts_table import EXIT_STATUS_ONLY, LEGACY_KERAS_SCRIPTS, LOG_MUST_NOT_CONTAIN, SCRIPT_ENV, SCRIPTS, TABLE
 
 OFFLINE = os.path.join(HERE, "offline")
 
 
-def run_script(name, timeout=600):
-    """(passed, detail, seconds)"""
+def run_script(name, timeout=600, legacy_keras=False):
+    """(passed, detail, seconds); legacy_keras: tf.keras is Keras 2 (tf_keras)."""
     args, _ = TABLE[name]
     fingerprints = tempfile.mkdtemp(prefix="compat_fp_")
     workdir = tempfile.mkdtemp(prefix="compat_cwd_")
     env = {"PYTHONPATH": os.pathsep.join([OFFLINE, os.environ.get("PYTHONPATH", "")]),
            "COMPAT_FINGERPRINT_DIR": fingerprints, "BYTEPS_TIMEOUT": "60", "HOME": workdir,
-           **SCRIPT_ENV.get(name, {})}
+           **SCRIPT_ENV.get(name, {}), **({"TF_USE_LEGACY_KERAS": "1"} if legacy_keras else {})}
     start = time.time()
-    code, log = torchrun(os.path.join(SCRIPTS, name), args=args, env=env, timeout=timeout, cwd=workdir)
+    try:
+        code, log = torchrun(os.path.join(SCRIPTS, name), args=args, env=env, timeout=timeout, cwd=workdir)
+    except subprocess.TimeoutExpired:
+        return False, f"still running after {timeout} s (killed)", time.time() - start
     seconds = time.time() - start
     if code != 0:
         errors = [line for line in log.splitlines()
@@ -54,16 +65,22 @@ def run_script(name, timeout=600):
     return True, f"ranks agree on {arrays} arrays", seconds
 
 
-def main(names):
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("names", nargs="*")
+    parser.add_argument("--legacy-keras", action="store_true", help="TF_USE_LEGACY_KERAS=1: tf.keras is Keras 2")
+    parser.add_argument("--timeout", type=int, default=600, help="seconds per script")
+    args = parser.parse_args()
+    names = args.names or sorted(LEGACY_KERAS_SCRIPTS if args.legacy_keras else TABLE)
     passed = 0
-    for name in names or sorted(TABLE):
-        ok, detail, seconds = run_script(name)
+    for name in names:
+        ok, detail, seconds = run_script(name, timeout=args.timeout, legacy_keras=args.legacy_keras)
         passed += ok
         print(f"{'PASS' if ok else 'FAIL'} {name} ({seconds:.0f}s): {detail}", flush=True)
-    print(f"{passed} of {len(names or TABLE)} pass")
-    return 0 if passed == len(names or TABLE) else 1
+    print(f"{passed} of {len(names)} pass")
+    return 0 if passed == len(names) else 1
 
 
 if __name__ == "__main__":
     sys.path.insert(0, HERE)
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

@@ -1,11 +1,12 @@
-"""Horovod-style Keras API for byteps-native (Keras 3)."""
+"""Horovod-style Keras API for byteps-native: Keras 3, and Keras 2 (tf_keras,
+or tf.keras under TF_USE_LEGACY_KERAS=1; see byteps_native/tf/keras/flavor.py)."""
 from byteps_native.tf.api import (broadcast, broadcast_variables, init, is_initialized, local_rank,
                                   local_size, push_pull, rank, shutdown, size)
 from byteps_native.tf.keras.callbacks import BroadcastGlobalVariablesCallback, MetricAverageCallback
-from byteps_native.tf.keras.optimizer import DistributedOptimizer
+from byteps_native.tf.keras.optimizer import DistributedOptimizer, PartialDistributedOptimizer
 
 __all__ = ["init", "shutdown", "is_initialized", "size", "rank", "local_rank", "local_size",
-           "push_pull", "broadcast", "broadcast_variables", "DistributedOptimizer",
+           "push_pull", "broadcast", "broadcast_variables", "DistributedOptimizer", "PartialDistributedOptimizer",
            "BroadcastGlobalVariablesCallback", "MetricAverageCallback"]
 
 # ---- Horovod / BytePS API compatibility (owned by the "compat" helper; issue 18) ----

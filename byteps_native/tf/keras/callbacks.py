@@ -1,34 +1,42 @@
-"""Keras callbacks for Horovod-style (one device per process) training.
+"""Keras callbacks for Horovod-style (one device per process) training,
+for Keras 3 and Keras 2 (callback_base.py says which base class).
 
 `device=` is accepted everywhere for Horovod compatibility: the reduction op
 runs on the CPU whatever it says.
 """
-import keras
 import tensorflow as tf
 
 from byteps_native.tf import api, engine
+from byteps_native.tf.keras.callback_base import Callback, ModelCheckpoint
+from byteps_native.tf.keras.flavor import optimizer_variables
 
 
-class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
+class BroadcastGlobalVariablesCallback(Callback):
     """Start every process from `root_rank`'s model and optimizer state.
 
-    Keras 3 builds the model and optimizer before ``on_train_begin``, so the
-    broadcast happens before the first step; a model still unbuilt then is
-    broadcast after its first batch instead.
+    A model already built at ``on_train_begin`` (Keras 3 builds it and its
+    optimizer before; Keras 2 a model with known input shapes) is broadcast
+    then, with the optimizer's variables that exist (Keras 2 creates its
+    slots at the first step, equal on every process then); a model still
+    unbuilt is broadcast after its first batch instead (Horovod's moment).
+    `local_variables` / register_local_var(): variables left as they are.
     """
 
     def __init__(self, root_rank=0, device="", local_variables=None):
         super().__init__()
         self.root_rank = root_rank
         self.device = device
-        self.local_variables = {id(v) for v in (local_variables or [])}
+        self.local_variables = {id(v): v for v in (local_variables or [])}
         self._done = False
+
+    def register_local_var(self, var):
+        self.local_variables[id(var)] = var
 
     def _broadcast(self):
         variables = list(self.model.variables)
         optimizer = getattr(self.model, "optimizer", None)
-        if optimizer is not None and getattr(optimizer, "built", False):
-            variables += list(optimizer.variables)
+        if optimizer is not None:
+            variables += optimizer_variables(optimizer)
         variables = [v for v in variables if id(v) not in self.local_variables]
         if variables:
             api.broadcast_variables(variables, root_rank=self.root_rank)
@@ -43,7 +51,7 @@ class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
             self._broadcast()
 
 
-class MetricAverageCallback(keras.callbacks.Callback):
+class MetricAverageCallback(Callback):
     """Replace each epoch's logged metrics by their mean over processes.
 
     Put it before callbacks that read the logs (checkpointing, early stopping)
@@ -73,14 +81,15 @@ class MetricAverageCallback(keras.callbacks.Callback):
 
 
 def _get_lr(optimizer):
-    return float(keras.ops.convert_to_numpy(optimizer.learning_rate))
+    value = optimizer.learning_rate
+    return float(value.numpy() if hasattr(value, "numpy") else value)
 
 
 def _set_lr(optimizer, value):
-    optimizer.learning_rate = value  # Keras 3 assigns into its learning-rate variable
+    optimizer.learning_rate = value  # Keras 3 and 2 assign into their learning-rate variable
 
 
-class LearningRateScheduleCallback(keras.callbacks.Callback):
+class LearningRateScheduleCallback(Callback):
     """Horovod's schedule: lr = initial_lr * multiplier(epoch) between
     start_epoch and end_epoch, at epoch starts (staircase) or every batch.
 
@@ -169,7 +178,7 @@ class LearningRateWarmupCallback(LearningRateScheduleCallback):
             print(f"\nEpoch {epoch + 1}: finished gradual learning rate warmup to {_get_lr(self.model.optimizer):g}.")
 
 
-class BestModelCheckpoint(keras.callbacks.ModelCheckpoint):
+class BestModelCheckpoint(ModelCheckpoint):
     """Horovod's: a ModelCheckpoint that keeps only the best model."""
 
     def __init__(self, filepath, monitor="val_loss", verbose=0, mode="auto", save_freq="epoch"):

@@ -1,8 +1,7 @@
 """Horovod's Keras-level collectives and load_model."""
-import keras
-
 from byteps_native.tf import collectives
 from byteps_native.tf.compression import Compression
+from byteps_native.tf.keras.flavor import tf_keras_module
 from byteps_native.tf.keras.optimizer import make_distributed
 from byteps_native.tf.reduce_ops import Average
 
@@ -24,13 +23,15 @@ def reducescatter(value, name=None, op=Average):
 
 def load_model(filepath, custom_optimizers=None, custom_objects=None, compression=Compression.none,
                legacy_opts=False):
-    """keras.models.load_model, with the model's optimizer (and its restored
-    state) turned into a DistributedOptimizer. `custom_optimizers` (optimizer
-    classes the file may name) are added to custom_objects."""
+    """tf.keras's load_model (Keras 3, or tf_keras under TF_USE_LEGACY_KERAS=1),
+    with the model's optimizer (and its restored state) turned into a
+    DistributedOptimizer. `custom_optimizers` (optimizer classes the file may
+    name) are added to custom_objects; `legacy_opts` is accepted (the saved
+    optimizer's own class is restored, legacy or not)."""
     objects = dict(custom_objects or {})
     for optimizer_class in custom_optimizers or []:
         objects[optimizer_class.__name__] = optimizer_class
-    model = keras.models.load_model(filepath, custom_objects=objects or None)
+    model = tf_keras_module().models.load_model(filepath, custom_objects=objects or None)
     if getattr(model, "optimizer", None) is not None:
         make_distributed(model.optimizer, compression=compression)
     return model

@@ -1,90 +1,73 @@
-"""Keras 3 DistributedOptimizer: gradients are averaged over processes before
-the wrapped optimizer applies them (Horovod-style, one device per process).
-
-Do not use it under a tf.distribute strategy whose cross-device ops already
-reduce across processes (BytePSOps): gradients would be reduced twice.
-
-backward_passes_per_step=N uses Keras 3's own gradient accumulation
-(``gradient_accumulation_steps``): the update is applied every N steps with
-the mean of the N gradients (times N with average_aggregated_gradients=False,
-Horovod's default, which sums them). Gradients are reduced across processes
-every step: the same result as Horovod's reduce-every-N, with N times the
-traffic (docs/migration.md).
-"""
-from byteps_native.tf.api import push_pull_gradients
+"""Horovod's and BytePS's Keras DistributedOptimizer and
+PartialDistributedOptimizer, for Keras 3 optimizers (keras3_optimizer: the
+reduction runs in ``apply``) and Keras 2 ones, ``tf_keras`` or ``tf.keras``
+under TF_USE_LEGACY_KERAS=1 (keras2_optimizer: it runs where gradients are
+computed, as in Horovod). The optimizer's class says which."""
 from byteps_native.tf.compression import Compression
+from byteps_native.tf.keras import keras2_optimizer, keras3_optimizer
+from byteps_native.tf.keras.flavor import is_keras2
+from byteps_native.tf.keras.gradient_reduction import GradientReduction
 from byteps_native.tf.reduce_ops import Average, resolve_op
 
-_wrapped_classes = {}
 
-
-def _distributed_class(base):
-    """A subclass of `base` whose apply() reduces first (one class per base).
-    It keeps the base's module and name, so saved models load as the base class."""
-    if base in _wrapped_classes:
-        return _wrapped_classes[base]
-
-    def apply(self, grads, trainable_variables=None):
-        variables = trainable_variables
-        if variables is None:
-            variables = self._trainable_variables if self.built else None
-        grads = push_pull_gradients(list(grads), list(variables) if variables is not None else None,
-                                    label="bps.tf.keras.grad", compression=self._bps_compression,
-                                    op=self._bps_op, gradient_predivide_factor=self._bps_predivide)
-        if self._bps_scale != 1.0:
-            grads = [None if g is None else g * self._bps_scale for g in grads]
-        return base.apply(self, grads, trainable_variables)
-
-    cls = type(base.__name__, (base,), {
-        "apply": apply,
-        "__doc__": f"{base.__name__} whose gradients are averaged across BytePS processes.",
-        "__module__": base.__module__,
-        "__qualname__": base.__qualname__,
-        "_bps_op": Average,
-        "_bps_compression": Compression.none,
-        "_bps_predivide": 1.0,
-        "_bps_scale": 1.0,
-    })
-    _wrapped_classes[base] = cls
-    return cls
-
-
-def make_distributed(optimizer, compression=Compression.none, op=Average, gradient_predivide_factor=1.0,
-                     gradient_scale=1.0):
-    """Turn `optimizer` itself (built or not, its state kept) into a distributed one."""
-    optimizer.__class__ = _distributed_class(type(optimizer))
-    optimizer._bps_op = op
-    optimizer._bps_compression = compression
-    optimizer._bps_predivide = float(gradient_predivide_factor)
-    optimizer._bps_scale = float(gradient_scale)
-    return optimizer
+def _check_process_set(process_set):
+    if process_set is not None and getattr(process_set, "ranks", None) is not None:
+        raise NotImplementedError("byteps_native supports only the global process set for TF")
 
 
 def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="", compression=Compression.none,
                          sparse_as_dense=False, gradient_predivide_factor=1.0, op=Average,
                          backward_passes_per_step=1, average_aggregated_gradients=False, num_groups=0,
                          groups=None, process_set=None, scale_local_gradients=True, average=None):
-    """Return a new optimizer of the same class and config that reduces
-    gradients across processes in ``apply``/``apply_gradients``.
+    """Return a new optimizer of the same class and config whose gradients are
+    reduced across processes before they are applied.
 
-    Horovod's and BytePS's arguments; `device_*`, `num_groups`, `groups`,
-    `sparse_as_dense` are accepted (CPU op, the adapter fuses by itself, sparse
-    gradients are reduced densely). The wrapped optimizer must not have been
-    built yet (its slot state is not carried over; see load_model for that).
+    Horovod's and BytePS's arguments; `device_*`, `num_groups`, `groups` are
+    accepted (CPU op, the adapter fuses by itself); sparse gradients are
+    reduced densely. The wrapped optimizer's state is not carried over (as in
+    Horovod); load_model keeps a saved optimizer's state.
     """
-    if process_set is not None and getattr(process_set, "ranks", None) is not None:
-        raise NotImplementedError("byteps_native supports only the global process set")
+    _check_process_set(process_set)
     op = resolve_op(None, average, "DistributedOptimizer") if average is not None else \
         resolve_op(op, None, "DistributedOptimizer")
     if backward_passes_per_step < 1:
         raise ValueError(f"backward_passes_per_step must be >= 1, got {backward_passes_per_step}")
-    config = optimizer.get_config()
-    if name:
-        config["name"] = name
-    scale = 1.0
-    if backward_passes_per_step > 1:
-        config["gradient_accumulation_steps"] = int(backward_passes_per_step)
-        if not average_aggregated_gradients:
-            scale = float(backward_passes_per_step)  # Keras averages the N gradients, Horovod sums them
-    distributed = type(optimizer).from_config(config)
-    return make_distributed(distributed, compression, op, gradient_predivide_factor, scale)
+    reduction = GradientReduction(op=op, compression=compression, gradient_predivide_factor=gradient_predivide_factor,
+                                  sparse_as_dense=sparse_as_dense, scale_local_gradients=scale_local_gradients)
+    flavor = keras2_optimizer if is_keras2(optimizer) else keras3_optimizer
+    return flavor.distributed_optimizer(optimizer, reduction, name=name,
+                                        backward_passes_per_step=backward_passes_per_step,
+                                        average_aggregated_gradients=average_aggregated_gradients)
+
+
+def PartialDistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",
+                                compression=Compression.none, sparse_as_dense=False, gradient_predivide_factor=1.0,
+                                op=Average, backward_passes_per_step=1, average_aggregated_gradients=False,
+                                groups=None, process_set=None, local_layers=None, scale_local_gradients=True):
+    """Horovod's: a DistributedOptimizer whose `local_layers`' trainable
+    variables keep their local gradients (divided by size() when
+    scale_local_gradients, as Horovod)."""
+    if local_layers is None:
+        local_layers = []
+    elif not isinstance(local_layers, (list, tuple)):
+        local_layers = [local_layers]
+    for layer in local_layers:
+        if not hasattr(layer, "trainable_weights"):
+            raise ValueError(f"local_layers must be Keras layers; got {type(layer).__name__}")
+    distributed = DistributedOptimizer(optimizer, name=name, compression=compression, sparse_as_dense=sparse_as_dense,
+                                       gradient_predivide_factor=gradient_predivide_factor, op=op,
+                                       backward_passes_per_step=backward_passes_per_step,
+                                       average_aggregated_gradients=average_aggregated_gradients,
+                                       process_set=process_set, scale_local_gradients=scale_local_gradients)
+    for layer in local_layers:
+        for variable in layer.trainable_weights:
+            distributed.register_local_var(variable)
+    return distributed
+
+
+def make_distributed(optimizer, compression=Compression.none):
+    """Turn a loaded model's optimizer itself (its restored state kept) into a distributed one."""
+    reduction = GradientReduction(compression=compression)
+    if is_keras2(optimizer):
+        return keras2_optimizer.make_distributed(optimizer, reduction)
+    return keras3_optimizer.make_distributed(optimizer, reduction)

@@ -1,7 +1,8 @@
 """Loaded at start-up when tests/compat/offline is on PYTHONPATH (the ported
 upstream scripts only). Two things, neither touching the scripts:
 
-* keras.datasets.mnist.load_data returns the bundled digits instead of
+* keras.datasets.mnist.load_data (Keras 3, and Keras 2's tf_keras, which is
+  tf.keras under TF_USE_LEGACY_KERAS=1) returns the bundled digits instead of
   downloading MNIST (no network here);
 * the trained state is fingerprinted at exit, so the runner can check that
   the ranks agree: every model/variable list handed to byteps_native's
@@ -17,7 +18,7 @@ import sys
 import weakref
 
 
-def _load_data(path="mnist.npz"):
+def _load_data(path="mnist.npz", cache_dir=None):
     from bundled_digits import mnist_like
     return mnist_like()
 
@@ -113,8 +114,22 @@ def _patch_keras_trainer(module):
     trainer.fit = fit
 
 
+def _patch_keras2_training(module):
+    model = module.Model
+    original_fit = model.fit
+
+    def fit(self, *args, **kwargs):
+        result = original_fit(self, *args, **kwargs)
+        _track_tf_variables(list(self.trainable_variables))
+        return result
+
+    model.fit = fit
+
+
 _PATCHES = {
     "keras.src.datasets.mnist": lambda m: setattr(m, "load_data", _load_data),
+    "tf_keras.src.datasets.mnist": lambda m: setattr(m, "load_data", _load_data),
+    "tf_keras.src.engine.training": _patch_keras2_training,
     "byteps_native.torch": _patch_torch,
     "byteps_native.torch.parallel": _patch_torch_parallel,
     "byteps_native.tf": _patch_tf,

@@ -23,25 +23,12 @@ EXPECTED = {
     ],
     # measured 2026-11-23: 144 tests, 53 pass, 57 skip (52 GPU), 34 fail as below
     "horovod/test_tensorflow.py": [
-        ("test_horovod_*_error", "open", "graph mode: the rank-agreement check raises through tf.py_function "
-         "(UnknownError), not FailedPreconditionError/InvalidArgumentError; alltoall's graph-mode asserts do "
-         "not run; eager mode passes"),
-        ("test_horovod_*_type_error", "open", "as *_error (graph mode)"),
-        ("test_horovod_*_prescale", "open", "integer pre/postscale not truncated as Horovod (TF)"),
-        ("test_horovod_*_postscale", "open", "as *_prescale"),
-        ("test_horovod_broadcast_cpu", "open", "TF broadcast of int8 (engine dtype; allreduce widens, broadcast not)"),
-        ("test_horovod_grouped_allreduce_cpu", "open", "grouped_allreduce of int8 (fused path does not widen)"),
-        ("test_horovod_grouped_allreduce_average_cpu", "open", "as grouped_allreduce_cpu"),
-        ("test_horovod_broadcast_inplace*", "open", "broadcast_ of variables: wrong values / int8"),
-        ("test_horovod_broadcast_grad_cpu", "open", "engine timeout in the broadcast gradient"),
-        ("test_horovod_grouped_allgather_grad_cpu", "open", "engine name/shape mismatch in grouped gradients"),
-        ("test_horovod_grouped_allreduce_mixed_indexed_slices*", "open", "as grouped_allgather_grad_cpu"),
-        ("test_horovod_grouped_reducescatter_cpu", "open", "as grouped_allgather_grad_cpu"),
-        ("test_horovod_*reducescatter_grad_cpu", "open", "TF reducescatter gradient: Horovod's is allgather x size"),
         ("test_horovod_syncbn_cpu", "framework", "Keras 3 BatchNormalization rejects fused="),
-        ("test_model_parallel_model", "open", "not investigated"),
         ("test_partial_distributed_gradient_tape", "framework", "Keras 3 variables have no .ref()"),
     ],
+    # Keras 3 (the default tf.keras), measured 2026-11-23: 14 tests, 2 pass, 1 skip, 11 fail as below.
+    # Under Keras 2 (run_upstream.py --legacy-keras: TF_USE_LEGACY_KERAS=1, tf_keras installed)
+    # 13 of 13 pass: EXPECTED_LEGACY_KERAS.
     "horovod/test_tensorflow2_keras.py": [
         ("test_broadcast_global_variables_callback_with_local_vars", "framework",
          "Keras 3 variables have no .ref()"),
@@ -50,15 +37,22 @@ EXPECTED = {
          "a Keras 2 OptimizerV2 subclass (_resource_apply_dense, no learning_rate): Keras 3 rejects it"),
         ("test_legacy_optimizer", "framework", "keras.optimizers.legacy is gone in Keras 3"),
         ("test_partial_distributed_optimizer", "framework",
-         "Keras 2's Optimizer._compute_gradients and Variable.ref() (and PartialDistributedOptimizer is absent here)"),
+         "Keras 2's Optimizer._compute_gradients and Variable.ref() (PartialDistributedOptimizer passes under Keras 2)"),
         ("test_sparse_as_dense*", "framework", "Keras 3 optimizers reject lr= (learning_rate=)"),
         ("test_train_model_lr_schedule", "framework", "keras.losses.mean_squared_error is gone in Keras 3"),
     ],
 }
 
 
-def expected_failure(suite, test):
-    for pattern, kind, reason in EXPECTED.get(suite, ()):
+# The same suites with TF_USE_LEGACY_KERAS=1 (tf.keras is Keras 2, the tf_keras
+# package): Keras 2 tests expected to fail there. Measured 2026-11-23.
+EXPECTED_LEGACY_KERAS = {
+    "horovod/test_tensorflow2_keras.py": [],
+}
+
+
+def expected_failure(suite, test, legacy_keras=False):
+    for pattern, kind, reason in (EXPECTED_LEGACY_KERAS if legacy_keras else EXPECTED).get(suite, ()):
         if fnmatch.fnmatchcase(test, pattern):
             return kind, reason
     return None

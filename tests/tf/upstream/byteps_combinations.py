@@ -11,9 +11,13 @@ same run:
 * 2x1: MultiWorkerMirroredStrategy chief + worker (TF's
   MultiWorkerMirrored2x1CPU) vs MirroredStrategy(["/cpu:0"], BytePSOps()) in
   each of 2 processes;
-* 2x2: BytePSOps on 2 CPUs in each of 2 processes; TensorFlow has no 2x2 CPU
-  reference (MWMS uses one CPU device per worker), so run_upstream.py compares
-  it with the 2x1 reference.
+* 2x2: MirroredStrategy(["/cpu:0", "/cpu:1"], BytePSOps()) in each of 2
+  processes, against the two 4-replica CPU references TensorFlow has:
+  MirroredStrategy on 4 CPUs of one process (1x4) and MultiWorkerMirrored
+  chief + 3 workers (TF's MultiWorkerMirrored4x1CPU). MWMS cannot itself run
+  2 workers x 2 CPUs: CollectiveAllReduceExtended._initialize_local_devices
+  gives a worker one CPU device whatever it is told, GPUs being the only
+  devices it multiplies.
 
 The processes of the multi-process layouts come from TensorFlow's own
 MultiProcessPoolRunner (chief = BytePS worker 0); this module starts the
@@ -126,12 +130,15 @@ def _task_devices(num_gpus):
     return [f"/gpu:{i}" for i in range(num_gpus)] if num_gpus else ["/cpu:0"]
 
 
-def bytepsops_strategy_for_task(num_gpus):
+def bytepsops_strategy_for_task(num_gpus, cluster_resolver):
     """collective_all_reduce_strategy_test: MirroredStrategy(BytePSOps) over
-    the task's devices, in a process of run_between_graph_processes (outside
-    one, a job of this process alone)."""
+    the task's devices, given the cluster resolver MWMS would get (its size
+    and this task's rank; the engine starts at the first collective, in a
+    process of run_between_graph_processes; with an empty cluster spec, a job
+    of this process alone)."""
     import byteps_native.tf as bps  # late: the engine starts from the environment
-    return mirrored_strategy.MirroredStrategy(_task_devices(num_gpus), cross_device_ops=bps.BytePSOps())
+    return mirrored_strategy.MirroredStrategy(_task_devices(num_gpus),
+                                              cross_device_ops=bps.BytePSOps(cluster_resolver=cluster_resolver))
 
 
 _between_graph_runs = [0]
@@ -226,12 +233,41 @@ def _bytepsops_distribution():
                                           no_xla=True)
 
 
+# The 2x2 layout's one-process reference: 4 replicas on 4 logical CPUs,
+# created as TF's Mirrored2CPUs is (a fresh collective key base per strategy:
+# a reused key mixes two tests' collectives, and one aborted collective
+# poisons every later one of the process).
+mirrored_strategy_with_four_cpus = combinations.NamedDistribution(
+    "Mirrored4CPUs",
+    lambda: strategy_combinations._mirrored_strategy_with_collective_key_base(  # pylint: disable=protected-access
+        [f"/cpu:{i}" for i in range(4)]),
+    required_gpus=0)
+
+
+def _four_logical_cpus_in_main_process():
+    """test_util.main() queues test_util._set_logical_devices (2 logical CPUs)
+    for after absl's init, looking the function up when main() runs; the 1x4
+    reference needs 4 in the main process (where one-process strategies run),
+    so the layout swaps that function before main() runs. Pool processes
+    (TF_CONFIG set) keep TensorFlow's 2."""
+    from tensorflow.python.distribute import test_util
+
+    def _set_logical_devices():
+        test_util.set_logical_devices_to_at_least("CPU", 4)
+
+    test_util._set_logical_devices = _set_logical_devices  # pylint: disable=protected-access
+
+
 def _references():
     if LAYOUT == "1x2":
         return [strategy_combinations.mirrored_strategy_with_two_cpus]
     if LAYOUT == "2x1":
         return [strategy_combinations.multi_worker_mirrored_2x1_cpu]
-    return []
+    if LAYOUT == "2x2":
+        if "TF_CONFIG" not in os.environ:
+            _four_logical_cpus_in_main_process()
+        return [mirrored_strategy_with_four_cpus, strategy_combinations.multi_worker_mirrored_4x1_cpu]
+    raise ValueError(f"BPS_UPSTREAM_LAYOUT={LAYOUT!r}: expected 1x2, 2x1 or 2x2")
 
 
 bytepsops = _bytepsops_distribution()

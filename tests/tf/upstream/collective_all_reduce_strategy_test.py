@@ -18,10 +18,10 @@ byteps-native: adapted copy of tensorflow/tensorflow
 tensorflow/python/distribute/collective_all_reduce_strategy_test.py at commit
 00f0938ae85c7dd68b44b4d80a873f42b1dca16a (the version in the code index).
 Changes, and nothing else:
-* create_test_objects returns MirroredStrategy(BytePSOps()) over the task's
-  devices (local session target) instead of CollectiveAllReduceStrategy when
-  $BPS_UPSTREAM_CROSS_DEVICE_OPS is "bytepsops" (run_upstream.py runs the
-  file once with each);
+* create_test_objects returns MirroredStrategy(BytePSOps(cluster_resolver=
+  the resolver MWMS gets)) over the task's devices (local session target)
+  instead of CollectiveAllReduceStrategy when $BPS_UPSTREAM_CROSS_DEVICE_OPS
+  is "bytepsops" (run_upstream.py runs the file once with each);
 * with BytePSOps, _run_between_graph_clients runs each task of the cluster in
   its own process (TensorFlow's multi_process_runner; a fresh BytePS job per
   test, byteps_combinations.run_between_graph_processes) instead of a thread
@@ -92,10 +92,6 @@ def create_test_objects(cluster_spec=None,
   if num_gpus is None:
     num_gpus = context.num_gpus()
 
-  if byteps_combinations.CROSS_DEVICE_OPS == 'bytepsops':
-    strategy = byteps_combinations.bytepsops_strategy_for_task(num_gpus)
-    return strategy, '', sess_config
-
   if cluster_spec and task_type and task_id is not None:
     cluster_resolver = SimpleClusterResolver(
         cluster_spec=multi_worker_util.normalize_cluster_spec(cluster_spec),
@@ -107,6 +103,12 @@ def create_test_objects(cluster_spec=None,
     cluster_resolver = SimpleClusterResolver(
         ClusterSpec({}), num_accelerators={'GPU': num_gpus})
     target = ''
+
+  if byteps_combinations.CROSS_DEVICE_OPS == 'bytepsops':
+    strategy = byteps_combinations.bytepsops_strategy_for_task(
+        num_gpus, cluster_resolver)
+    sess_config = strategy.update_config_proto(sess_config)
+    return strategy, '', sess_config
 
   strategy = collective_all_reduce_strategy.CollectiveAllReduceStrategy(
       cluster_resolver=cluster_resolver)

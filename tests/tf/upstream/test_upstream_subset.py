@@ -1,6 +1,9 @@
 """CI subset of the TensorFlow-test harness (run_upstream.py): a few cases of
 TensorFlow's strategy_gather_test on 2 processes x 1 device, each with
-MultiWorkerMirroredStrategy and with BytePSOps in the same run, and a few of
+MultiWorkerMirroredStrategy and with BytePSOps in the same run, two on 2
+processes x 2 devices with MirroredStrategy on 4 CPUs (the 2x2 layout's
+one-process 4-replica reference; its MWMS chief + 3 workers reference is
+left to the full run: 4 more processes), and a few of
 cross_device_ops_test (2-process pools) with BytePSOps, which all pass with
 TensorFlow's CollectiveAllReduce in the full run (not repeated here: CI time);
 every case the reference passes must pass with BytePSOps. The full run is
@@ -27,6 +30,18 @@ def test_gather_cases_match_multi_worker_mirrored(tmp_path):
     assert report["totals"]["bytepsops"]["pass"] + report["totals"]["bytepsops"]["fail"] \
         + report["totals"]["bytepsops"]["skip"] == len(report["cases"]), report
     assert report["reference_passes_bytepsops_does_not"] == [], report
+
+
+CASES_2X2 = [f"{case}_test_mode_eager_pureeager_False_strategy_{strategy}"
+             for case in ("testAllGatherGradient", "testGatherDiffShapeAtAxis1")
+             for strategy in ("Mirrored4CPUs", "BytePSOps2x2CPU")]
+
+
+def test_gather_cases_2x2_match_mirrored_on_four_cpus(tmp_path):
+    extra = ["--"] + [arg for case in CASES_2X2 for arg in ("-k", case)]
+    results = run_upstream.run_file("strategy_gather_test", "2x2", str(tmp_path), 600, extra)
+    assert sorted(results.values()) == ["pass"] * 4, results
+    assert {who for _, who in results} == {"reference:Mirrored4CPUs", "bytepsops"}, results
 
 
 CROSS_DEVICE_OPS_CASES = ["testReduceDense_test_implementation_CommunicationImplementationRING_numprocesses_2",

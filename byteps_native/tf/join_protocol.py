@@ -1,0 +1,220 @@
+"""Horovod's ``join()`` for TF: a rank that ran out of data joins; the others'
+collectives go on, the joined rank contributing zeros, until every rank has
+joined. join() returns the rank that joined last.
+
+The protocol is the torch adapter's (byteps_native/torch/join_protocol.py),
+over the same kind of store (torchrun's TCPStore): every rank counts the
+engine operations it submits; a rank that joins announces its count; the
+others then publish each operation past that count; the joined rank follows
+the log of the lowest rank still training and submits zeros of the same name,
+dtype and shape. What differs is where operations are counted: TF ops run in
+C++ (inside tf.function and TF 1 graphs too, where Python only traced them),
+so the op library logs each submission (csrc/tf/submission_log.h) and a
+watcher thread here publishes that log once some rank has joined. Gathers
+(allgather, alltoall) go on with the joined rank's rows empty (Horovod fails
+them instead).
+
+Needs torchrun's store; under bpslaunch, join() is a barrier that returns the
+last rank to arrive, and every rank must issue the same collectives first.
+"""
+import ctypes
+import os
+import threading
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from byteps_native.tf import engine
+from byteps_native.tf._library import OPS_PATH
+
+_POLL_S = 0.02
+_REDUCE_AVERAGE = 1  # BPS_REDUCE_AVERAGE (csrc/c_api/byteps_c.h)
+
+
+class _State:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.epoch = 0          # one per join(): store keys are per epoch
+        self.base = 0           # submission count when this epoch began
+        self.publishing = False  # some rank joined: publish every submission
+        self.published = 0      # operations of this epoch published so far
+        self.joined = False     # this rank is inside join()
+        self.watcher = None
+        self.stop = threading.Event()
+
+
+_state = _State()
+_lib = None
+
+
+def _log():
+    global _lib
+    if _lib is None:
+        lib = ctypes.CDLL(OPS_PATH)  # already loaded by TensorFlow: a handle only
+        lib.byteps_tf_submission_count.restype = ctypes.c_int64
+        lib.byteps_tf_submission.restype = ctypes.c_int64
+        lib.byteps_tf_submission.argtypes = [ctypes.c_int64, ctypes.c_char_p, ctypes.c_int64]
+        _lib = lib
+    return _lib
+
+
+def _submitted():
+    return _log().byteps_tf_submission_count()
+
+
+def _submission(index):
+    """Submission `index` (since the library loaded) as the op library's text line."""
+    buf = ctypes.create_string_buffer(256)
+    length = _log().byteps_tf_submission(index, buf, len(buf))
+    if length >= len(buf):
+        buf = ctypes.create_string_buffer(length + 1)
+        length = _log().byteps_tf_submission(index, buf, len(buf))
+    if length < 0:
+        raise RuntimeError(f"join(): engine operation {index} is no longer in this process's submission log; "
+                           "a rank joined more than 131072 operations after another")
+    return buf.value
+
+
+def _store():
+    found = getattr(engine, "_torchrun_store", None)
+    if found is None:
+        return None
+    import torch.distributed as dist
+    prefix = f"byteps_native_tf/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}/join/"
+    return dist.PrefixStore(prefix, found[0])
+
+
+def _key(epoch, *parts):
+    return "/".join([str(epoch), *map(str, parts)])
+
+
+def start_watcher():
+    """Called once the engine runs (torchrun jobs of 2 or more): from then on
+    this rank publishes its submissions as soon as another rank joins."""
+    if _state.watcher is not None or engine.size() == 1 or _store() is None:
+        return
+    _state.watcher = threading.Thread(target=_watch, name="byteps-tf-join-watcher", daemon=True)
+    _state.watcher.start()
+
+
+def stop_watcher():
+    """The watcher uses the store: it must stop before the store goes."""
+    _state.stop.set()
+    if _state.watcher is not None:
+        _state.watcher.join(timeout=5)
+
+
+def _publish_locked(store):
+    """Publish this epoch's submissions not yet published (lock held)."""
+    me = engine.rank()
+    current = _submitted() - _state.base
+    for index in range(_state.published, current):
+        store.set(_key(_state.epoch, "op", me, index), _submission(_state.base + index))
+    _state.published = max(_state.published, current)
+
+
+def _watch():
+    store = _store()
+    while not _state.stop.wait(_POLL_S):
+        try:
+            with _state.lock:
+                if _state.joined:
+                    continue
+                if _state.publishing:
+                    _publish_locked(store)
+                    continue
+                epoch = _state.epoch
+            if int(store.add(_key(epoch, "joined"), 0)) == 0:
+                continue
+            counts = [int(store.get(_key(epoch, "count", r))) for r in range(engine.size())
+                      if store.check([_key(epoch, "count", r)])]
+            with _state.lock:
+                if _state.epoch != epoch or _state.joined or not counts:
+                    continue
+                _state.published = min(counts)
+                _state.publishing = True
+                _publish_locked(store)
+        except Exception:  # the job is ending (store or engine gone): nothing to publish for
+            return
+
+
+def _stand_in(line):
+    """Submit this joined rank's zeros for another rank's operation."""
+    from byteps_native.tf.ops import push_pull_list
+    fields = line.split(b" ", 4)
+    dtype, reduce_op, priority, ndim = (int(f) for f in fields[:4])
+    rest = fields[4].split(b" ", ndim)
+    shape, name = [int(d) for d in rest[:ndim]], rest[ndim].decode()
+    with tf.device("/cpu:0"):
+        push_pull_list([tf.zeros(shape, tf.dtypes.as_dtype(dtype))], [name], [priority],
+                       average=reduce_op == _REDUCE_AVERAGE)
+
+
+def join():
+    """Horovod's join (see the module docstring); returns the last rank to join."""
+    store = _store()
+    me, size = engine.rank(), engine.size()
+    if store is None or size == 1:
+        return _join_as_barrier()
+    if not tf.executing_eagerly():
+        raise NotImplementedError("join() runs eagerly (outside tf.function and TF 1 graphs) in byteps_native")
+    with _state.lock:
+        if _state.publishing:  # the others' stand-ins must see every operation before the final count
+            _publish_locked(store)
+        _state.joined = True
+        epoch, position = _state.epoch, _submitted() - _state.base
+    store.set(_key(epoch, "count", me), str(position))
+    if int(store.add(_key(epoch, "joined"), 1)) == size:
+        store.set(_key(epoch, "last"), str(me))
+    patience = float(os.environ.get("BYTEPS_TIMEOUT", "300"))
+    progress_at = time.monotonic()
+    while True:
+        if time.monotonic() - progress_at > patience:
+            missing = [r for r in range(size) if not store.check([_key(epoch, "count", r)])]
+            raise RuntimeError(f"join(): no progress for {patience:.0f} s (BYTEPS_TIMEOUT); ranks {missing} have "
+                               "not joined and published no operation: every rank must call join() once its "
+                               "data ends")
+        training = [r for r in range(size) if not store.check([_key(epoch, "count", r)])]
+        if training:
+            leader, target = training[0], None
+        else:
+            finals = {r: int(store.get(_key(epoch, "count", r))) for r in range(size)}
+            leader = max(finals, key=finals.get)
+            target = finals[leader]
+            if position >= target:
+                break
+        op_key = _key(epoch, "op", leader, position)
+        if store.check([op_key]):
+            _stand_in(store.get(op_key))
+            position += 1
+            progress_at = time.monotonic()
+        elif target is not None:
+            raise RuntimeError(f"join(): rank {leader} finished with {target} operations but published only "
+                               f"{position}; this is a byteps_native bug")
+        else:
+            time.sleep(0.001)
+    last = int(store.get(_key(epoch, "last")))
+    _finish_epoch(store, epoch)
+    return last
+
+
+def _finish_epoch(store, epoch):
+    """Every rank has joined and stood in up to the longest log: a new epoch.
+    A small barrier keeps a fast rank's next epoch from mixing with this one."""
+    store.add(_key(epoch, "left"), 1)
+    while int(store.add(_key(epoch, "left"), 0)) < engine.size():
+        time.sleep(0.001)
+    with _state.lock:
+        _state.epoch += 1
+        _state.base = _submitted()
+        _state.publishing = False
+        _state.published = 0
+        _state.joined = False
+
+
+def _join_as_barrier():
+    from byteps_native.tf.collectives import _sum
+    arrival = np.zeros(engine.size(), np.float64)
+    arrival[engine.rank()] = time.time()
+    return int(np.argmax(_sum(tf.constant(arrival), "bps.tf.join").numpy()))

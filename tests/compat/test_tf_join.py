@@ -1,0 +1,25 @@
+"""Horovod's TF join() across 2 processes started by torchrun: uneven steps,
+the joined rank standing in with zeros (workers/tf_join.py)."""
+import os
+
+import pytest
+
+from harness import WORKERS, results, torchrun
+
+CASES = ["eager_allreduce_then_join", "function_steps_then_join", "next_epoch_everyone_again"]
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tf_join")
+    code, log = torchrun(os.path.join(WORKERS, "tf_join.py"), result_dir=out, env={"BYTEPS_TIMEOUT": "30"})
+    assert code == 0, log[-5000:]
+    found = results(out)
+    assert sorted(found) == [0, 1], log[-5000:]
+    return found
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_case(job, case):
+    for rank, result in job.items():
+        assert result["cases"][case] == "ok", f"rank {rank}: {result['cases'][case]}"
