@@ -123,6 +123,8 @@ class BuildAll(build_ext):
         package_dir = os.path.dirname(os.path.dirname(self.get_ext_fullpath("byteps_native.core._core")))
         lib_dir = os.path.join(package_dir, "lib")
         os.makedirs(lib_dir, exist_ok=True)
+        if not self.inplace:
+            self._remove_stale_adapters(package_dir)
         objects_dir = os.path.join(CACHE, "objects")
         cxx_runtime.probe_compiler(CXX, CACHE)  # seconds, before minutes of compiling
 
@@ -152,6 +154,19 @@ class BuildAll(build_ext):
         super().run()
         for ext in self.extensions:
             cxx_runtime.require_shared_runtime(self.get_ext_fullpath(ext.name), os.environ.get("CXX", CXX))
+
+    def _remove_stale_adapters(self, package_dir):
+        """`pip wheel <tree>` reuses the tree's build/ folder: an adapter an
+        earlier build left there went into a wheel built without it (one
+        compiled against whatever torch was there then, and a build record
+        saying none)."""
+        stale = []
+        if not any(ext.name == "byteps_native.torch._c10d" for ext in self.extensions):
+            stale += glob.glob(os.path.join(package_dir, "torch", "_c10d*.so"))
+        # The TF ops are (re)built by _build_tf_ops when wanted and found.
+        stale += glob.glob(os.path.join(package_dir, "tf", "libbyteps_tf_ops.so"))
+        for path in stale:
+            os.remove(path)
 
     def build_extension(self, ext):
         target = self.get_ext_fullpath(ext.name)

@@ -28,6 +28,7 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tarfile
 import time
 import zipfile
@@ -104,6 +105,14 @@ def tree_wheel(tmp_path_factory):
     """`pip wheel` of the source tree itself, adapters off, optimised like
     install.sh's build: its engine objects come from the user's build cache."""
     out = tmp_path_factory.mktemp("tree-wheel")
+    # An earlier build of the tree with the torch adapter left a copy in
+    # build/lib.*/ (as `setup.py build_ext --inplace` does), which `pip wheel`
+    # reuses: that stale adapter went into this adapter-less wheel.
+    for built in glob.glob(os.path.join(REPO, "byteps_native", "torch", "_c10d*.so")):
+        stale = os.path.join(REPO, "build", f"lib.{sysconfig.get_platform()}-{sys.implementation.cache_tag}",
+                             "byteps_native", "torch")
+        os.makedirs(stale, exist_ok=True)
+        shutil.copy(built, stale)
     _run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", str(out), REPO],
          env=_env(**ADAPTERS_OFF), cwd=str(out))
     (wheel,) = glob.glob(str(out / "*.whl"))
@@ -287,6 +296,9 @@ def test_build_finds_torch_from_a_separate_build_virtualenv(tmp_path):
 def test_isolated_build_compiles_both_adapters_and_trains(tmp_path):
     pytest.importorskip("torch")
     python = _venv(tmp_path / "venv", system_site_packages=True)  # the frameworks the user has
+    if _run([python, "-c", "import build.__main__"], check=False, cwd=str(tmp_path)).returncode != 0:
+        # Made from CI's .venv, this virtualenv sees the base interpreter's packages only.
+        _run([python, "-m", "pip", "install", "-q", "build"], env=_env())
     dist = tmp_path / "dist"
     build = _run([python, "-m", "build", "--outdir", str(dist), REPO], env=_env(), timeout=1800, cwd=str(tmp_path))
     log = build.stdout + build.stderr
