@@ -113,14 +113,24 @@ class _Handles:
         self._lock = threading.Lock()
         self._futures = {}
         self._ids = itertools.count()
-        self._in_flight = {}  # user-given name -> future
+        self._submitted = 0   # operations handed out so far
+        self._in_flight = {}  # user-given name -> (handle, future, self._submitted when it was added)
+        self._name_of = {}    # handle -> its user-given name
 
     def claim(self, name):
-        """Horovod's rule: two operations of one name may not be in flight at once
-        (unnamed ones are told apart by submission order instead)."""
+        """Horovod's rule: two operations of one name may not be in flight at
+        once (unnamed ones are told apart by submission order instead). Here an
+        operation counts as in flight until it is synchronized or another
+        operation has been submitted after it: completion alone can take
+        microseconds once every other rank has submitted, so whether a second
+        call at once raised would otherwise depend on timing (Horovod's own test
+        of the rule makes that second call at once)."""
         with self._lock:
-            future = self._in_flight.get(name)
-            if future is not None and not future.done():
+            entry = self._in_flight.get(name)
+            if entry is None:
+                return
+            _, future, submitted_at = entry
+            if not future.done() or submitted_at == self._submitted:
                 raise ValueError(f"a collective named {name!r} is already in flight on this rank; "
                                  "synchronize it first or give the second one another name")
 
@@ -128,8 +138,10 @@ class _Handles:
         with self._lock:
             handle = next(self._ids)
             self._futures[handle] = (future, finish)
+            self._submitted += 1
             if name is not None:
-                self._in_flight[name] = future
+                self._in_flight[name] = (handle, future, self._submitted)
+                self._name_of[handle] = name
         return handle
 
     def get(self, handle):
@@ -140,7 +152,11 @@ class _Handles:
 
     def pop(self, handle):
         with self._lock:
-            return self._futures.pop(handle)
+            entry = self._futures.pop(handle)
+            name = self._name_of.pop(handle, None)
+            if name is not None and self._in_flight.get(name, (None,))[0] == handle:
+                del self._in_flight[name]
+            return entry
 
 
 _handles = _Handles()

@@ -17,9 +17,6 @@ EXPECTED = {
         ("test_broadcast_state", "framework", "torch 2.13's Muon is a torch.optim subclass and rejects 1-D params"),
         ("test_broadcast_state_options", "framework", "as test_broadcast_state (Muon)"),
         ("test_force_allreduce", "framework", "as test_broadcast_state (Muon)"),
-        ("test_horovod_allreduce_duplicate_name_error", "open",
-         "flaky: needs rank 1's first allreduce 'duplicate_name' still in flight at its second call; here it may "
-         "already have completed (rank 0 pushed first), so the second is accepted and waits for a peer"),
     ],
     # measured 2026-11-23: 144 tests, 85 pass, 57 skip (52 GPU), 2 fail as below
     "horovod/test_tensorflow.py": [

@@ -324,4 +324,28 @@ def mixed_devices_fail_on_every_rank():
         raise AssertionError("a CPU/non-CPU mix must fail")
 
 
+@case
+def duplicate_name_while_not_synchronized():
+    # Horovod's rule, made independent of timing: rank 1's first 'dup' pairs
+    # with rank 0's already submitted one and completes at once; a second
+    # 'dup' right after it (nothing submitted in between) must still fail.
+    import time
+    t = torch.ones(5)
+    first = hvd.allreduce_async(t, name="dup", op=hvd.Sum) if r == 0 else None
+    hvd.barrier()
+    if r == 1:
+        first = hvd.allreduce_async(t, name="dup", op=hvd.Sum)
+        time.sleep(0.3)  # long enough to complete
+        assert hvd.poll(first)
+        try:
+            hvd.allreduce_async(t, name="dup", op=hvd.Sum)
+        except ValueError as e:
+            assert "already in flight" in str(e), e
+        else:
+            raise AssertionError("a second 'dup' before synchronize must fail")
+    assert hvd.synchronize(first).tolist() == [float(n)] * 5
+    # Synchronized: the name is free again, on every rank.
+    assert hvd.allreduce(t, name="dup", op=hvd.Sum).tolist() == [float(n)] * 5
+
+
 report({"rank": r, "size": n, "cases": cases})
