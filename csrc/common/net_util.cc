@@ -16,6 +16,7 @@
 #include <cstring>
 #include <thread>
 
+#include "common/config.h"
 #include "common/logging.h"
 
 namespace bps {
@@ -146,15 +147,20 @@ Status ConnectWithRetry(const HostPort& target, double timeout_seconds, int* fd_
       return Status::PeerFailure("cannot connect to " + target.ToString() + " within " + waited + ": " + last_error);
     }
     if (waiting_for && std::chrono::steady_clock::now() >= next_note) {
-      const auto waited = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started);
       BPS_LOG(Warning) << waiting_for << " at " << target.ToString() << " is not reachable yet: "
-                       << WhyUnreachable(last_errno) << "; still trying (" << waited.count() << " s of "
-                       << static_cast<int>(timeout_seconds) << " s, BYTEPS_RENDEZVOUS_TIMEOUT)";
+                       << WhyUnreachable(last_errno) << "; still trying " << WaitProgress(started, timeout_seconds);
       next_note += std::chrono::seconds(kWaitNoteSeconds);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
     delay_ms = std::min(delay_ms * 2, 500);
   }
+}
+
+std::string WaitProgress(std::chrono::steady_clock::time_point started, double limit_seconds) {
+  const auto waited =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started).count();
+  if (limit_seconds < 0) return "(" + std::to_string(waited) + " s)";
+  return "(" + std::to_string(waited) + " s of " + FormatSeconds(limit_seconds) + " s, BYTEPS_RENDEZVOUS_TIMEOUT)";
 }
 
 Status ListenOn(const std::string& host, int port, int backlog, int* fd_out, int* bound_port) {

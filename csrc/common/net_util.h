@@ -2,6 +2,7 @@
 #pragma once
 #include <netinet/in.h>
 
+#include <chrono>
 #include <string>
 
 #include "common/status.h"
@@ -20,6 +21,9 @@ Status ResolveIPv4(const std::string& host, sockaddr_in* out);
 Status InterfaceAddress(const std::string& interface, std::string* address);
 // How often a wait that is still going on says so (connects, rendezvous).
 constexpr int kWaitNoteSeconds = 4;
+// How far such a wait is, for its note: "(12 s of 300 s,
+// BYTEPS_RENDEZVOUS_TIMEOUT)", or "(12 s)" when it has no limit (< 0).
+std::string WaitProgress(std::chrono::steady_clock::time_point started, double limit_seconds);
 // Connects (blocking) with retries until deadline; returns a blocking fd.
 // `waiting_for` (e.g. "the scheduler"): say so every few seconds while the
 // peer is not there yet, so a long wait is never silent.

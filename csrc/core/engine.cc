@@ -145,23 +145,20 @@ Status Engine::SetUpLocalReducer() {
 }
 
 Status Engine::WaitForServer(int server, std::string* addr) {
-  // In slices, saying every few seconds (once per machine) what it waits for.
+  // Saying every few seconds (once per machine) what it waits for.
   const auto started = std::chrono::steady_clock::now();
-  const auto deadline = started + std::chrono::duration<double>(config_.rendezvous_timeout_seconds);
-  while (true) {
-    double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
-    Status st = store_->Get("server/" + std::to_string(server), std::max(0.0, std::min<double>(left, kWaitNoteSeconds)),
-                            addr);
-    if (st.code() != BPS_TIMEOUT || std::chrono::steady_clock::now() >= deadline) return st;
-    if (config_.local_rank == 0) {
-      BPS_LOG(Warning) << "waiting for server " << server << " of " << num_servers_ << " to register (" << server
-                       << " registered so far); still waiting ("
-                       << std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started)
-                              .count()
-                       << " s of " << FormatSeconds(config_.rendezvous_timeout_seconds)
-                       << " s, BYTEPS_RENDEZVOUS_TIMEOUT); check DMLC_NUM_SERVER and that the servers started";
-    }
-  }
+  return GetInSlices(store_.get(), "server/" + std::to_string(server), config_.rendezvous_timeout_seconds,
+                     kWaitNoteSeconds,
+                     [&] {
+                       if (config_.local_rank == 0) {
+                         BPS_LOG(Warning) << "waiting for server " << server << " of " << num_servers_
+                                          << " to register (" << server << " registered so far); still waiting "
+                                          << WaitProgress(started, config_.rendezvous_timeout_seconds)
+                                          << "; check DMLC_NUM_SERVER and that the servers started";
+                       }
+                       return true;
+                     },
+                     addr);
 }
 
 Status Engine::ConnectServers() {

@@ -124,10 +124,8 @@ Status RendezvousWorkers(Store* store, Config* config) {
         if (c.local_rank == 0) {
           store->Add("workers_joined", 0, &joined);
           BPS_LOG(Warning) << "waiting for the other workers: " << joined << " of " << c.size()
-                           << " ranks arrived (rank " << q << " not yet); still waiting ("
-                           << std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - started).count()
-                           << " s of " << FormatSeconds(c.rendezvous_timeout_seconds)
-                           << " s, BYTEPS_RENDEZVOUS_TIMEOUT)";
+                           << " ranks arrived (rank " << q << " not yet); still waiting "
+                           << WaitProgress(started, c.rendezvous_timeout_seconds);
         }
       }
       --q;

@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "common/config.h"
 #include "common/logging.h"
 #include "common/net_util.h"
 #include "common/reduce_kernels.h"
@@ -133,24 +132,20 @@ Status Server::Wait(double timeout_seconds) {
   // is simply closed with the server.)
   std::string size_text;
   double get_timeout = timeout_seconds < 0 ? config_.rendezvous_timeout_seconds : timeout_seconds;
-  // In slices, saying every few seconds what it waits for.
+  // Saying every few seconds what it waits for.
   const auto started = std::chrono::steady_clock::now();
-  const auto deadline = started + std::chrono::duration<double>(get_timeout);
-  Status st;
-  while (true) {
-    double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
-    st = store_->Get("size", std::max(0.0, std::min<double>(left, kWaitNoteSeconds)), &size_text);
-    if (st.code() != BPS_TIMEOUT || std::chrono::steady_clock::now() >= deadline) break;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!failure_.ok() || aborted_) break;
-    }
-    BPS_LOG(Warning) << "server " << server_id_ << " is waiting for the workers: none has joined the rendezvous yet; "
-                     << "still waiting ("
-                     << std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started)
-                            .count()
-                     << " s of " << FormatSeconds(get_timeout) << " s, BYTEPS_RENDEZVOUS_TIMEOUT)";
-  }
+  Status st = GetInSlices(store_.get(), "size", get_timeout, kWaitNoteSeconds,
+                          [&] {
+                            {
+                              std::lock_guard<std::mutex> lock(mu_);
+                              if (!failure_.ok() || aborted_) return false;
+                            }
+                            BPS_LOG(Warning) << "server " << server_id_
+                                             << " is waiting for the workers: none has joined the rendezvous yet; "
+                                             << "still waiting " << WaitProgress(started, get_timeout);
+                            return true;
+                          },
+                          &size_text);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!failure_.ok()) return failure_;
@@ -174,10 +169,7 @@ Status Server::Wait(double timeout_seconds) {
     while (!cv_.wait_for(lock, std::chrono::seconds(kWaitNoteSeconds), done)) {
       if (ranks_seen_.size() >= expected) continue;  // all came: training, not waiting
       BPS_LOG(Warning) << "server " << server_id_ << " is waiting for the workers: " << ranks_seen_.size() << " of "
-                       << expected << " ranks connected; still waiting ("
-                       << std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started)
-                              .count()
-                       << " s)";
+                       << expected << " ranks connected; still waiting " << WaitProgress(started, -1);
     }
   } else if (!cv_.wait_for(lock, std::chrono::duration<double>(timeout_seconds), done)) {
     return Status::Timeout("server " + std::to_string(server_id_) + ": " + std::to_string(conns_.size()) +

@@ -2,7 +2,10 @@
 // Implementations: TcpStore (our scheduler), CStore (an adapter-supplied
 // store such as torch's c10d TCPStore), MemoryStore (one process).
 #pragma once
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -18,6 +21,20 @@ class Store {
   virtual Status Get(const std::string& key, double timeout_seconds, std::string* value) = 0;
   virtual Status Add(const std::string& key, int64_t delta, int64_t* result) = 0;
 };
+
+// Store::Get in slices of `slice_seconds`, for waits that must say every few
+// seconds what they wait for: after each slice that ended without the key,
+// `still_waiting()` writes its note and returns whether to go on (false: give
+// up now, returning the Timeout).
+inline Status GetInSlices(Store* store, const std::string& key, double timeout_seconds, double slice_seconds,
+                          const std::function<bool()>& still_waiting, std::string* value) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_seconds);
+  while (true) {
+    const double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
+    Status st = store->Get(key, std::max(0.0, std::min(left, slice_seconds)), value);
+    if (st.code() != BPS_TIMEOUT || std::chrono::steady_clock::now() >= deadline || !still_waiting()) return st;
+  }
+}
 
 // Keys of one job share a prefix so several jobs can share a store.
 class PrefixStore : public Store {

@@ -134,15 +134,11 @@ void TcpStoreServer::NoteWaitingForWorkers(std::chrono::steady_clock::time_point
   std::string size, joined;
   store_.Get("size", 0, &size);
   store_.Get("workers_joined", 0, &joined);
-  const auto waited =
-      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started).count();
-  std::string limit = rendezvous_timeout_seconds_ < 0
-                          ? std::string(")")
-                          : " of " + FormatSeconds(rendezvous_timeout_seconds_) + " s, BYTEPS_RENDEZVOUS_TIMEOUT)";
   std::string arrived =
       size.empty() ? "no worker has arrived yet (DMLC_NUM_WORKER=" + std::to_string(expected_machines_) + " machines)"
                    : (joined.empty() ? std::string("0") : joined) + " of " + size + " worker ranks arrived";
-  BPS_LOG(Warning) << "waiting for workers: " << arrived << "; still waiting (" << waited << " s" << limit;
+  BPS_LOG(Warning) << "waiting for workers: " << arrived << "; still waiting "
+                   << WaitProgress(started, rendezvous_timeout_seconds_);
 }
 
 bool TcpStoreServer::RendezvousComplete() {
