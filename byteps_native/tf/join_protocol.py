@@ -2,8 +2,8 @@
 collectives go on, the joined rank contributing zeros, until every rank has
 joined. join() returns the rank that joined last.
 
-The protocol is the torch adapter's (byteps_native/torch/join_protocol.py),
-over the same kind of store (torchrun's TCPStore): every rank counts the
+The protocol is the torch adapter's (byteps_native/torch/join_protocol.py;
+the joined rank's side, shared, is byteps_native/join_log.py), over the same kind of store (torchrun's TCPStore): every rank counts the
 engine operations it submits; a rank that joins announces its count; the
 others then publish each operation past that count; the joined rank follows
 the log of the lowest rank still training and submits zeros of the same name,
@@ -25,6 +25,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from byteps_native import join_log
 from byteps_native.tf import engine
 from byteps_native.tf._library import OPS_PATH
 
@@ -85,10 +86,6 @@ def _store():
     return dist.PrefixStore(prefix, found[0])
 
 
-def _key(epoch, *parts):
-    return "/".join([str(epoch), *map(str, parts)])
-
-
 def start_watcher():
     """Called once the engine runs (torchrun jobs of 2 or more): from then on
     this rank publishes its submissions as soon as another rank joins."""
@@ -110,7 +107,7 @@ def _publish_locked(store):
     me = engine.rank()
     current = _submitted() - _state.base
     for index in range(_state.published, current):
-        store.set(_key(_state.epoch, "op", me, index), _submission(_state.base + index))
+        store.set(join_log.key(_state.epoch, "op", me, index), _submission(_state.base + index))
     _state.published = max(_state.published, current)
 
 
@@ -125,10 +122,10 @@ def _watch():
                     _publish_locked(store)
                     continue
                 epoch = _state.epoch
-            if int(store.add(_key(epoch, "joined"), 0)) == 0:
+            if int(store.add(join_log.key(epoch, "joined"), 0)) == 0:
                 continue
-            counts = [int(store.get(_key(epoch, "count", r))) for r in range(engine.size())
-                      if store.check([_key(epoch, "count", r)])]
+            counts = [int(store.get(join_log.key(epoch, "count", r))) for r in range(engine.size())
+                      if store.check([join_log.key(epoch, "count", r)])]
             with _state.lock:
                 if _state.epoch != epoch or _state.joined or not counts:
                     continue
@@ -164,53 +161,15 @@ def join():
             _publish_locked(store)
         _state.joined = True
         epoch, position = _state.epoch, _submitted() - _state.base
-    store.set(_key(epoch, "count", me), str(position))
-    if int(store.add(_key(epoch, "joined"), 1)) == size:
-        store.set(_key(epoch, "last"), str(me))
-    patience = float(os.environ.get("BYTEPS_TIMEOUT", "300"))
-    progress_at = time.monotonic()
-    while True:
-        if time.monotonic() - progress_at > patience:
-            missing = [r for r in range(size) if not store.check([_key(epoch, "count", r)])]
-            raise RuntimeError(f"join(): no progress for {patience:.0f} s (BYTEPS_TIMEOUT); ranks {missing} have "
-                               "not joined and published no operation: every rank must call join() once its "
-                               "data ends")
-        training = [r for r in range(size) if not store.check([_key(epoch, "count", r)])]
-        if training:
-            leader, target = training[0], None
-        else:
-            finals = {r: int(store.get(_key(epoch, "count", r))) for r in range(size)}
-            leader = max(finals, key=finals.get)
-            target = finals[leader]
-            if position >= target:
-                break
-        op_key = _key(epoch, "op", leader, position)
-        if store.check([op_key]):
-            _stand_in(store.get(op_key))
-            position += 1
-            progress_at = time.monotonic()
-        elif target is not None:
-            raise RuntimeError(f"join(): rank {leader} finished with {target} operations but published only "
-                               f"{position}; this is a byteps_native bug")
-        else:
-            time.sleep(0.001)
-    last = int(store.get(_key(epoch, "last")))
-    _finish_epoch(store, epoch)
-    return last
-
-
-def _finish_epoch(store, epoch):
-    """Every rank has joined and stood in up to the longest log: a new epoch.
-    A small barrier keeps a fast rank's next epoch from mixing with this one."""
-    store.add(_key(epoch, "left"), 1)
-    while int(store.add(_key(epoch, "left"), 0)) < engine.size():
-        time.sleep(0.001)
+    last = join_log.follow(store, epoch, me, size, position, _stand_in)
+    join_log.leave_epoch(store, epoch, size)
     with _state.lock:
         _state.epoch += 1
         _state.base = _submitted()
         _state.publishing = False
         _state.published = 0
         _state.joined = False
+    return last
 
 
 def _join_as_barrier():

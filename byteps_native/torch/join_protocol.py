@@ -10,8 +10,8 @@ rank announces in the c10d store that it joined (with its count), a watcher
 thread on every other rank publishes the operations past that count, and from
 then on each new one before it is submitted. The joined rank follows the log of
 the lowest rank still training and submits zeros of the same name, dtype and
-shape. All ranks issue the same sequence until they join, so operation i is the
-same on every rank. Gathers (allgather, alltoall, allgather_object) fail on
+shape (byteps_native/join_log.py, shared with TF). All ranks issue the same
+sequence until they join, so operation i is the same on every rank. Gathers (allgather, alltoall, allgather_object) fail on
 the ranks still training, as in Horovod: the joined rank answers their length
 round with -1 in its slot.
 
@@ -21,7 +21,6 @@ collectives before joining.
 """
 import atexit
 import collections
-import os
 import pickle
 import threading
 import time
@@ -29,6 +28,7 @@ import time
 import torch
 import torch.distributed as dist
 
+from byteps_native import join_log
 from byteps_native.torch.extension import _c10d
 
 _POLL_S = 0.02
@@ -64,10 +64,6 @@ def _store():
     return dist.PrefixStore("byteps_native/join/", dist.distributed_c10d._get_default_store())
 
 
-def _key(epoch, *parts):
-    return "/".join([str(epoch), *map(str, parts)])
-
-
 def _record(descriptor):
     """Count (and, once some rank joined, publish) one engine operation."""
     with _log.lock:
@@ -77,7 +73,7 @@ def _record(descriptor):
         _log.count += 1
         _log.recent.append(descriptor)
         if _log.publishing:
-            _store().set(_key(_log.epoch, "op", _c10d.rank(), index), pickle.dumps(descriptor))
+            _store().set(join_log.key(_log.epoch, "op", _c10d.rank(), index), pickle.dumps(descriptor))
         elif _log.watcher is None and _c10d.size() > 1 and dist.is_initialized():
             _log.watcher = threading.Thread(target=_watch, name="byteps-join-watcher", daemon=True)
             _log.watcher.start()
@@ -92,10 +88,10 @@ def _watch():
                 continue
             epoch = _log.epoch
         try:
-            if int(store.add(_key(epoch, "joined"), 0)) == 0:
+            if int(store.add(join_log.key(epoch, "joined"), 0)) == 0:
                 continue
-            counts = [int(store.get(_key(epoch, "count", r))) for r in range(_c10d.size())
-                      if store.check([_key(epoch, "count", r)])]
+            counts = [int(store.get(join_log.key(epoch, "count", r))) for r in range(_c10d.size())
+                      if store.check([join_log.key(epoch, "count", r)])]
         except Exception:  # the job is ending (store gone): nothing to publish for
             return
         with _log.lock:
@@ -104,7 +100,7 @@ def _watch():
             start = min(counts)
             backlog = list(_log.recent)[len(_log.recent) - (_log.count - start):] if _log.count > start else []
             for offset, descriptor in enumerate(backlog):
-                store.set(_key(epoch, "op", _c10d.rank(), start + offset), pickle.dumps(descriptor))
+                store.set(join_log.key(epoch, "op", _c10d.rank(), start + offset), pickle.dumps(descriptor))
             _log.publishing = True
 
 
@@ -158,58 +154,19 @@ def join(device=-1):
     with _log.lock:
         _log.joined = True
         epoch, position = _log.epoch, _log.count
-    store.set(_key(epoch, "count", me), str(position))
-    if int(store.add(_key(epoch, "joined"), 1)) == size:
-        store.set(_key(epoch, "last"), str(me))
-    pending = []
-    patience = float(os.environ.get("BYTEPS_TIMEOUT", "300"))
-    progress_at = time.monotonic()
-    while True:
-        if time.monotonic() - progress_at > patience:
-            missing = [r for r in range(size) if not store.check([_key(epoch, "count", r)])]
-            raise RuntimeError(f"join(): no progress for {patience:.0f} s (BYTEPS_TIMEOUT); ranks {missing} have "
-                               "not joined and published no operation: every rank must call join() once its "
-                               "data ends")
-        present = [r for r in range(size) if store.check([_key(epoch, "count", r)])]
-        training = [r for r in range(size) if r not in present]
-        if training:
-            leader, target = training[0], None
-        else:
-            finals = {r: int(store.get(_key(epoch, "count", r))) for r in range(size)}
-            leader = max(finals, key=finals.get)
-            target = finals[leader]
-            if position >= target:
-                break
-        op_key = _key(epoch, "op", leader, position)
-        if store.check([op_key]):
-            pending.append(_stand_in(pickle.loads(store.get(op_key))))
-            position += 1
-            progress_at = time.monotonic()
-        elif target is not None:
-            raise RuntimeError(f"join(): rank {leader} finished with {target} operations but published only "
-                               f"{position}; this is a byteps_native bug")
-        else:
-            time.sleep(0.001)
+    pending = []  # stand-ins are submitted as the log is read, and waited for at the end
+    last = join_log.follow(store, epoch, me, size, position,
+                           lambda record: pending.append(_stand_in(pickle.loads(record))))
     for future in pending:
         future.wait()
-    last = int(store.get(_key(epoch, "last")))
-    _finish_epoch(store, epoch)
-    return last
-
-
-def _finish_epoch(store, epoch):
-    """Every rank has joined and stood in up to the longest log: start a new epoch.
-    A small barrier keeps a fast rank's next epoch from mixing with this one."""
-    size = _c10d.size()
-    store.add(_key(epoch, "left"), 1)
-    while int(store.add(_key(epoch, "left"), 0)) < size:
-        time.sleep(0.001)
+    join_log.leave_epoch(store, epoch, size)
     with _log.lock:
         _log.epoch += 1
         _log.count = 0
         _log.recent.clear()
         _log.publishing = False
         _log.joined = False
+    return last
 
 
 def _join_as_barrier():
