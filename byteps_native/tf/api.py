@@ -63,9 +63,13 @@ def broadcast(tensor, root_rank=0, name=None, scope="", is_variable=True, proces
     check = None
     if name is None:  # ranks that disagree would submit different names (collectives.check_ranks_agree)
         from byteps_native.tf.collectives import check_ranks_agree
-        check = check_ranks_agree("broadcast", value, extra=1 + int(root_rank))
+        check = check_ranks_agree("broadcast", value, extra=1 + int(root_rank))  # fails after a join()
     with after([check]):  # every engine op waits, zeros included
-        return _broadcast_checked(value, root_rank, name)
+        out = _broadcast_checked(value, root_rank, name)
+    if name is not None:  # Horovod's rule after join(), as the check does for unnamed ones
+        from byteps_native.tf.collectives import fail_if_joined_beside
+        out = fail_if_joined_beside(out, f"bps.tf.broadcast.root{root_rank}/{naming.sanitize(name)}.joined")
+    return out
 
 
 def _to_wire(value):

@@ -8,6 +8,10 @@ padded to a power of two (each distinct length is an engine name, kept for
 good); in a graph the length is only known at run time, and the op appends
 it to the name. Cost: every rank moves the whole gathered buffer, size()
 times a ring allgather's bytes (docs/migration.md).
+
+After a join() the gathers fail on the ranks still training, as in Horovod:
+their first round (lengths, splits, rank agreement) is one the joined rank
+marks (_sum_failing_if_joined; byteps_native/tf/join_protocol.py).
 """
 import pickle
 import zlib
@@ -28,6 +32,29 @@ def _sum(tensor, name):
     with tf.device("/cpu:0"):
         (out,) = push_pull_list([tensor], [naming.unique(name)], average=False)
     return out
+
+
+def _sum_failing_if_joined(tensor, name):
+    """_sum of a table with one row per rank (int32/int64) that fails with
+    FailedPreconditionError, naming them, when ranks have joined: a joined
+    rank standing in for it sends its row all -1, which no training rank does."""
+    from byteps_native.tf.join_protocol import JOIN_MARK
+    with tf.device("/cpu:0"):
+        (out,) = push_pull_list([tensor], [naming.unique(name) + JOIN_MARK], average=False)
+    return out
+
+
+def fail_if_joined_beside(output, name):
+    """`output` (a named broadcast's), failing as Horovod's does once a rank
+    joined: a small marked round beside it; in a graph both run at once and
+    `output` waits for the round."""
+    if engine.size() == 1:
+        return output
+    marks = _sum_failing_if_joined(tf.zeros([engine.size()], tf.int32), name)
+    if tf.executing_eagerly():
+        return output  # the round raised already if a rank had joined
+    with tf.control_dependencies([marks]):
+        return tf.identity(output)
 
 
 def _to_bytes(value):
@@ -58,7 +85,7 @@ def gather_bytes(data, name):
     """(every rank's bytes concatenated in rank order, per-rank lengths)."""
     n, me = engine.size(), engine.rank()
     length = tf.cast(tf.size(data), tf.int64)
-    lengths = _sum(tf.scatter_nd([[me]], tf.reshape(length, [1]), [n]), f"{name}.lengths")
+    lengths = _sum_failing_if_joined(tf.scatter_nd([[me]], tf.reshape(length, [1]), [n]), f"{name}.lengths")
     total = tf.reduce_sum(lengths)
     padded = _padded_length(total)
     offset = tf.reduce_sum(lengths[:me])
@@ -130,6 +157,7 @@ def grouped_allgather(tensors, name=None, process_set=None):
 # csrc/tf/ranks_agree_op.cc).
 _AGREE_SLOTS = 16
 _AGREE_DIMS = _AGREE_SLOTS - 4
+_FAIL_AFTER_JOIN = ("allgather", "alltoall", "broadcast")  # Horovod fails them once a rank joined
 
 
 def check_ranks_agree(kind, value, any_first_dim=False, extra=0):
@@ -146,8 +174,11 @@ def check_ranks_agree(kind, value, any_first_dim=False, extra=0):
                      tf.constant(value.dtype.as_datatype_enum, tf.int64), tf.cast(tf.rank(value), tf.int64),
                      tf.constant(int(extra), tf.int64)])
     row = tf.concat([head, dims], 0)
-    rows = _sum(tf.scatter_nd([[me]], tf.reshape(row, [1, _AGREE_SLOTS]), [n, _AGREE_SLOTS]),
-                f"bps.tf.agree.{kind}.{n}")
+    table = tf.scatter_nd([[me]], tf.reshape(row, [1, _AGREE_SLOTS]), [n, _AGREE_SLOTS])
+    if kind in _FAIL_AFTER_JOIN:  # Horovod's rule, without a round of its own
+        rows = _sum_failing_if_joined(table, f"bps.tf.agree.{kind}.{n}")
+    else:
+        rows = _sum(table, f"bps.tf.agree.{kind}.{n}")
     # A real op (csrc/tf/ranks_agree_op.cc): FailedPreconditionError in graphs too.
     checked = _raw.byteps_check_ranks_agree(rows, kind=kind, rank=me)
     return None if tf.executing_eagerly() else checked
@@ -275,7 +306,7 @@ def _alltoall(value, splits, name):
 def _exchange_rows(value, splits, name):
     n, me = engine.size(), engine.rank()
     base = _gather_name("alltoall", value, name)
-    matrix = tf.reshape(_sum(tf.scatter_nd([[me]], tf.reshape(splits, [1, n]), [n, n]), f"{base}.splits"), [n, n])
+    matrix = _sum_failing_if_joined(tf.scatter_nd([[me]], tf.reshape(splits, [1, n]), [n, n]), f"{base}.splits")
     gathered = allgather(value, name=f"{base}.rows")
     row_starts = tf.concat([[0], tf.cumsum(tf.reduce_sum(matrix, axis=1))[:-1]], 0)
     pieces = []
@@ -329,8 +360,10 @@ def grouped_reducescatter(tensors, device_dense="", compression=Compression.none
 
 def join():
     """Horovod's join: this rank is out of data; until every rank has joined it
-    stands in with zeros for the collectives the others still issue. Returns
-    the rank that joined last (byteps_native/tf/join_protocol.py)."""
+    stands in with zeros for the collectives the others still issue (their
+    gathers and broadcasts fail meanwhile, as in Horovod). Returns the rank
+    that joined last, an int32 scalar tensor; eagerly, in tf.function and in
+    TF 1 graphs (byteps_native/tf/join_protocol.py)."""
     from byteps_native.tf import join_protocol
     return join_protocol.join()
 
@@ -354,15 +387,18 @@ def _evaluate(tensor, session):
 
 def broadcast_object(obj, root_rank=0, session=None, name=None, process_set=None):
     """Root's picklable `obj` on every rank (eagerly, or in graph mode through a session)."""
-    from byteps_native.tf.api import broadcast
     name = name or "broadcast_object"
     payload = np.frombuffer(pickle.dumps(obj), np.uint8) if engine.rank() == root_rank else np.zeros(0, np.uint8)
-    length = int(_evaluate(broadcast(tf.constant([len(payload)], tf.int64), root_rank, name=f"{name}.length"),
-                           session)[0])
+    # The length as a table of one row per rank (root's filled): it fails after a join, as Horovod's does.
+    lengths = np.zeros(engine.size(), np.int64)
+    lengths[engine.rank()] = len(payload)
+    length = int(_evaluate(_sum_failing_if_joined(tf.constant(lengths), f"bps.tf.broadcast_object/{name}.length"),
+                           session)[root_rank])
     padded = max(_MIN_GATHER_BYTES, 1 << (length - 1).bit_length())
     buffer = np.zeros(padded, np.uint8)
     buffer[:len(payload)] = payload
-    out = _evaluate(broadcast(tf.constant(buffer), root_rank, name=f"{name}.bytes.{padded}"), session)
+    # A broadcast as a sum: root's bytes plus the others' zeros.
+    out = _evaluate(_sum(tf.constant(buffer), f"bps.tf.broadcast_object/{name}.bytes.{padded}"), session)
     return obj if engine.rank() == root_rank else pickle.loads(out[:length].tobytes())
 
 

@@ -1,6 +1,10 @@
 """Horovod's ``join()`` for TF: a rank that ran out of data joins; the others'
-collectives go on, the joined rank contributing zeros, until every rank has
-joined. join() returns the rank that joined last.
+allreduce-style collectives go on, the joined rank contributing zeros, until
+every rank has joined. join() returns the rank that joined last, as an int32
+scalar tensor (Horovod's type), and may be called eagerly, inside tf.function
+and in TF 1 graphs (run through a session): there the eager protocol runs as a
+stateful tf.py_function, which automatic control dependencies order after the
+collectives before it.
 
 The protocol is the torch adapter's (byteps_native/torch/join_protocol.py;
 the joined rank's side, shared, is byteps_native/join_log.py), over the same kind of store (torchrun's TCPStore): every rank counts the
@@ -10,9 +14,14 @@ the log of the lowest rank still training and submits zeros of the same name,
 dtype and shape. What differs is where operations are counted: TF ops run in
 C++ (inside tf.function and TF 1 graphs too, where Python only traced them),
 so the op library logs each submission (csrc/tf/submission_log.h) and a
-watcher thread here publishes that log once some rank has joined. Gathers
-(allgather, alltoall) go on with the joined rank's rows empty (Horovod fails
-them instead).
+watcher thread here publishes that log once some rank has joined.
+
+Gathers (allgather, alltoall, the *_object calls, unnamed broadcast) fail on
+the ranks still training, as in Horovod, through the data they sum anyway:
+their first round is named with JOIN_MARK, a joined rank standing in for it
+fills its own row with -1, and the op fails with FailedPreconditionError
+(csrc/tf/joined_ranks_check.h). The joined rank stays in join() and the job
+goes on: the others may catch the error, go on training, and join.
 
 Needs torchrun's store; under bpslaunch, join() is a barrier that returns the
 last rank to arrive, and every rank must issue the same collectives first.
@@ -20,7 +29,6 @@ last rank to arrive, and every rank must issue the same collectives first.
 import ctypes
 import os
 import threading
-import time
 
 import numpy as np
 import tensorflow as tf
@@ -31,6 +39,9 @@ from byteps_native.tf._library import OPS_PATH
 
 _POLL_S = 0.02
 _REDUCE_AVERAGE = 1  # BPS_REDUCE_AVERAGE (csrc/c_api/byteps_c.h)
+# In the engine name of a round that must fail once a rank joined (kJoinMark
+# in csrc/tf/joined_ranks_check.h); naming.sanitize never produces '#'.
+JOIN_MARK = "#fails-if-joined"
 
 
 class _State:
@@ -143,19 +154,37 @@ def _stand_in(line):
     dtype, reduce_op, priority, ndim = (int(f) for f in fields[:4])
     rest = fields[4].split(b" ", ndim)
     shape, name = [int(d) for d in rest[:ndim]], rest[ndim].decode()
-    with tf.device("/cpu:0"):
-        push_pull_list([tf.zeros(shape, tf.dtypes.as_dtype(dtype))], [name], [priority],
-                       average=reduce_op == _REDUCE_AVERAGE)
+    contribution = np.zeros(shape, tf.dtypes.as_dtype(dtype).as_numpy_dtype)
+    marked = JOIN_MARK in name
+    if marked:  # one row per rank: ours all -1 fails the op on the others
+        contribution[engine.rank()] = -1
+    try:
+        with tf.device("/cpu:0"):
+            push_pull_list([tf.constant(contribution)], [name], [priority], average=reduce_op == _REDUCE_AVERAGE)
+    except tf.errors.FailedPreconditionError:
+        if not marked:
+            raise
+        # The op fails here too (our own row is marked); the failure is for
+        # the ranks still training.
 
 
 def join():
-    """Horovod's join (see the module docstring); returns the last rank to join."""
+    """Horovod's join (see the module docstring): the last rank to join, an
+    int32 scalar tensor (in a graph, one that runs the protocol when evaluated)."""
+    if _store() is None or engine.size() == 1:
+        return _join_as_barrier()
+    if tf.executing_eagerly():
+        return tf.constant(_join_now(), tf.int32)
+    # Stateful: in a tf.function, automatic control dependencies run it after
+    # the collectives before it and before those after it.
+    last = tf.py_function(_join_now, [], tf.int32, name="byteps_join")
+    last.set_shape([])
+    return last
+
+
+def _join_now():
     store = _store()
     me, size = engine.rank(), engine.size()
-    if store is None or size == 1:
-        return _join_as_barrier()
-    if not tf.executing_eagerly():
-        raise NotImplementedError("join() runs eagerly (outside tf.function and TF 1 graphs) in byteps_native")
     with _state.lock:
         if _state.publishing:  # the others' stand-ins must see every operation before the final count
             _publish_locked(store)
@@ -173,7 +202,7 @@ def join():
 
 
 def _join_as_barrier():
+    """The last rank to arrive, from a sum of arrival times (run-time ones in a graph)."""
     from byteps_native.tf.collectives import _sum
-    arrival = np.zeros(engine.size(), np.float64)
-    arrival[engine.rank()] = time.time()
-    return int(np.argmax(_sum(tf.constant(arrival), "bps.tf.join").numpy()))
+    arrival = tf.scatter_nd([[engine.rank()]], tf.reshape(tf.timestamp(), [1]), [engine.size()])
+    return tf.cast(tf.argmax(_sum(arrival, "bps.tf.join")), tf.int32)

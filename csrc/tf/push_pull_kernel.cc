@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "c_api/byteps_c.h"
@@ -24,6 +25,7 @@
 #include "tensorflow/core/framework/tensor.h"
 #include "tf/deadline_watcher.h"
 #include "tf/engine_bridge.h"
+#include "tf/joined_ranks_check.h"
 #include "tf/submission_log.h"
 
 namespace byteps_native {
@@ -63,9 +65,10 @@ class PendingPushPull : public Expirable,
 
   // Buffers the engine reads or writes stay allocated until its callback,
   // even if TensorFlow has been told the op failed.
-  void KeepBuffers(const Tensor& input, const Tensor& output) {
+  void KeepBuffers(int index, const Tensor& input, const Tensor& output) {
     kept_.push_back(input);
     kept_.push_back(output);
+    if (HasJoinMark(names_[index])) marked_outputs_.emplace_back(index, output);
   }
 
   void Fail(const absl::Status& status) {
@@ -95,6 +98,10 @@ class PendingPushPull : public Expirable,
       {
         std::lock_guard<std::mutex> lock(mu_);
         status = status_;
+      }
+      // A gather's first round: fail it when a joined rank marked its row.
+      for (const auto& marked : marked_outputs_) {
+        if (status.ok()) status = CheckNoRankJoined(names_[marked.first], marked.second);
       }
       Answer(status, from_engine);
     }
@@ -186,6 +193,7 @@ class PendingPushPull : public Expirable,
   std::vector<Slot> slots_;
   std::vector<std::vector<int64_t>> shapes_;  // engine may read until done
   std::vector<Tensor> kept_;
+  std::vector<std::pair<int, Tensor>> marked_outputs_;  // outputs of names with kJoinMark
   std::mutex mu_;
   absl::Status status_;
   std::vector<char> finished_tensors_;
@@ -260,7 +268,7 @@ class BytepsPushPullKernel : public AsyncOpKernel {
         pending->Release(i, /*from_engine=*/false);
         continue;
       }
-      pending->KeepBuffers(input, *output);
+      pending->KeepBuffers(i, input, *output);
       std::vector<int64_t>* dims = pending->shape(i);
       for (int d = 0; d < input.dims(); ++d) dims->push_back(input.dim_size(d));
       bps_tensor engine_input;

@@ -1,7 +1,7 @@
 // Every tensor this process's BytepsPushPull kernels handed to the engine,
 // numbered in submission order, for Horovod's join(): a rank that has joined
 // must stand in, with zeros, for the operations the others still submit, and
-// it learns them from the others' logs (byteps_native/tf/join.py reads this
+// it learns them from the others' logs (byteps_native/tf/join_protocol.py reads this
 // one through the C functions below and publishes it in the job's store).
 // Recording happens in the kernel, not in Python, so that ops inside
 // tf.function and TF 1 graphs are seen as they run, not as they are traced.
