@@ -226,6 +226,16 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, po
                                             process_set))
 
 
+def _check_one_device(kind, tensors):
+    """Horovod fuses a group on one device: a group mixing devices (a CPU and
+    a GPU tensor) is an error on the rank that submits it, before anything is
+    submitted, so no rank waits for its parts."""
+    devices = sorted({str(t.device) for t in tensors})
+    if len(devices) > 1:
+        raise RuntimeError(f"{kind}: the tensors of one group must be on one device, got {', '.join(devices)}; "
+                           "call it once per device")
+
+
 def _grouped_names(prefix, tensors, name):
     return [f"{name or prefix}.{i}.{ops.default_name('g', t)}" for i, t in enumerate(tensors)]
 
@@ -233,6 +243,7 @@ def _grouped_names(prefix, tensors, name):
 def _grouped_allreduce_handles(submit, prefix, tensors, average, name, op, prescale_factor, postscale_factor,
                                process_set):
     op = resolve_op(op, average, prefix)
+    _check_one_device(prefix, tensors)
     if name is None and tensors and subgroup_of(process_set, prefix) is None:
         ops.check_ranks_agree(prefix, list(tensors), extra=1 + int(op))
     handles = [submit(t, None, n, op, prescale_factor, postscale_factor, process_set)
@@ -362,6 +373,7 @@ def _grouped_gather_names(tensors, name):
 
 
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
+    _check_one_device("grouped_allgather", tensors)
     if name is None and tensors and subgroup_of(process_set, "grouped_allgather") is None:
         ops.check_ranks_agree("grouped_allgather", list(tensors), any_first_dim=True)
     handles = [allgather_async(t, n, process_set) for t, n in zip(tensors, _grouped_gather_names(tensors, name))]
@@ -371,6 +383,7 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
     """allgather of each tensor; differentiable."""
     if any(t.requires_grad for t in tensors):
+        _check_one_device("grouped_allgather", tensors)
         if name is None and tensors and subgroup_of(process_set, "grouped_allgather") is None:
             ops.check_ranks_agree("grouped_allgather", list(tensors), any_first_dim=True)
         return [allgather(t, n, process_set) for t, n in zip(tensors, _grouped_gather_names(tensors, name))]
@@ -601,6 +614,7 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=Average, p
 
 def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=global_process_set,
                                 prescale_factor=1.0, postscale_factor=1.0):
+    _check_one_device("grouped_reducescatter", tensors)
     ops_checked = [_check_reducescatter(t, op) for t in tensors]
     op = ops_checked[0] if ops_checked else op
     if name is None and tensors and subgroup_of(process_set, "grouped_reducescatter") is None:
@@ -614,6 +628,7 @@ def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=A
                           process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
     """reducescatter of each tensor; differentiable."""
     if any(t.requires_grad for t in tensors):
+        _check_one_device("grouped_reducescatter", tensors)
         names = _grouped_names("grouped_reducescatter", tensors, name)
         if name is None and subgroup_of(process_set, "grouped_reducescatter") is None:
             ops.check_ranks_agree("grouped_reducescatter", list(tensors), extra=1 + int(resolve_op(op, None, "")))

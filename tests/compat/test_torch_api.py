@@ -8,7 +8,7 @@ from harness import WORKERS, results, torchrun
 
 CASES = ["allreduce_ops", "adasum", "allgather", "broadcast", "alltoall", "reducescatter", "join_and_barrier", "join_uneven_batches", "process_sets",
          "built_flags", "optimizer_options", "staleness_needs_async", "distributed_data_parallel", "missing_name_says_what_instead", "sync_batch_norm",
-         "mixed_devices_fail_on_every_rank",
+         "mixed_devices_fail_on_every_rank", "group_on_two_devices_fails_where_submitted",
          "duplicate_name_while_not_synchronized"]
 
 

@@ -147,11 +147,13 @@ def main():
     parser.add_argument("-k", default=None, help="pytest -k expression")
     parser.add_argument("-v", action="store_true", help="print every test's outcome")
     parser.add_argument("--legacy-keras", action="store_true", help="TF_USE_LEGACY_KERAS=1: tf.keras is Keras 2")
+    parser.add_argument("--nproc", type=int, default=2,
+                        help="processes (2; 1 on a one-GPU machine: NCCL refuses two ranks on one GPU)")
     args = parser.parse_args()
     status = 0
     env = {"TF_USE_LEGACY_KERAS": "1"} if args.legacy_keras else None
     for path in args.suites:
-        merged, log = run_suite(path, ["-k", args.k] if args.k else [], env=env,
+        merged, log = run_suite(path, ["-k", args.k] if args.k else [], nproc=args.nproc, env=env,
                                 progress=lambda m: print(m, flush=True))
         if merged is None:
             print(f"{path}: no report from every rank\n{log[-4000:]}")

@@ -325,6 +325,28 @@ def mixed_devices_fail_on_every_rank():
 
 
 @case
+def group_on_two_devices_fails_where_submitted():
+    # Horovod fuses a group on one device; a group mixing devices fails on the
+    # rank that submits it, before anything reaches the engine (the meta
+    # device stands for a GPU here). Every grouped collective, with and without
+    # autograd.
+    mixed = [torch.ones(4), torch.ones(4, device="meta"), torch.ones(4)]
+    calls = [lambda ts: hvd.grouped_allreduce(ts), lambda ts: hvd.grouped_allreduce_async(ts),
+             lambda ts: hvd.grouped_allgather(ts), lambda ts: hvd.grouped_reducescatter(ts)]
+    for grad in (False, True):
+        for call in calls:
+            tensors = [t.clone().requires_grad_(grad) for t in mixed]
+            try:
+                call(tensors)
+            except RuntimeError as e:
+                assert "one device" in str(e) and "cpu, meta" in str(e), e
+            else:
+                raise AssertionError("a group on two devices must fail")
+    # and the engine is untouched: the next collective pairs normally
+    assert torch.equal(hvd.allreduce(torch.ones(2) * (r + 1), op=hvd.Sum), torch.full((2,), 3.0))
+
+
+@case
 def duplicate_name_while_not_synchronized():
     # Horovod's rule, made independent of timing: rank 1's first 'dup' pairs
     # with rank 0's already submitted one and completes at once; a second
