@@ -119,8 +119,11 @@ def _broadcast_assigns(variables, root_rank):
         wire, restore = _to_wire(tf.convert_to_tensor(v))
         restores.append(restore)
         values.append(wire if is_root else tf.zeros_like(wire))
-    reduced = fusion.push_pull_many(values, f"bps.tf.broadcast_variables.root{root_rank}",
-                                    [_variable_hint(v, i) for i, v in enumerate(variables)])
+    # Horovod's rule after join(): fail before any variable is assigned.
+    from byteps_native.tf.collectives import joined_round
+    with after([joined_round(f"bps.tf.broadcast_variables.root{root_rank}.joined")]):
+        reduced = fusion.push_pull_many(values, f"bps.tf.broadcast_variables.root{root_rank}",
+                                        [_variable_hint(v, i) for i, v in enumerate(variables)])
     return [v.assign(restore(r)) for v, r, restore in zip(variables, reduced, restores)]
 
 

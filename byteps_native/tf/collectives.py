@@ -44,15 +44,23 @@ def _sum_failing_if_joined(tensor, name):
     return out
 
 
-def fail_if_joined_beside(output, name):
-    """`output` (a named broadcast's), failing as Horovod's does once a rank
-    joined: a small marked round beside it; in a graph both run at once and
-    `output` waits for the round."""
+def joined_round(name):
+    """A small round that fails, as Horovod's broadcasts do, once a rank has
+    joined: raises at once eagerly (returns None), or returns the op to wait
+    for in a graph. For broadcasts that have no first round to mark."""
     if engine.size() == 1:
-        return output
+        return None
     marks = _sum_failing_if_joined(tf.zeros([engine.size()], tf.int32), name)
-    if tf.executing_eagerly():
-        return output  # the round raised already if a rank had joined
+    return None if tf.executing_eagerly() else marks
+
+
+def fail_if_joined_beside(output, name):
+    """`output` (a named broadcast's), failing once a rank joined: a
+    joined_round beside it; in a graph both run at once and `output` waits
+    for the round."""
+    marks = joined_round(name)
+    if marks is None:
+        return output
     with tf.control_dependencies([marks]):
         return tf.identity(output)
 

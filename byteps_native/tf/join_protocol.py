@@ -16,10 +16,11 @@ C++ (inside tf.function and TF 1 graphs too, where Python only traced them),
 so the op library logs each submission (csrc/tf/submission_log.h) and a
 watcher thread here publishes that log once some rank has joined.
 
-Gathers (allgather, alltoall, the *_object calls, unnamed broadcast) fail on
+Gathers (allgather, alltoall, the *_object calls) and broadcasts fail on
 the ranks still training, as in Horovod, through the data they sum anyway:
-their first round is named with JOIN_MARK, a joined rank standing in for it
-fills its own row with -1, and the op fails with FailedPreconditionError
+their first round (named broadcasts and broadcast_variables: a small round of
+their own) is named with JOIN_MARK, a joined rank standing in for it fills its
+own row with -1, and the op fails with FailedPreconditionError
 (csrc/tf/joined_ranks_check.h). The joined rank stays in join() and the job
 goes on: the others may catch the error, go on training, and join.
 

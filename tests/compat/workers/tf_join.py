@@ -169,6 +169,12 @@ def gathers_fail_beside_a_joined_rank(first):
     def broadcast_in_function(x):
         return hvd.broadcast(x, root_rank=first, name="after_join_in_function")
 
+    variable = tf.Variable(rows)
+
+    @tf.function
+    def broadcast_variables_in_function():
+        hvd.broadcast_variables([variable], root_rank=first)
+
     for what, run in [("allgather", lambda: hvd.allgather(rows)),
                       ("named allgather", lambda: hvd.allgather(rows, name="after_join")),
                       ("alltoall", lambda: hvd.alltoall(rows)),
@@ -178,9 +184,12 @@ def gathers_fail_beside_a_joined_rank(first):
                       ("named broadcast", lambda: hvd.broadcast(rows, root_rank=1 - first, name="after_join")),
                       ("named broadcast in tf.function", lambda: broadcast_in_function(rows)),
                       ("broadcast_object", lambda: hvd.broadcast_object("x", root_rank=first)),
+                      ("broadcast_variables", lambda: hvd.broadcast_variables([variable], root_rank=first)),
+                      ("broadcast_variables in tf.function", broadcast_variables_in_function),
                       ("allgather in tf.function", lambda: gather_in_function(rows)),
                       ("alltoall in tf.function", lambda: alltoall_in_function(rows))]:
         expect_join_error(run, what, joined=first)
+    np.testing.assert_array_equal(variable.numpy(), rows.numpy())  # not assigned the joined root's zeros
     np.testing.assert_array_equal(hvd.allreduce(rows, op=hvd.Sum).numpy(), rows.numpy())  # the joined: zeros
     return hvd.join()
 
