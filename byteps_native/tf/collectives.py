@@ -28,9 +28,11 @@ from byteps_native.tf.reduce_ops import Average, Sum, reduce_stacked, resolve_op
 _MIN_GATHER_BYTES = 1024
 
 
-def _sum(tensor, name):
+def _sum(tensor, name, mark=""):
+    """The sum over ranks of `tensor`, under a unique engine name; `mark` is
+    appended after the unique part (JOIN_MARK: see _sum_failing_if_joined)."""
     with tf.device("/cpu:0"):
-        (out,) = push_pull_list([tensor], [naming.unique(name)], average=False)
+        (out,) = push_pull_list([tensor], [naming.unique(name) + mark], average=False)
     return out
 
 
@@ -39,9 +41,7 @@ def _sum_failing_if_joined(tensor, name):
     FailedPreconditionError, naming them, when ranks have joined: a joined
     rank standing in for it sends its row all -1, which no training rank does."""
     from byteps_native.tf.join_protocol import JOIN_MARK
-    with tf.device("/cpu:0"):
-        (out,) = push_pull_list([tensor], [naming.unique(name) + JOIN_MARK], average=False)
-    return out
+    return _sum(tensor, name, JOIN_MARK)
 
 
 def joined_round(name):
