@@ -1,5 +1,6 @@
 #include "common/logging.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -58,6 +59,59 @@ void EmitLog(LogLevel level, const char* file, int line, const std::string& text
   fprintf(stderr, "[%s.%03ld %s %s pid %d %s:%d] %s\n", when, static_cast<long>(tv.tv_usec / 1000),
           LevelName(level), g_identity.c_str(), static_cast<int>(getpid()), base ? base + 1 : file, line,
           text.c_str());
+}
+
+namespace {
+
+// Length of the valid UTF-8 sequence starting at s[i] (2-4), or 0.
+size_t Utf8SequenceLength(const std::string& s, size_t i) {
+  const unsigned char c = static_cast<unsigned char>(s[i]);
+  size_t n = 0;
+  uint32_t min = 0, cp = 0;
+  if (c >= 0xc2 && c <= 0xdf) {
+    n = 2, min = 0x80, cp = c & 0x1f;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    n = 3, min = 0x800, cp = c & 0x0f;
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    n = 4, min = 0x10000, cp = c & 0x07;
+  } else {
+    return 0;
+  }
+  if (i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    const unsigned char d = static_cast<unsigned char>(s[i + k]);
+    if ((d & 0xc0) != 0x80) return 0;
+    cp = (cp << 6) | (d & 0x3f);
+  }
+  // Overlong forms, surrogates and code points past U+10FFFF are not text;
+  // C1 controls (U+0080-U+009F) act as terminal escapes.
+  if (cp < min || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff || (cp >= 0x80 && cp <= 0x9f)) return 0;
+  return n;
+}
+
+}  // namespace
+
+std::string Printable(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+      ++i;
+      continue;
+    }
+    if (size_t n = c >= 0x80 ? Utf8SequenceLength(text, i) : 0) {
+      out.append(text, i, n);
+      i += n;
+      continue;
+    }
+    char hex[5];
+    snprintf(hex, sizeof(hex), "\\x%02x", c);
+    out += hex;
+    ++i;
+  }
+  return out;
 }
 
 }  // namespace bps

@@ -13,6 +13,14 @@ void SetLogLevel(LogLevel level);
 void SetLogIdentity(const std::string& identity);  // e.g. "worker 3"
 void EmitLog(LogLevel level, const char* file, int line, const std::string& text);
 
+// Text a peer supplied (an error frame, a handshake's reason, a host name
+// from the store), made safe for one log line: control bytes, bytes that are
+// not valid UTF-8 and DEL become \xNN, so a peer can neither forge log lines
+// (newlines) nor send terminal escapes. Printable text, UTF-8 names included,
+// is unchanged, and so is already escaped text: a message relayed through
+// several processes is escaped once, whoever escapes it.
+std::string Printable(const std::string& text);
+
 class LogMessage {
  public:
   LogMessage(LogLevel level, const char* file, int line) : level_(level), file_(file), line_(line) {}

@@ -84,7 +84,7 @@ Status RendezvousWorkers(Store* store, Config* config) {
   char first_host[256] = {0};
   long long first_pid = 0;
   if (sscanf(first.c_str(), "%*d %255s %lld", first_host, &first_pid) == 2) {
-    first = std::string(first_host) + " pid " + std::to_string(first_pid);
+    first = Printable(first_host) + " pid " + std::to_string(first_pid);  // another process's text
   } else {
     first.clear();
   }

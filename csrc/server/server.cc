@@ -224,13 +224,14 @@ void Server::OnControl(Connection* conn, const MessageHeader& h, const char* pay
       if (h.flags & kFlagTensorError) {
         // A worker saw this tensor's ranks disagree inside its machine: fail
         // the tensor on the other machines too, now, naming that cause.
-        std::string why(payload ? payload : "", payload ? h.payload_bytes : 0);
+        std::string why = Printable(std::string(payload ? payload : "", payload ? h.payload_bytes : 0));
         Poison(h.name_hash, why);
         TellEveryone(h.key, h.name_hash, why, conn);
         return;
       }
       // A worker failed (e.g. it lost another server): relay its root cause.
-      std::string why = conn->peer_name() + " failed: " + std::string(payload ? payload : "", payload ? h.payload_bytes : 0);
+      std::string why =
+          conn->peer_name() + " failed: " + Printable(std::string(payload ? payload : "", payload ? h.payload_bytes : 0));
       BPS_LOG(Error) << "server " << server_id_ << ": " << why;
       std::vector<std::shared_ptr<Connection>> others;
       {

@@ -117,7 +117,7 @@ Status ConnectHandshake(int fd, const std::string& token, Role role, int32_t ran
   BPS_RETURN_IF_ERROR(CheckFrame(answer));
   if (answer.type != kAccept) {
     answer.reason[sizeof(answer.reason) - 1] = '\0';
-    return Status::PeerFailure(std::string("connection refused by peer: ") + answer.reason);
+    return Status::PeerFailure("connection refused by peer: " + Printable(answer.reason));
   }
   Digest256 expected = AcceptorProofOf(token, challenge.nonce_or_mac, hello.reason, hello.role, rank);
   Digest256 got;

@@ -8,7 +8,11 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <algorithm>
 #include <list>
+#include <map>
+#include <utility>
+#include <vector>
 #include <mutex>
 
 #include "common/logging.h"
@@ -24,6 +28,98 @@ constexpr int kTickMs = 100;  // deadline resolution; also how long a listen pau
 
 struct HandshakeSession;
 
+// Refused and dropped connections, logged at a bounded rate: the first of an
+// interval in full (a misconfigured peer of the job is named at once), the
+// rest counted by reason and source address and summarised in one line when
+// the interval ends. A port scanner or a stranger looping on the port writes
+// at most two lines per interval, whatever it sends.
+class RefusalLog {
+ public:
+  static constexpr std::chrono::seconds kInterval{10};
+  static constexpr size_t kMaxSources = 1024;  // distinct addresses counted per interval
+
+  // Logs `line` now, or counts it for the summary.
+  void Note(const std::string& owner, const std::string& address, const std::string& why, const std::string& line) {
+    const auto now = Clock::now();
+    if (!in_interval_ || now - started_ >= kInterval) {
+      Summarise(owner);
+      in_interval_ = true;
+      started_ = now;
+      BPS_LOG(Warning) << owner << ": " << line << " (further refusals are summarised every "
+                       << kInterval.count() << " s)";
+      return;
+    }
+    ++counted_;
+    ++by_reason_[KindOf(why)];
+    std::string host = address.substr(0, address.rfind(':'));  // a scanner changes ports
+    if (host.empty()) host = "no address";
+    if (by_source_.size() < kMaxSources || by_source_.count(host)) {
+      ++by_source_[host];
+    } else {
+      ++by_source_["other addresses"];
+    }
+  }
+  // Says what the current interval counted (the owner stops).
+  void Flush(const std::string& owner) {
+    Summarise(owner);
+    in_interval_ = false;
+  }
+  // From the loop's tick: ends an interval that is over.
+  void Tick(const std::string& owner) {
+    if (in_interval_ && Clock::now() - started_ >= kInterval) {
+      Summarise(owner);
+      in_interval_ = false;  // the next refusal is logged in full again
+    }
+  }
+
+ private:
+  // Handshake failures by cause, in words a reader acts on.
+  static std::string KindOf(const std::string& why) {
+    static const std::pair<const char*, const char*> kKinds[] = {
+        {"bad magic", "not byteps-native (bad magic)"},
+        {"wire version", "another wire version"},
+        {"malformed", "malformed hello"},
+        {"BYTEPS_JOB_TOKEN", "without this job's BYTEPS_JOB_TOKEN"},
+        {"not completed within", "handshake not completed in time"},
+        {"closed the connection", "hung up mid-handshake"},
+        {"connection lost", "hung up mid-handshake"},
+        {"handshakes pending", "evicted: too many handshakes pending"},
+        {"file descriptors", "out of file descriptors"},
+        {"cannot accept", "out of file descriptors"},
+    };
+    for (const auto& k : kKinds) {
+      if (why.find(k.first) != std::string::npos) return k.second;
+    }
+    return "other";
+  }
+  static std::string Top(const std::map<std::string, int>& counts, size_t n) {
+    std::vector<std::pair<int, std::string>> sorted;
+    for (const auto& kv : counts) sorted.emplace_back(-kv.second, kv.first);
+    std::sort(sorted.begin(), sorted.end());
+    std::string out;
+    for (size_t i = 0; i < sorted.size() && i < n; ++i) {
+      out += (i ? ", " : "") + std::to_string(-sorted[i].first) + " " + sorted[i].second;
+    }
+    if (sorted.size() > n) out += ", ...";
+    return out;
+  }
+  void Summarise(const std::string& owner) {
+    if (counted_ == 0) return;
+    BPS_LOG(Warning) << owner << ": " << counted_ << " more connections refused or dropped in the last "
+                     << kInterval.count() << " s: " << Top(by_reason_, by_reason_.size())
+                     << "; top sources: " << Top(by_source_, 3);
+    counted_ = 0;
+    by_reason_.clear();
+    by_source_.clear();
+  }
+
+  bool in_interval_ = false;
+  Clock::time_point started_{};
+  int counted_ = 0;
+  std::map<std::string, int> by_reason_;
+  std::map<std::string, int> by_source_;
+};
+
 struct HandshakeAcceptor::Core : std::enable_shared_from_this<HandshakeAcceptor::Core> {
   EventLoop* loop;
   int listen_fd;
@@ -37,16 +133,15 @@ struct HandshakeAcceptor::Core : std::enable_shared_from_this<HandshakeAcceptor:
   std::list<std::shared_ptr<HandshakeSession>> pending;  // oldest first
   std::atomic<int> pending_count{0};
   int timer_fd = -1;
-  // Dropped strangers are logged, but a flood must not flood the log.
-  int drops_unlogged = 0;
-  Clock::time_point last_drop_log{};
+  RefusalLog refusals;
 
   void OnAcceptable();
   void OnTick();
   void Advance(HandshakeSession* s, uint32_t events);
   void Drop(HandshakeSession* s, const std::string& why, bool quiet);
   void Finish(HandshakeSession* s);
-  void NoteDrop(const std::string& line);
+  // A refused or dropped connection from `address` ("" when none was accepted).
+  void NoteRefusal(const std::string& address, const std::string& why, const std::string& line);
 };
 
 struct HandshakeSession : Pollable {
@@ -115,21 +210,13 @@ bool Transfer(HandshakeSession* s, bool sending, Status* st) {
 
 }  // namespace
 
-void HandshakeAcceptor::Core::NoteDrop(const std::string& line) {
-  auto now = Clock::now();
-  if (now - last_drop_log >= std::chrono::seconds(10)) {
-    BPS_LOG(Warning) << options.owner << ": " << line
-                     << (drops_unlogged ? " (and " + std::to_string(drops_unlogged) + " more since the last report)"
-                                        : std::string());
-    drops_unlogged = 0;
-    last_drop_log = now;
-  } else {
-    ++drops_unlogged;
-  }
+void HandshakeAcceptor::Core::NoteRefusal(const std::string& address, const std::string& why,
+                                          const std::string& line) {
+  refusals.Note(options.owner, address, why, line);
 }
 
 void HandshakeAcceptor::Core::Drop(HandshakeSession* s, const std::string& why, bool quiet) {
-  if (!quiet) NoteDrop("dropped connection from " + s->peer.address + ": " + why);
+  if (!quiet) NoteRefusal(s->peer.address, why, "dropped connection from " + s->peer.address + ": " + why);
   auto keep = *s->where;  // the session may be the caller of Advance
   pending.erase(s->where);
   pending_count = static_cast<int>(pending.size());
@@ -142,7 +229,8 @@ void HandshakeAcceptor::Core::Finish(HandshakeSession* s) {
   pending_count = static_cast<int>(pending.size());
   loop->Unregister(s->fd);
   if (!s->verdict.ok()) {
-    BPS_LOG(Warning) << "rejected connection from " << s->peer.address << ": " << s->verdict.message();
+    NoteRefusal(s->peer.address, s->verdict.message(),
+                "rejected connection from " + s->peer.address + ": " + s->verdict.message());
     return;  // the session closes the socket when it goes
   }
   int fd = s->fd;
@@ -195,13 +283,15 @@ void HandshakeAcceptor::Core::OnAcceptable() {
         }
         // Nothing of ours to free: stop listening for a tick instead of
         // waking on the same readable socket forever.
-        NoteDrop(std::string("cannot accept connections: ") + strerror(errno) +
-                 "; raise the open-files limit (ulimit -n)");
+        const std::string why = std::string("cannot accept connections: ") + strerror(errno) +
+                                "; raise the open-files limit (ulimit -n)";
+        NoteRefusal("", why, why);
         listening_paused = true;
         loop->Modify(listen_fd, 0);
         return;
       }
-      NoteDrop(std::string("accept failed: ") + strerror(errno));
+      NoteRefusal("", std::string("accept failed: ") + strerror(errno),
+                  std::string("accept failed: ") + strerror(errno));
       return;
     }
     if (static_cast<int>(pending.size()) >= options.max_pending) {
@@ -226,6 +316,7 @@ void HandshakeAcceptor::Core::OnAcceptable() {
 void HandshakeAcceptor::Core::OnTick() {
   std::lock_guard<std::mutex> lock(mu);
   if (stopped) return;
+  refusals.Tick(options.owner);
   if (listening_paused) {
     listening_paused = false;
     loop->Modify(listen_fd, EPOLLIN);
@@ -279,6 +370,7 @@ void HandshakeAcceptor::Stop() {
     std::lock_guard<std::mutex> lock(core_->mu);
     if (core_->stopped) return;
     core_->stopped = true;
+    core_->refusals.Flush(core_->options.owner);
     pending.swap(core_->pending);
     core_->pending_count = 0;
   }
