@@ -114,7 +114,8 @@ std::string WhyUnreachable(int err) {
 }
 }  // namespace
 
-Status ConnectWithRetry(const HostPort& target, double timeout_seconds, int* fd_out, const char* waiting_for) {
+Status ConnectWithRetry(const HostPort& target, double timeout_seconds, int* fd_out, const char* waiting_for,
+                        const std::function<bool(std::string* why)>& give_up) {
   sockaddr_in addr;
   BPS_RETURN_IF_ERROR(ResolveIPv4(target.host, &addr));
   addr.sin_port = htons(static_cast<uint16_t>(target.port));
@@ -145,6 +146,10 @@ Status ConnectWithRetry(const HostPort& target, double timeout_seconds, int* fd_
                                    " (BYTEPS_RENDEZVOUS_TIMEOUT); check DMLC_PS_ROOT_URI and DMLC_PS_ROOT_PORT");
       }
       return Status::PeerFailure("cannot connect to " + target.ToString() + " within " + waited + ": " + last_error);
+    }
+    std::string why;
+    if (give_up && give_up(&why)) {
+      return Status::PeerFailure(why + " (while connecting to " + target.ToString() + ": " + last_error + ")");
     }
     if (waiting_for && std::chrono::steady_clock::now() >= next_note) {
       BPS_LOG(Warning) << waiting_for << " at " << target.ToString() << " is not reachable yet: "

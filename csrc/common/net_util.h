@@ -3,6 +3,7 @@
 #include <netinet/in.h>
 
 #include <chrono>
+#include <functional>
 #include <string>
 
 #include "common/status.h"
@@ -26,9 +27,12 @@ constexpr int kWaitNoteSeconds = 4;
 std::string WaitProgress(std::chrono::steady_clock::time_point started, double limit_seconds);
 // Connects (blocking) with retries until deadline; returns a blocking fd.
 // `waiting_for` (e.g. "the scheduler"): say so every few seconds while the
-// peer is not there yet, so a long wait is never silent.
+// peer is not there yet, so a long wait is never silent. `give_up` (if set)
+// is asked before each retry: true (with the reason) ends the wait at once,
+// e.g. when the job was aborted while a peer it waits for is gone for good.
 Status ConnectWithRetry(const HostPort& target, double timeout_seconds, int* fd_out,
-                        const char* waiting_for = nullptr);
+                        const char* waiting_for = nullptr,
+                        const std::function<bool(std::string* why)>& give_up = nullptr);
 // Listens on host:port (port 0 = ephemeral); returns the bound port.
 Status ListenOn(const std::string& host, int port, int backlog, int* fd_out, int* bound_port);
 // Local address of a connected socket (the interface that routes to the peer).

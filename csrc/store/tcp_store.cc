@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "common/config.h"
+#include "common/job_verdict.h"
 #include "common/logging.h"
 #include "common/net_util.h"
 #include "store/job_secret.h"
@@ -269,7 +270,14 @@ void TcpStoreServer::ServeRequests(int fd, const PeerIdentity& peer) {
     }
     std::string k(key.begin(), key.end()), v(value.begin(), value.end()), out;
     StoreReply rep{0, 0, 0};
-    if (req.op == kOpSet) {
+    std::string verdict;
+    if ((req.op == kOpSet || req.op == kOpGet || req.op == kOpAdd) && k != kAbortKey &&
+        store_.Get(kAbortKey, 0, &verdict).ok()) {
+      // Once the job failed, every request of every member fails naming why:
+      // a start-up step that polls (an Add counting local ranks) or sets a
+      // key would otherwise go on until its own timeout.
+      st = Status::PeerFailure("job aborted: " + verdict);
+    } else if (req.op == kOpSet) {
       st = store_.Set(k, v);
       CheckPublished(k, v, peer);
     } else if (req.op == kOpGet) {
@@ -358,7 +366,7 @@ Status TcpStoreClient::Connect(const HostPort& at, const std::string& token, Rol
     close(fd);
     return st.WithContext("scheduler " + at.ToString());
   }
-  out->reset(new TcpStoreClient(fd, at));
+  out->reset(new TcpStoreClient(fd, at, token));
   return Status::OK();
 }
 
@@ -383,7 +391,13 @@ Status TcpStoreClient::Call(uint8_t op, const std::string& key, const std::strin
   std::string out(st.ok() ? rep.value_len : 0, '\0');
   if (st.ok()) st = ReadFully(fd_, &out[0], out.size(), 10000);
   if (!st.ok()) return Status::PeerFailure("lost the scheduler at " + at_.ToString() + ": " + st.message());
-  if (rep.code != 0) return Status(rep.code, out);
+  if (rep.code != 0) {
+    // The scheduler answers every request of an aborted job so (below): the
+    // whole process learns it, not only this caller.
+    static const std::string kAborted = "job aborted: ";
+    if (out.compare(0, kAborted.size(), kAborted) == 0) NoteJobAborted(token_, out.substr(kAborted.size()));
+    return Status(rep.code, out);
+  }
   if (reply) *reply = std::move(out);
   if (reply_arg) *reply_arg = rep.arg;
   return Status::OK();
@@ -395,7 +409,9 @@ Status TcpStoreClient::Set(const std::string& key, const std::string& value) {
 
 Status TcpStoreClient::Get(const std::string& key, double timeout_seconds, std::string* value) {
   int64_t ms = static_cast<int64_t>(timeout_seconds * 1000);
-  return Call(kOpGet, key, "", ms, value, nullptr, static_cast<int>(std::min<int64_t>(ms + 10000, INT32_MAX)));
+  Status st = Call(kOpGet, key, "", ms, value, nullptr, static_cast<int>(std::min<int64_t>(ms + 10000, INT32_MAX)));
+  if (st.ok() && key == kAbortKey) NoteJobAborted(token_, *value);
+  return st;
 }
 
 Status TcpStoreClient::Add(const std::string& key, int64_t delta, int64_t* result) {

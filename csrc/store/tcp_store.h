@@ -122,11 +122,12 @@ class TcpStoreClient : public Store {
   void ShutdownSocket();  // unblocks a thread waiting in Get
 
  private:
-  TcpStoreClient(int fd, HostPort at) : fd_(fd), at_(std::move(at)) {}
+  TcpStoreClient(int fd, HostPort at, std::string token) : fd_(fd), at_(std::move(at)), token_(std::move(token)) {}
   Status Call(uint8_t op, const std::string& key, const std::string& value, int64_t arg, std::string* reply,
               int64_t* reply_arg, int timeout_ms);
   int fd_;
   HostPort at_;
+  std::string token_;  // keys this job's verdict (common/job_verdict.h)
   std::mutex mu_;
 };
 

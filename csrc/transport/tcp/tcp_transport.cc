@@ -15,6 +15,8 @@
 #include <mutex>
 #include <vector>
 
+#include "common/job_verdict.h"
+#include "common/logging.h"
 #include "common/net_util.h"
 #include "transport/handshake.h"
 #include "transport/tcp/connection.h"
@@ -156,7 +158,11 @@ class TcpPeer final : public transport::Connection, public ::bps::ConnectionHand
       return;
     }
     if (handlers_.unexpected) {
-      handlers_.unexpected(this, h, std::string(static_cast<const char*>(payload), payload ? h.payload_bytes : 0));
+      std::string text(static_cast<const char*>(payload), payload ? h.payload_bytes : 0);
+      // An error frame's text goes into statuses and logs: escaped here, once
+      // for every consumer.
+      if (h.type == static_cast<uint16_t>(MessageType::kError)) text = Printable(text);
+      handlers_.unexpected(this, h, text);
     }
   }
 
@@ -310,7 +316,15 @@ class TcpTransport final : public Transport {
     HostPort hp;
     BPS_RETURN_IF_ERROR(ParseHostPort(address, &hp));
     int fd = -1;
-    BPS_RETURN_IF_ERROR(ConnectWithRetry(hp, timeout_seconds, &fd).WithContext(peer_name));
+    // A server that left because the job was aborted never comes back:
+    // stop retrying as soon as this process learned the verdict.
+    const std::string token = options_.auth.token;
+    auto aborted = [token](std::string* why) {
+      if (!JobAborted(token, why)) return false;
+      *why = "job aborted: " + *why;
+      return true;
+    };
+    BPS_RETURN_IF_ERROR(ConnectWithRetry(hp, timeout_seconds, &fd, nullptr, aborted).WithContext(peer_name));
     SetLivenessProbes(fd, options_.liveness_seconds);
     Status st = ConnectHandshake(fd, options_.auth.token, options_.auth.role, options_.auth.rank, 10000);
     if (!st.ok()) {
