@@ -1,10 +1,12 @@
 """Python core API over the pybind11 module `_core` (which wraps the C ABI)."""
 import atexit
 import json
+import os
 
 import numpy as np
 
 from byteps_native.core import _core
+from byteps_native.core.orphaned_shm import remove_orphaned_segments
 
 BytePSError = _core.BytePSError
 Handle = _core.Handle
@@ -33,7 +35,11 @@ def _dtype_code(array):
 
 def init():
     """Initialise the engine from the environment (idempotent)."""
-    _core.init()
+    try:
+        _core.init()
+    except BytePSError:
+        remove_orphaned_segments(os.environ.get("BYTEPS_JOB_ID"))  # a local rank 0 killed at start-up
+        raise
 
 
 def shutdown():
@@ -49,6 +55,7 @@ def _shutdown_at_exit():
             _core.shutdown()
         except BytePSError:
             pass
+    remove_orphaned_segments(os.environ.get("BYTEPS_JOB_ID"))
 
 
 def initialized():

@@ -6,6 +6,7 @@ import os
 import torch
 import torch.distributed as dist
 
+from byteps_native.core.orphaned_shm import remove_orphaned_segments
 from byteps_native.torch.extension import _c10d
 
 NAME = "byteps"
@@ -24,16 +25,20 @@ def _create(dist_options, backend_options):
     global_ranks = [int(r) for r in (dist_options.global_ranks_in_group or [])]
     cpu_delegate, cuda_delegate = _delegates(store, rank, size, dist_options.timeout,
                                              str(dist_options.group_id), global_ranks)
-    return _c10d.create_backend(
-        _rendezvous_store(store),
-        rank,
-        size,
-        str(dist_options.group_id),
-        global_ranks,
-        dist.get_world_size() if dist.is_initialized() else size,
-        cpu_delegate,
-        cuda_delegate,
-    )
+    try:
+        return _c10d.create_backend(
+            _rendezvous_store(store),
+            rank,
+            size,
+            str(dist_options.group_id),
+            global_ranks,
+            dist.get_world_size() if dist.is_initialized() else size,
+            cpu_delegate,
+            cuda_delegate,
+        )
+    except Exception:
+        remove_orphaned_segments()  # a local rank 0 killed at start-up left its machine's
+        raise
 
 
 def _delegates(store, rank, size, timeout, group_name, global_ranks):

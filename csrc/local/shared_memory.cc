@@ -19,6 +19,7 @@
 #include "common/futex.h"
 #include "common/dtype.h"
 #include "common/logging.h"
+#include "common/process_alive.h"
 
 namespace bps {
 namespace {
@@ -111,10 +112,19 @@ class LayoutLock {
 
 uint64_t Align64(uint64_t bytes) { return (bytes + 63) / 64 * 64; }
 
+// The pid in a segment's name ("/bpsn-<job>-m<machine>-p<pid>"), or 0.
+int CreatorPid(const std::string& name) {
+  auto p = name.rfind("-p");
+  return p == std::string::npos ? 0 : atoi(name.c_str() + p + 2);
+}
+
 }  // namespace
 
 LocalSharedMemory::~LocalSharedMemory() {
-  if (owner_) Unlink();
+  // The creator unlinks once every local rank mapped the segments; one killed
+  // before that cannot, so the last of its machine's ranks to leave does.
+  const int creator = CreatorPid(base_name_);
+  if (owner_ || (creator > 0 && !ProcessAlive(creator))) Unlink();
   if (arena_fd_ >= 0) close(arena_fd_);
   if (control_) munmap(control_, control_bytes_);
   if (arena_) munmap(arena_, arena_bytes_);
@@ -129,7 +139,7 @@ void LocalSharedMemory::RemoveStaleSegments() {
     auto p = n.find("-p");
     if (p == std::string::npos) continue;
     int pid = atoi(n.c_str() + p + 2);
-    if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) {
+    if (pid > 0 && !ProcessAlive(pid)) {
       shm_unlink(("/" + n).c_str());
       BPS_LOG(Info) << "removed stale shared memory /dev/shm/" << n << " of dead process " << pid;
     }
