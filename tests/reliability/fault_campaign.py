@@ -15,11 +15,17 @@ chosen process of the target role at a random moment:
              held open until the job ends (server, scheduler: what listens)
   drip       60 connections sending one byte of hello every 0.3 s
   badconfig  the target starts with one bad setting (random from a list)
+  startkill  SIGKILL at a random moment from launch to the first step
+             (importing, connecting, rendezvous, shared memory, servers)
+  storestop  SIGSTOP of the store host of a plain torch DDP job
+             (init_process_group('byteps'), no agent, no scheduler): rank 0
+             holds torch's TCPStore and machine 0's colocated server
 
 Checked per trial: no memory error (ASan/UBSan reports, SIGSEGV, SIGBUS,
 aborts, uncaught exceptions in any log or exit status), no wrong sum (the
 loop checks every result), no process left running once the job should be
-over (BYTEPS_TIMEOUT + 15 s), no /dev/shm segment of the job left, and, for
+over (BYTEPS_TIMEOUT + 15 s), no /dev/shm segment of the job left, every
+survivor gone within BYTEPS_TIMEOUT + 5 s of the fault ("slow exits"), and, for
 faults that end the job, the time from the fault to a named error on every
 survivor (named: its output names the failed role, or the bad setting).
 Faults that must not end the job (stranger, drip) must leave it finishing
@@ -38,12 +44,13 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster import Cluster  # noqa: E402
+from cluster import WORKERS, Cluster, Proc, base_env, free_port  # noqa: E402
 
 ROLES = ("worker", "server", "scheduler")
-KINDS = ("kill9", "sigstop", "stranger", "drip", "badconfig")
+KINDS = ("kill9", "sigstop", "stranger", "drip", "badconfig", "startkill", "storestop")
 TIMEOUT = 4  # BYTEPS_TIMEOUT of every trial
 GRACE = 15   # seconds after TIMEOUT by which every process must be gone
+EXIT_WITHIN = TIMEOUT + 5  # every survivor must be gone this long after the fault (issue 30)
 
 MEMORY_ERRORS = ("AddressSanitizer", "LeakSanitizer", "ThreadSanitizer", "runtime error:", "SIGSEGV", "SIGBUS",
                  "Segmentation fault", "Bus error", "terminate called", "std::bad_alloc", "Aborted (core dumped)",
@@ -67,7 +74,15 @@ BAD_CONFIGS = [
 
 def applicable(role, kind):
     # Workers of a role-mode job listen on no port: nothing for a stranger.
+    # The store host of a torch job is a worker (rank 0).
+    if kind == "storestop":
+        return role == "worker"
     return not (role == "worker" and kind in ("stranger", "drip"))
+
+
+# Launch to every worker's READY, as last measured: start-up kills land
+# anywhere in it (and a few just after, in the first steps).
+_startup_seconds = [3.0]
 
 
 def _victim_words(role, name):
@@ -75,7 +90,8 @@ def _victim_words(role, name):
         rank = int(name.split()[1])
         return [f"worker {rank}", f"rank {rank}", f"local rank {rank % 2}"]
     if role == "server":
-        return ["server 0"]
+        # Killed while registering it has no id yet: "server (127.0.0.1:...)".
+        return ["server 0", "server ("]
     return ["scheduler"]
 
 
@@ -122,9 +138,11 @@ def _listening_port(proc, timeout=10):
 
 def run_trial(role, kind, rng, log_dir, steps_alive=150):
     """One trial; returns a dict of what happened."""
+    if kind == "storestop":
+        return run_store_host_trial(rng, log_dir)
     env = dict(BYTEPS_TIMEOUT=TIMEOUT, BYTEPS_RENDEZVOUS_TIMEOUT=TIMEOUT)
     result = dict(role=role, kind=kind, memory_errors=[], wrong_results=0, left_running=[], shm_left=[],
-                  times=[], unnamed=[], detail="")
+                  times=[], exits=[], slow_exits=[], unnamed=[], detail="")
     with Cluster(log_dir, machines=2, local_size=2, servers=1, **env) as c:
         job_id = c.env["BYTEPS_JOB_ID"]
         bad = None
@@ -147,13 +165,23 @@ def run_trial(role, kind, rng, log_dir, steps_alive=150):
                 workers.append(c.start_worker(m, lr, "train_loop.py", steps, **wenv))
         strangers = None
         fault_at = time.monotonic()
-        if kind != "badconfig":
+        if kind == "startkill":
+            launched = fault_at
+            time.sleep(rng.uniform(0, _startup_seconds[0] * 1.1))
+            fault_at = time.monotonic()
+            ready = sum("READY" in w.output() for w in workers)
+            if ready == len(workers):  # past the start-up: aim earlier next time
+                _startup_seconds[0] = min(_startup_seconds[0], fault_at - launched)
+            c.procs[victim].kill(signal.SIGKILL)
+            result["detail"] = f"at {fault_at - launched:.2f} s, {ready}/4 workers READY"
+        elif kind != "badconfig":
             if not all(w.wait_for("READY", 30) for w in workers):
                 result["detail"] = "job did not start"
                 result["unnamed"] = ["job did not start"]
                 result["left_running"] = [n for n, p in c.procs.items() if p.poll() is None]
                 result["memory_errors"] = _scan(c)
                 return result
+            _startup_seconds[0] = time.monotonic() - fault_at  # launch to every worker's READY
             time.sleep(rng.uniform(0.1, 1.0))
             target = c.procs[victim]
             fault_at = time.monotonic()
@@ -165,26 +193,19 @@ def run_trial(role, kind, rng, log_dir, steps_alive=150):
                 port = int(c.env["DMLC_PS_ROOT_PORT"]) if role == "scheduler" else _listening_port(target)
                 count = rng.randint(1, 40) if kind == "stranger" else 60
                 strangers = _Strangers("127.0.0.1", port, count, drip=(kind == "drip"))
-        # Watch every process until it exits or the deadline passes.
-        deadline = fault_at + TIMEOUT * 2 + GRACE + (40 if steps else 0)
-        first_error = {}
+        first_error = _watch(c.procs, [n for n in c.procs if n != victim or kind in ("stranger", "drip")], fault_at,
+                             fault_at + TIMEOUT * 2 + GRACE + (40 if steps else 0))
         survivors = [n for n in c.procs if n != victim or kind in ("stranger", "drip")]
-        while time.monotonic() < deadline:
-            running = [n for n in survivors if c.procs[n].poll() is None]
-            for n in survivors:
-                if n not in first_error and ("BYTEPS_ERROR" in c.procs[n].output() or c.procs[n].poll() not in (None, 0)):
-                    first_error[n] = time.monotonic() - fault_at
-            if not running:
-                break
-            time.sleep(0.05)
+
         if strangers:
             strangers.close()
         codes = {n: p.poll() for n, p in c.procs.items()}
         result["left_running"] = [n for n in survivors if codes[n] is None or _group_alive(c.procs[n])]
+        _note_exits(result, c.procs, survivors, fault_at, kind in ("stranger", "drip"))
         if kind == "sigstop":
             c.procs[victim].kill(signal.SIGKILL)
             c.procs[victim].wait(5)
-        result["memory_errors"] = _scan(c, ignore_killed=victim if kind in ("kill9", "sigstop") else None)
+        result["memory_errors"] = _scan(c, ignore_killed=victim if kind in ("kill9", "sigstop", "startkill") else None)
         result["wrong_results"] = sum("WRONG SUM" in w.output() for w in workers)
         result["shm_left"] = [p for p in glob.glob(f"/dev/shm/bpsn-{job_id}-*")
                               if not _owned_by_stopped_victim(p, c.procs[victim], kind)]
@@ -217,6 +238,81 @@ def run_trial(role, kind, rng, log_dir, steps_alive=150):
         return result
 
 
+def _watch(procs, survivors, fault_at, deadline):
+    """Polls until every survivor exited or the deadline; returns {name: seconds from the fault to its first
+    BYTEPS_ERROR line or non-zero exit}."""
+    first_error = {}
+    while time.monotonic() < deadline:
+        running = [n for n in survivors if procs[n].poll() is None]
+        for n in survivors:
+            if n not in first_error and ("BYTEPS_ERROR" in procs[n].output() or procs[n].poll() not in (None, 0)):
+                first_error[n] = time.monotonic() - fault_at
+        if not running:
+            break
+        time.sleep(0.05)
+    return first_error
+
+
+def _note_exits(result, procs, survivors, fault_at, job_goes_on):
+    """Seconds from the fault to each survivor's exit; those later than EXIT_WITHIN are slow."""
+    if job_goes_on:
+        return
+    for n in survivors:
+        ended = procs[n].ended
+        if ended is not None:
+            result["exits"].append(ended - fault_at)
+            if ended - fault_at > EXIT_WITHIN:
+                result["slow_exits"].append(f"{n} ({ended - fault_at:.1f} s)")
+
+
+def run_store_host_trial(rng, log_dir):
+    """SIGSTOP of torch rank 0 (TCPStore host, machine 0's colocated server) in a 2 x 2 DDP job
+    without an agent: every other rank must fail and exit on its own within BYTEPS_TIMEOUT + 5 s."""
+    result = dict(role="worker", kind="storestop", memory_errors=[], wrong_results=0, left_running=[],
+                  shm_left=[], times=[], exits=[], slow_exits=[], unnamed=[], detail="")
+    env = base_env(BYTEPS_TIMEOUT=TIMEOUT)
+    for k in [k for k in env if k.startswith("DMLC_")] + ["BYTEPS_JOB_ID"]:
+        env.pop(k, None)
+    env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE="4", LOCAL_WORLD_SIZE="2")
+    procs = {}
+    try:
+        for r in range(4):
+            procs[f"rank {r}"] = Proc(f"rank {r}", [sys.executable, os.path.join(WORKERS, "ddp_loop.py"), "0"],
+                                      dict(env, RANK=str(r), LOCAL_RANK=str(r % 2), GROUP_RANK=str(r // 2)),
+                                      log_dir)
+        if not all(p.wait_for("READY", 120) for p in procs.values()):
+            result["detail"] = "job did not start"
+            result["unnamed"] = ["job did not start"]
+            return result
+        time.sleep(rng.uniform(0.1, 1.0))
+        victim = procs["rank 0"]
+        fault_at = time.monotonic()
+        victim.kill(signal.SIGSTOP)
+        survivors = [n for n in procs if n != "rank 0"]
+        first_error = _watch(procs, survivors, fault_at, fault_at + TIMEOUT * 2 + GRACE)
+        result["left_running"] = [n for n in survivors if procs[n].poll() is None or _group_alive(procs[n])]
+        _note_exits(result, procs, survivors, fault_at, False)
+        for n in survivors:
+            if n in first_error:
+                result["times"].append(first_error[n])
+            if procs[n].poll() == 0 and n not in first_error:
+                result["unnamed"].append(n + " (exited 0)")
+        result["wrong_results"] = sum("WRONG SUM" in p.output() for p in procs.values())
+        victim.kill(signal.SIGKILL)
+        victim.wait(5)
+        result["memory_errors"] = [f for f in _scan_procs(procs) if not f.startswith("rank 0: died")]
+        result["shm_left"] = [p for p in glob.glob("/dev/shm/bpsn-*") if _created_by(p, procs)]
+        return result
+    finally:
+        for p in procs.values():
+            p.stop()
+
+
+def _created_by(path, procs):
+    pid = path.rsplit("-p", 1)[-1].split("-")[0]
+    return pid.isdigit() and int(pid) in [p.pid for p in procs.values()]
+
+
 def _group_alive(proc):
     try:
         os.killpg(proc.pid, 0)
@@ -231,8 +327,12 @@ def _owned_by_stopped_victim(path, victim, kind):
 
 
 def _scan(c, ignore_killed=None):
+    return _scan_procs(c.procs, ignore_killed)
+
+
+def _scan_procs(procs, ignore_killed=None):
     found = []
-    for n, p in c.procs.items():
+    for n, p in procs.items():
         out = p.output()
         for marker in MEMORY_ERRORS:
             if marker in out:
@@ -270,34 +370,45 @@ def run_campaign(trials, roles=ROLES, kinds=KINDS, seed=None, log_root=None, pro
         r = run_trial(role, kind, rng, log_dir, steps_alive)
         r["log_dir"], r["wall"] = log_dir, time.monotonic() - started
         results.append(r)
-        bad = r["memory_errors"] or r["wrong_results"] or r["left_running"] or r["shm_left"] or r["unnamed"]
+        bad = (r["memory_errors"] or r["wrong_results"] or r["left_running"] or r["shm_left"] or r["unnamed"]
+               or r.get("slow_exits"))
         progress(f"[{i + 1}/{len(plan)}] {role:9s} {kind:9s} {r['wall']:5.1f}s {r['detail'] if not bad else ''} "
-                 f"{'FAIL ' + str({k: r[k] for k in ('memory_errors', 'wrong_results', 'left_running', 'shm_left', 'unnamed', 'detail') if r[k]}) if bad else 'ok'}"
+                 f"{'FAIL ' + str({k: r[k] for k in ('memory_errors', 'wrong_results', 'left_running', 'slow_exits', 'shm_left', 'unnamed', 'detail') if r.get(k)}) if bad else 'ok'}"
                  f" ({log_dir})")
     return seed, results
 
 
+def _percentiles(times):
+    if not times:
+        return "n/a"
+    q = sorted(times)
+    pick = lambda f: q[min(len(q) - 1, int(round(f * (len(q) - 1))))]  # noqa: E731
+    return f"{pick(0.5):.2f} / {pick(0.9):.2f} / {q[-1]:.2f}"
+
+
 def table(results):
     """Markdown: one row per role and fault kind."""
-    rows = ["| Role | Fault | Trials | Memory errors | Wrong results | Left running | shm leaks | Unnamed | "
-            "Time to named error on survivors (min / median / max, s) |",
-            "|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| Role | Fault | Trials | Memory errors | Wrong results | Left running | Slow exits | shm leaks | Unnamed | "
+            "Time to named error on survivors (p50 / p90 / max, s) | Exit after the fault (p50 / p90 / max, s) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
     cells = {}
     for r in results:
         cells.setdefault((r["role"], r["kind"]), []).append(r)
     for (role, kind), rs in sorted(cells.items(), key=lambda kv: (ROLES.index(kv[0][0]), KINDS.index(kv[0][1]))):
         times = [t for r in rs for t in r["times"]]
-        span = (f"{min(times):.2f} / {statistics.median(times):.2f} / {max(times):.2f} ({len(times)} survivors)"
-                if times else "n/a: the job goes on")
+        exits = [t for r in rs for t in r.get("exits", [])]
+        span = f"{_percentiles(times)} ({len(times)} survivors)" if times else "n/a: the job goes on"
         rows.append(f"| {role} | {kind} | {len(rs)} | {sum(len(r['memory_errors']) for r in rs)} | "
                     f"{sum(r['wrong_results'] for r in rs)} | {sum(len(r['left_running']) for r in rs)} | "
-                    f"{sum(len(r['shm_left']) for r in rs)} | {sum(len(r['unnamed']) for r in rs)} | {span} |")
+                    f"{sum(len(r.get('slow_exits', [])) for r in rs)} | "
+                    f"{sum(len(r['shm_left']) for r in rs)} | {sum(len(r['unnamed']) for r in rs)} | {span} | "
+                    f"{_percentiles(exits) if exits else 'n/a'} |")
     return "\n".join(rows)
 
 
 def failures(results):
     return [r for r in results if r["memory_errors"] or r["wrong_results"] or r["left_running"] or r["shm_left"]
-            or r["unnamed"]]
+            or r["unnamed"] or r.get("slow_exits")]
 
 
 def main():

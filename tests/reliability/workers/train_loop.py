@@ -1,7 +1,7 @@
 """A training loop of push_pulls with checksums: the victim and survivors of
 the failure tests. Usage: train_loop.py [steps] (0 = until something fails).
 
-Prints READY, then STEP <n> every 50 steps; on a BytePSError prints
+Prints READY, then STEP <n> every 50 steps; on a BytePSError (init included) prints
 BYTEPS_ERROR <code>: <message> and exits 3; on a wrong sum exits 4.
 """
 import os
@@ -13,7 +13,11 @@ import numpy as np
 import byteps_native.core as bps
 
 steps = int(sys.argv[1]) if len(sys.argv) > 1 else 0
-bps.init()
+try:
+    bps.init()
+except bps.BytePSError as e:  # a fault during start-up: name it like one during training
+    print(f"BYTEPS_ERROR in init: {e.args[0] if e.args else e}", flush=True)
+    sys.exit(3)
 print(f"READY rank {bps.rank()} of {bps.size()} pid {os.getpid()}", flush=True)
 n = bps.size()
 step = 0
