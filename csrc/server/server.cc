@@ -130,6 +130,18 @@ Status Server::Wait(double timeout_seconds) {
   // defaults by core count and may differ between processes. (A rank's later
   // connection still in its handshake when the rank said goodbye on another
   // is simply closed with the server.)
+  {
+    // A failed job needs no job size, and asking the store for it may never
+    // return: torch's TCPStore client waits without bound for a stopped store
+    // host (issue 30: a colocated server kept its process alive for good).
+    std::unique_lock<std::mutex> lock(mu_);
+    // A colocated server is waited for by its engine's shutdown, which has
+    // just sent its own failure (if any) to this server over loopback: let
+    // that frame land first. (Needed engine change, not made here: skip this
+    // wait, or Abort the server, when the engine failed.)
+    if (timeout_seconds >= 0) cv_.wait_for(lock, std::chrono::milliseconds(200), [&] { return !failure_.ok(); });
+    if (!failure_.ok()) return failure_;
+  }
   std::string size_text;
   double get_timeout = timeout_seconds < 0 ? config_.rendezvous_timeout_seconds : timeout_seconds;
   // Saying every few seconds what it waits for.
@@ -171,10 +183,16 @@ Status Server::Wait(double timeout_seconds) {
       BPS_LOG(Warning) << "server " << server_id_ << " is waiting for the workers: " << ranks_seen_.size() << " of "
                        << expected << " ranks connected; still waiting " << WaitProgress(started, -1);
     }
-  } else if (!cv_.wait_for(lock, std::chrono::duration<double>(timeout_seconds), done)) {
+  } else if (!cv_.wait_for(lock, std::chrono::duration<double>(timeout_seconds),
+                           [&] { return done() || !failure_.ok(); })) {
     return Status::Timeout("server " + std::to_string(server_id_) + ": " + std::to_string(conns_.size()) +
                            " worker connections still open after " + std::to_string(static_cast<int>(timeout_seconds)) +
                            " s");
+  } else if (!done()) {
+    // Failed: everyone was told when it failed. The workers' connections get
+    // a moment to leave; a stopped worker's never does, and must not hold
+    // this process for the rest of the timeout.
+    cv_.wait_for(lock, std::chrono::seconds(kFailureGraceSeconds), done);
   }
   return failure_;
 }

@@ -32,12 +32,14 @@ namespace bps {
 
 class Server {
  public:
+  static constexpr int kFailureGraceSeconds = 2;
   Server(Config config, std::shared_ptr<Store> store, int server_id, std::string listen_host);
   ~Server();
   Status Start();  // listen, then announce "server/<id>" in the store
   // Blocks until every worker rank of the job came and all of its
   // connections left (orderly: OK; any died: PeerFailure naming it) or
-  // `timeout_seconds` passes (< 0: none).
+  // `timeout_seconds` passes (< 0: none). After a failure (with a timeout)
+  // it waits at most kFailureGraceSeconds more for the connections to leave.
   Status Wait(double timeout_seconds);
   void Stop();
   // The job failed elsewhere (scheduler abort): tell connected workers, end Wait().

@@ -99,8 +99,8 @@ Status TcpStoreServer::ServeUntilDone(int expected_clients) {
         FailJob("rendezvous timed out after " + FormatSeconds(rendezvous_timeout_seconds_) +
                 " s (BYTEPS_RENDEZVOUS_TIMEOUT): " + (joined.empty() ? std::string("0") : joined) + " of " +
                 (size.empty() ? std::string("the expected") : size) +
-                " workers arrived at the scheduler; check that every worker started and has the same "
-                "DMLC_NUM_WORKER and BYTEPS_LOCAL_SIZE");
+                " workers arrived at the scheduler" + MissingRanks(size) +
+                "; check that every worker started and has the same DMLC_NUM_WORKER and BYTEPS_LOCAL_SIZE");
         std::lock_guard<std::mutex> lock(mu_);
         if (connected_ == 0) return first_failure_;  // nobody to tell
         // Otherwise the members leave on the abort, and we with them.
@@ -124,6 +124,19 @@ Status TcpStoreServer::ServeUntilDone(int expected_clients) {
     }
     ReapFinishedThreads();
   }
+}
+
+// " (missing: rank 0, rank 3)" for a job of `size` ranks, naming what never
+// published "worker/<rank>" (a worker killed while starting is named so).
+std::string TcpStoreServer::MissingRanks(const std::string& size) {
+  const long long n = atoll(size.c_str());
+  std::string missing, ignored;
+  for (long long q = 0; q < n && q < 4096; ++q) {
+    if (!store_.Get("worker/" + std::to_string(q), 0, &ignored).ok()) {
+      missing += (missing.empty() ? "" : ", ") + std::string("rank ") + std::to_string(q);
+    }
+  }
+  return missing.empty() ? "" : " (missing: " + missing + ")";
 }
 
 Status TcpStoreServer::FirstFailure() {

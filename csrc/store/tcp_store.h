@@ -72,6 +72,7 @@ class TcpStoreServer {
   std::string MismatchWithSchedulerCount(const std::string& size, const PeerIdentity& peer);
   void FailJob(const std::string& why);
   bool RendezvousComplete();
+  std::string MissingRanks(const std::string& size);
   Status FirstFailure();
   // A scheduler waiting for its workers says so every kWaitNoteSeconds.
   void NoteWaitingForWorkers(std::chrono::steady_clock::time_point started);
