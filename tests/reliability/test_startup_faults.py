@@ -11,6 +11,7 @@ import sys
 import time
 
 from byteps_native.core.orphaned_shm import remove_orphaned_segments
+import wire_client as wc
 from cluster import Cluster
 from fault_campaign import failures, run_campaign, table
 
@@ -72,13 +73,18 @@ def test_refused_handshakes_are_summarised_not_logged_one_by_one(tmp_path):
         sent = 0
         while time.monotonic() < deadline and sent < 300:
             try:
-                with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
-                    s.recv(128)  # the challenge
-                    s.sendall(b"XXXX\x1b[2J\n" + b"\0" * 118)
-                    s.recv(128)
-                sent += 1
+                s = socket.create_connection(("127.0.0.1", port), timeout=2)
             except OSError:
-                time.sleep(0.05)
+                time.sleep(0.05)  # not listening yet
+                continue
+            with s:
+                try:
+                    s.recv(128)  # the challenge
+                    s.sendall((b"XXXX\x1b[2J\n" + b"\0" * 1024)[:wc.FRAME.size])
+                    sent += 1
+                    s.recv(128)  # the refusal
+                except OSError:
+                    pass
         assert sent >= 100, sent
         sched.wait(30)
         log = sched.output()
