@@ -49,19 +49,6 @@ uint64_t SignatureOf(DataType dtype, const std::string& shape, bool average) {
 
 }  // namespace
 
-namespace {
-DeviceSubmitFn g_device_submit = nullptr;
-}  // namespace
-
-void SetDeviceSubmitHandler(DeviceSubmitFn fn) { g_device_submit = fn; }
-
-namespace {
-DeviceStreamOrderedFn g_stream_ordered = nullptr;
-}  // namespace
-
-void SetDeviceStreamOrderedQuery(DeviceStreamOrderedFn fn) { g_stream_ordered = fn; }
-bool DeviceStreamOrderedQuery() { return g_stream_ordered != nullptr && g_stream_ordered(); }
-
 Engine::Engine(Config config, std::shared_ptr<Store> store, std::unique_ptr<transport::Transport> transport,
                EngineOptions options)
     : config_(std::move(config)), options_(std::move(options)), store_(std::move(store)),
@@ -189,30 +176,66 @@ Status Engine::ConnectServers() {
   return Status::OK();
 }
 
-Status Engine::SubmitMachineReduced(const bps_tensor& input, void* output, const std::string& name,
-                                    int32_t priority, int32_t reduce_op, bps_done_fn done, void* user_data) {
-  if (!config_.distributed()) return Status::Invalid("SubmitMachineReduced needs servers (more than one machine)");
-  return SubmitOp(input, output, name, priority, reduce_op, done, user_data, true);
+Status Engine::EnsureDeviceReducer(int device) {
+  std::lock_guard<std::mutex> lock(device_mu_);
+  if (device_reducer_) {
+    if (device == device_) return Status::OK();
+    return Status::Invalid("this process pushes GPU tensors from cuda:" + std::to_string(device_) +
+                           " but got one on cuda:" + std::to_string(device) +
+                           ": byteps runs one GPU per process (the local rank's)");
+  }
+  DeviceReducerFactory factory = GetDeviceReducerFactory();
+  if (!factory) {
+    return Status::Invalid("it is on CUDA device " + std::to_string(device) +
+                           " but this engine was built without CUDA (see `python -m byteps_native.info`)");
+  }
+  MachineLink link;
+  link.order = reducer_ ? reducer_->order_channel() : nullptr;
+  link.ring = [this] { Ring(); };
+  BPS_RETURN_IF_ERROR(factory(config_, store_.get(), device, link, &device_reducer_).WithContext(
+      "setting up the device reducer among the " + std::to_string(config_.local_size) + " local ranks of machine " +
+      std::to_string(config_.worker_id)));
+  device_ = device;
+  device_reducer_live_ = device_reducer_.get();
+  BPS_LOG(Info) << "device tensors on cuda:" << device << " reduce through '" << device_reducer_->name() << "' among "
+                << config_.local_size << " local ranks"
+                << (config_.distributed() ? ", then across machines through the servers" : "");
+  return Status::OK();
+}
+
+bool Engine::DeviceStreamOrdered() const {
+  return initialized_ && !config_.distributed() && GetDeviceReducerFactory() != nullptr;
+}
+
+LocalContribution Engine::ContributionOf(const TensorOp& op, const PartitionTask* t) const {
+  const size_t esz = DataTypeSize(op.dtype);
+  const Range range = t ? t->range : Range{0, op.count};
+  LocalContribution c;
+  c.input = op.input + range.offset * esz;
+  c.output = op.output + range.offset * esz;
+  c.count = range.count;
+  c.dtype = op.dtype;
+  c.signature = op.signature;
+  c.tensor_bytes = static_cast<uint64_t>(op.count) * esz;
+  c.name = op.name.c_str();
+  c.shape = op.shape_and_op.c_str();
+  c.divisor = op.average ? config_.size() : 1;
+  c.device = op.device;
+  c.ready_event = op.ready_event;
+  c.priority = op.priority;
+  c.submit_seq = op.seq;
+  c.partition = t ? t->index : 0;
+  return c;
 }
 
 Status Engine::Submit(const bps_tensor& input, void* output, const std::string& name, int32_t priority,
-                      int32_t reduce_op, bps_done_fn done, void* user_data) {
-  return SubmitOp(input, output, name, priority, reduce_op, done, user_data, false);
-}
-
-Status Engine::SubmitOp(const bps_tensor& input, void* output, const std::string& name, int32_t priority,
-                        int32_t reduce_op, bps_done_fn done, void* user_data, bool machine_reduced) {
+                      int32_t reduce_op, bps_done_fn done, void* user_data, void* stream) {
   if (!initialized_) return Status(BPS_NOT_INITIALIZED, "byteps is not initialised: call init() first");
   if (has_fatal_) {
     std::lock_guard<std::mutex> lock(fatal_mu_);
     return fatal_;
   }
   BPS_RETURN_IF_ERROR(ValidatePushPull(input, output, name, reduce_op, done));
-  if (input.device >= 0 && !machine_reduced) {
-    if (g_device_submit) return g_device_submit(input, output, name, priority, reduce_op, done, user_data);
-    return Status::Invalid("tensor '" + name + "' is on CUDA device " + std::to_string(input.device) +
-                           " but this engine was built without CUDA (see `python -m byteps_native.info`)");
-  }
   auto op = std::make_unique<TensorOp>();
   op->failure = Status::OK();
   op->name = name;
@@ -226,9 +249,25 @@ Status Engine::SubmitOp(const bps_tensor& input, void* output, const std::string
   op->priority = priority;
   op->average = reduce_op == BPS_REDUCE_AVERAGE;
   op->shape_and_op = op->shape + (op->average ? " (average)" : " (sum)");
-  op->machine_reduced = machine_reduced;
   op->done = done;
   op->user_data = user_data;
+  op->device = input.device >= 0 ? input.device : -1;
+  op->reducer = reducer_.get();
+  if (op->device >= 0) {
+    BPS_RETURN_IF_ERROR(EnsureDeviceReducer(op->device).WithContext("tensor '" + name + "'"));
+    op->reducer = device_reducer_.get();
+    BPS_RETURN_IF_ERROR(op->reducer->RecordReady(stream, &op->ready_event));
+    if (!config_.distributed()) {
+      // One machine: one fused collective, launched now in this rank's
+      // submission order and stream-ordered for the caller.
+      Status st = op->reducer->LaunchFused(ContributionOf(*op, nullptr), stream, &op->fused_handle);
+      if (!st.ok()) {
+        op->reducer->ReturnReady(op->ready_event);
+        return st.WithContext("push_pull of '" + name + "'");
+      }
+      op->fused = true;
+    }
+  }
   {
     // Checked under the lock the engine thread drains with: once Shutdown
     // stopped accepting, nothing is enqueued that the thread would miss.
@@ -252,9 +291,12 @@ void Engine::Ring() {
 }
 
 void Engine::Activate(std::unique_ptr<TensorOp> op) {
-  const int L = op->machine_reduced ? 1 : config_.local_size;
   const size_t esz = DataTypeSize(op->dtype);
-  auto ranges = PlanPartitions(op->count, static_cast<int64_t>(esz), config_.partition_bytes, L, num_servers_);
+  LocalReducer* R = op->reducer;
+  const std::vector<Range> ranges =
+      op->fused ? std::vector<Range>{Range{0, op->count}}
+      : R       ? R->PlanPartitions(op->count, static_cast<int64_t>(esz), config_.partition_bytes, num_servers_)
+                : PlanPartitions(op->count, static_cast<int64_t>(esz), config_.partition_bytes, 1, num_servers_);
   TensorOp* raw = op.get();
   // After a mismatch every rank uses fresh keys for the name (shared-memory
   // entries, server rounds): the failed round's leftovers cannot block it.
@@ -267,8 +309,14 @@ void Engine::Activate(std::unique_ptr<TensorOp> op) {
     t->index = static_cast<uint32_t>(i);
     t->range = ranges[i];
     t->local_key = MixKey(raw->name_hash, t->index, 0xffff);
-    t->round = next_round_[t->local_key]++;
     t->last_progress = Clock::now();
+    if (raw->fused) {
+      // Launched at submission: only its completion is left to see.
+      t->entry = raw->fused_handle;
+      t->stage = Stage::kGather;
+    } else {
+      t->round = next_round_[t->local_key]++;
+    }
     raw->parts.push_back(std::move(t));
   }
   raw->remaining = static_cast<int>(raw->parts.size());
@@ -316,6 +364,9 @@ void Engine::Loop() {
         moved = true;
       }
     }
+    // The machine's order of collectives: issue what it allows now.
+    if (reducer_) moved |= reducer_->Progress();
+    if (LocalReducer* device = device_reducer_live_.load()) moved |= device->Progress();
     for (auto& op : ops_) {
       if (op->failed && op->unretired == 0 && op->done) CompleteFailedOp(op.get());
     }
@@ -357,8 +408,8 @@ void Engine::Loop() {
 
 bool Engine::Advance(PartitionTask& t) {
   TensorOp* op = t.op;
-  // Ranks that reduce this op through the local reducer (1: no local stage).
-  const int L = op->machine_reduced ? 1 : config_.local_size;
+  // The local reducer of this op; null: one local rank, host memory (no local stage).
+  LocalReducer* R = op->reducer;
   const size_t esz = DataTypeSize(op->dtype);
   const bool distributed = config_.distributed();
   const int64_t divisor = op->average ? config_.size() : 1;
@@ -366,27 +417,19 @@ bool Engine::Advance(PartitionTask& t) {
   char* out = op->output + t.range.offset * esz;
   bool moved = false;
   LocalContribution mine;
-  if (L > 1) {
-    mine.input = in;
-    mine.count = t.range.count;
-    mine.dtype = op->dtype;
-    mine.signature = op->signature;
-    mine.tensor_bytes = static_cast<uint64_t>(op->count) * esz;
-    mine.name = op->name.c_str();
-    mine.shape = op->shape_and_op.c_str();
-  }
+  if (R) mine = ContributionOf(*op, &t);
 
   if (t.stage == Stage::kWaitTurn) {
     // Rounds of one key run in submission order on this rank.
     if (done_round_[t.local_key] != t.round) return false;
-    if (L > 1) {
-      Status st = reducer_->Acquire(t.local_key, t.range.count * esz, op->dtype, &t.entry);
+    if (R) {
+      Status st = R->Acquire(t.local_key, t.range.count * esz, op->dtype, &t.entry);
       if (!st.ok()) {
         st = Status(st.code(), "tensor '" + op->name + "' (" + DataTypeName(op->dtype) + " " + op->shape +
                                    " on rank " + std::to_string(rank()) + ") partition " + std::to_string(t.index) +
                                    ": " + st.message());
         // make the other local ranks fail too, not time out
-        if (t.entry) reducer_->FailRound(t.entry, t.round, st);
+        if (t.entry) R->FailRound(t.entry, t.round, st);
         FailOp(op, st);
         return true;
       }
@@ -401,12 +444,12 @@ bool Engine::Advance(PartitionTask& t) {
   LocalPartition* e = t.entry;
 
   if (t.stage == Stage::kStage) {
-    if (L == 1) {
+    if (!R) {
       t.stage = distributed ? Stage::kPush : Stage::kGather;
     } else {
       uint64_t t0 = NowNs();
       const uint64_t w0 = timeline_.Tracing(t.round) ? Timeline::NowMicros() : 0;
-      if (reducer_->StageIn(e, t.round, mine) == LocalProgress::kWaiting) return moved;
+      if (R->StageIn(e, t.round, mine) == LocalProgress::kWaiting) return moved;
       stats_.stage_ns += NowNs() - t0;
       if (w0) timeline_.Record(op->name, t.index, t.round, "stage_in", w0, Timeline::NowMicros());
       t.staged = true;
@@ -419,7 +462,7 @@ bool Engine::Advance(PartitionTask& t) {
     uint64_t t0 = NowNs();
     const uint64_t w0 = timeline_.Tracing(t.round) ? Timeline::NowMicros() : 0;
     LocalProgress progress;
-    Status st = reducer_->ReduceOwnSlice(e, t.round, mine, distributed ? nullptr : out, divisor, &progress);
+    Status st = R->ReduceOwnSlice(e, t.round, mine, distributed ? nullptr : out, divisor, &progress);
     if (!st.ok()) {
       FailOp(op, st);
       return true;
@@ -430,7 +473,7 @@ bool Engine::Advance(PartitionTask& t) {
     if (distributed) {
       t.stage = Stage::kPush;
     } else {
-      reducer_->PublishOwnSlice(e, t.round);
+      R->PublishOwnSlice(e, t.round);
       t.gathered_mask |= 1u << config_.local_rank;
       t.stage = Stage::kGather;
     }
@@ -438,17 +481,17 @@ bool Engine::Advance(PartitionTask& t) {
   }
 
   if (t.stage == Stage::kPush) {
-    Range s = L > 1 ? SliceOf(t.range.count, L, config_.local_rank) : Range{0, t.range.count};
+    Range s = R ? R->SliceOf(t.range.count, config_.local_rank) : Range{0, t.range.count};
     if (s.count == 0 && t.range.count > 0) {
       // Empty slice: empty on every machine too (same plan), nothing to send.
-      if (e) reducer_->PublishOwnSlice(e, t.round);
+      if (e) R->PublishOwnSlice(e, t.round);
       t.stage = Stage::kGather;
       return true;
     }
     const uint64_t bytes = static_cast<uint64_t>(s.count) * esz;
     if (!credits_.TryAdmit(bytes)) return moved;  // wait for queued bytes to leave
-    const char* src = e ? reducer_->OwnSlice(e, mine) : in;
-    char* dst = e ? reducer_->OwnSlice(e, mine) : out;
+    const char* src = e ? R->OwnSlice(e, mine) : in;
+    char* dst = e ? R->OwnSlice(e, mine) : out;
     SendPush(t, src, bytes, dst);
     t.stage = Stage::kAwait;
     moved = true;
@@ -467,7 +510,7 @@ bool Engine::Advance(PartitionTask& t) {
     }
     stats_.bytes_pulled += t.pull->bytes;
     if (t.net_start_us) timeline_.Record(op->name, t.index, t.round, "push_pull", t.net_start_us, Timeline::NowMicros());
-    if (e) reducer_->PublishOwnSlice(e, t.round);
+    if (e) R->PublishOwnSlice(e, t.round);
     t.stage = Stage::kGather;
     moved = true;
   }
@@ -475,7 +518,7 @@ bool Engine::Advance(PartitionTask& t) {
   if (t.stage == Stage::kGather) {
     uint64_t t0 = NowNs();
     const uint64_t w0 = timeline_.Tracing(t.round) ? Timeline::NowMicros() : 0;
-    if (L == 1) {
+    if (!R) {
       if (distributed) {
         if (divisor != 1) CopyScaled(out, out, t.range.count, op->dtype, divisor);
       } else {
@@ -488,7 +531,7 @@ bool Engine::Advance(PartitionTask& t) {
     }
     const uint32_t before = t.gathered_mask;
     LocalProgress progress;
-    Status st = reducer_->Gather(e, t.round, mine, out, divisor, &t.gathered_mask, &progress);
+    Status st = R->Gather(e, t.round, mine, out, divisor, &t.gathered_mask, &progress);
     if (!st.ok()) {
       FailOp(op, st);
       return true;
@@ -507,7 +550,7 @@ bool Engine::Advance(PartitionTask& t) {
 void Engine::SendPush(PartitionTask& t, const char* data, uint64_t bytes, char* dst) {
   TensorOp* op = t.op;
   const int L = config_.local_size;
-  const int slice = (L > 1 || op->machine_reduced) ? config_.local_rank : 0;
+  const int slice = op->reducer ? config_.local_rank : 0;
   t.net_key = MixKey(op->name_hash, t.index, static_cast<uint32_t>(slice));
   t.server = ServerFor(op->name_hash, t.index, slice, L, num_servers_);
   auto& conns = server_conns_[t.server];
@@ -584,13 +627,16 @@ void Engine::FailTensorsReportedByServers() {
 
 void Engine::FinishPartition(PartitionTask& t) {
   t.stage = Stage::kDone;
-  if (t.entry) reducer_->ReleasePartition(t.entry);
-  done_round_[t.local_key] = t.round + 1;
-  stats_.partitions_completed++;
   TensorOp* op = t.op;
+  if (t.entry) op->reducer->ReleasePartition(t.entry);
+  t.entry = nullptr;
+  if (!op->fused) done_round_[t.local_key] = t.round + 1;
+  stats_.partitions_completed++;
   if (--op->remaining == 0 && !op->failed) {
     stats_.ops_completed++;
     stats_.queue_depth--;
+    if (op->ready_event) op->reducer->ReturnReady(op->ready_event);
+    op->ready_event = nullptr;
     op->done(op->user_data, BPS_OK, "");
   }
 }
@@ -633,14 +679,30 @@ void Engine::OnTensorMismatch(TensorOp* op) {
 
 bool Engine::RetireFailed(PartitionTask& t) {
   if (t.io->in_flight.load(std::memory_order_acquire) != 0) return false;
+  TensorOp* op = t.op;
+  LocalReducer* R = op->reducer;
+  if (op->fused) {
+    // Its collective runs to the end (or the abort) before the buffers go back.
+    if (!R->Settled(t.entry, t.round)) return false;
+    R->ReleasePartition(t.entry);
+    t.entry = nullptr;
+    t.stage = Stage::kDone;
+    op->unretired--;
+    return true;
+  }
   uint32_t& closed = done_round_[t.local_key];
   if (closed != t.round) return false;  // an earlier round of this name is still open
-  TensorOp* op = t.op;
-  const int L = op->machine_reduced ? 1 : config_.local_size;
-  if (L > 1) {
-    reducer_->CloseFailedRound(t.entry, t.local_key, t.range.count * DataTypeSize(op->dtype), op->dtype, t.round,
-                               op->failure, t.staged);
-    if (t.entry) reducer_->ReleasePartition(t.entry);
+  if (R) {
+    if (!t.closed_round) {
+      R->CloseFailedRound(t.entry, t.local_key, t.range.count * DataTypeSize(op->dtype), op->dtype, t.round,
+                          op->failure, t.staged);
+      t.closed_round = true;
+    }
+    // Device collectives of the round already issued (or still to be
+    // decided) finish first: nobody writes into the buffers after done().
+    if (!R->Settled(t.entry, t.round)) return false;
+    if (t.entry) R->ReleasePartition(t.entry);
+    t.entry = nullptr;
   }
   closed = t.round + 1;
   t.stage = Stage::kDone;
@@ -650,6 +712,8 @@ bool Engine::RetireFailed(PartitionTask& t) {
 
 void Engine::CompleteFailedOp(TensorOp* op) {
   stats_.queue_depth--;
+  if (op->ready_event) op->reducer->ReturnReady(op->ready_event);
+  op->ready_event = nullptr;
   bps_done_fn done = op->done;
   op->done = nullptr;  // marks the op complete
   done(op->user_data, op->failure.code(), op->failure.message().c_str());
@@ -671,6 +735,8 @@ void Engine::SetFatal(const Status& st) {
   }
   BPS_LOG(Error) << st.message();
   if (reducer_) reducer_->FailMachine(st.message());
+  // No rank stays inside a device collective whose peers will not issue it.
+  if (LocalReducer* device = device_reducer_live_.load()) device->FailMachine(st.message());
   Ring();
 }
 
@@ -772,6 +838,10 @@ void Engine::ReleaseResources() {
     std::lock_guard<std::mutex> lock(net_mu_);
     pending_.clear();
   }
+  // The device reducer first: its order channel lives in the host reducer's
+  // shared memory.
+  device_reducer_live_ = nullptr;
+  device_reducer_.reset();
   if (reducer_) {
     reducer_->Leave();
     reducer_.reset();

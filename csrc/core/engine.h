@@ -85,6 +85,7 @@ struct PartitionTask {
   std::shared_ptr<PendingPull> pull;
   std::shared_ptr<PartitionIo> io = std::make_shared<PartitionIo>();
   bool staged = false;         // counted in entry->arrived for this round
+  bool closed_round = false;   // failed: the reducer was told (CloseFailedRound)
   uint64_t net_start_us = 0;   // timeline only
   std::chrono::steady_clock::time_point last_progress;
 };
@@ -103,9 +104,16 @@ struct TensorOp {
   uint64_t signature = 0;
   int32_t priority = 0;
   bool average = false;
-  // Already reduced across this machine (e.g. by NCCL reduce-scatter): this
-  // process owns slice `local_rank` of the tensor and only crosses machines.
-  bool machine_reduced = false;
+  // Device tensors: the GPU, and the caller's stream at submission (an
+  // event the first collective waits for). The reducer of this op: the
+  // device reducer, the host one, or null (one local rank, host memory).
+  int device = -1;
+  void* ready_event = nullptr;
+  LocalReducer* reducer = nullptr;
+  // One machine, device tensor: reduced by one fused collective launched at
+  // submission (LocalReducer::LaunchFused); its one partition starts at kGather.
+  bool fused = false;
+  LocalPartition* fused_handle = nullptr;
   bps_done_fn done = nullptr;
   void* user_data = nullptr;
   int remaining = 0;
@@ -123,20 +131,6 @@ struct EngineStats {
   static constexpr int kMaxTrackedServers = 256;
   std::atomic<uint64_t> bytes_per_server[kMaxTrackedServers] = {};
 };
-
-// The CUDA build (csrc/gpu) registers the handler of device tensors here at
-// load time; the CPU build has none and rejects them with a clear error.
-using DeviceSubmitFn = Status (*)(const bps_tensor& input, void* output, const std::string& name, int32_t priority,
-                                  int32_t reduce_op, bps_done_fn done, void* user_data);
-void SetDeviceSubmitHandler(DeviceSubmitFn fn);
-// Whether a device push_pull orders the caller's stream after its result when
-// the submit returns (one machine: NCCL only), so adapters may complete their
-// futures at once, stream-ordered, as ProcessGroupNCCL does.
-using DeviceStreamOrderedFn = bool (*)();
-void SetDeviceStreamOrderedQuery(DeviceStreamOrderedFn fn);
-// The registered query's answer (false without one); the C ABI asks it only
-// while the process engine runs.
-bool DeviceStreamOrderedQuery();
 
 // How an engine is wired into its job beyond Config (the process bootstrap in
 // csrc/c_api decides these; tests leave them at their defaults).
@@ -187,18 +181,21 @@ class Engine {
   int rank() const { return config_.rank(); }
   int size() const { return config_.size(); }
 
+  // Host or device tensors alike. A device tensor's work is ordered after
+  // what the caller queued on `stream` (a cudaStream_t; null: the legacy
+  // default stream); its reducer is made on the first one (a collective among
+  // the machine's local ranks).
   Status Submit(const bps_tensor& input, void* output, const std::string& name, int32_t priority, int32_t reduce_op,
-                bps_done_fn done, void* user_data);
-  // For device adapters (GPU path): `input` is this process's slice of a
-  // tensor already reduced across the local ranks; it is summed across
-  // machines through the servers (host memory, pinned or not).
-  Status SubmitMachineReduced(const bps_tensor& input, void* output, const std::string& name, int32_t priority,
-                              int32_t reduce_op, bps_done_fn done, void* user_data);
+                bps_done_fn done, void* user_data, void* stream = nullptr);
+  // One machine, device tensors: the result is ordered on the submitting
+  // stream when Submit returns (the fused path), as ProcessGroupNCCL does.
+  bool DeviceStreamOrdered() const;
   std::string StatsJson();
 
  private:
-  Status SubmitOp(const bps_tensor& input, void* output, const std::string& name, int32_t priority, int32_t reduce_op,
-                  bps_done_fn done, void* user_data, bool machine_reduced);
+  // The device reducer for `device`, made once (every local rank makes it on
+  // its first device tensor).
+  Status EnsureDeviceReducer(int device);
   Status StartSteps();
   // Stops and releases whatever Start started (threads, connections, shared
   // memory); used by a failed Start and by Shutdown.
@@ -209,6 +206,8 @@ class Engine {
   Status ConnectServers();
   void Loop();
   void Activate(std::unique_ptr<TensorOp> op);
+  // What this rank brings to the local reducer for partition `t` (null: the whole tensor).
+  LocalContribution ContributionOf(const TensorOp& op, const PartitionTask* t) const;
   bool Advance(PartitionTask& t);  // true when it moved
   void SendPush(PartitionTask& t, const char* data, uint64_t bytes, char* dst);
   void FinishPartition(PartitionTask& t);
@@ -235,7 +234,12 @@ class Engine {
   int num_servers_ = 0;
   std::shared_ptr<Store> store_;
   std::unique_ptr<Server> colocated_server_;
-  std::unique_ptr<LocalReducer> reducer_;  // null with one local rank
+  std::unique_ptr<LocalReducer> reducer_;  // host tensors; null with one local rank
+  // Device tensors' reducer (NCCL), made by the first device submission.
+  std::mutex device_mu_;
+  std::unique_ptr<LocalReducer> device_reducer_;
+  int device_ = -1;
+  std::atomic<LocalReducer*> device_reducer_live_{nullptr};  // what the engine thread drives
   std::unique_ptr<transport::Transport> transport_;
   std::vector<std::vector<std::shared_ptr<transport::Connection>>> server_conns_;
   std::vector<std::string> server_addresses_;
