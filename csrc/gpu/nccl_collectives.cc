@@ -86,9 +86,10 @@ Status NcclCollectives::Create(const Config& config, Store* store, int device, s
   BPS_CUDA_RETURN(cudaStreamCreateWithPriority(&c->nccl_stream_, cudaStreamNonBlocking, greatest));
   BPS_CUDA_RETURN(cudaStreamCreateWithPriority(&c->d2h_stream_, cudaStreamNonBlocking, greatest));
   BPS_CUDA_RETURN(cudaStreamCreateWithPriority(&c->h2d_stream_, cudaStreamNonBlocking, greatest));
-  // One rank too: NCCL's one-rank collectives apply the average's
-  // pre-multiplication on the device, so the path is the same for any L.
-  BPS_RETURN_IF_ERROR(CreateLocalCommunicator(*store, config, &c->comm_));
+  // One local rank needs no communicator: its "reduce-scatter" is a copy.
+  // (NCCL 2.28.9's one-rank reduce-scatter and all-reduce with an average
+  // left the last element of odd sizes unwritten: 300001 float32 on 2 x 1.)
+  if (c->local_size_ > 1) BPS_RETURN_IF_ERROR(CreateLocalCommunicator(*store, config, &c->comm_));
   *out = std::move(c);
   return Status::OK();
 }
@@ -148,8 +149,9 @@ Status NcclCollectives::RecordReady(void* stream, void** event) {
 void NcclCollectives::ReturnReady(void* event) { ReturnEvent(static_cast<cudaEvent_t>(event)); }
 
 bool NcclCollectives::ScalesAverage(DataType dtype) const {
-  // float64 and integers divide on the host: NCCL 2.28.9's one-rank average
-  // left the last element of some odd float64 sizes unwritten.
+  // Integers divide the total on the host (truncation, as everywhere); so
+  // does float64 and one local rank (no collective to pre-multiply in).
+  if (local_size_ == 1) return false;
   return dtype == DataType::kFloat32 || dtype == DataType::kFloat16 || dtype == DataType::kBFloat16;
 }
 
@@ -209,13 +211,14 @@ Status NcclCollectives::EndBatch() {
   if (batch_.empty() || aborted_) return Status::OK();
   DeviceGuard guard(device_);
   for (const Queued& q : batch_) BPS_RETURN_IF_ERROR(Before(q));
-  BPS_NCCL_RETURN(ncclGroupStart());
+  const bool group = local_size_ > 1;
+  if (group) BPS_NCCL_RETURN(ncclGroupStart());
   Status launched;
   for (const Queued& q : batch_) {
     launched = Launch(q);
     if (!launched.ok()) break;
   }
-  BPS_NCCL_RETURN(ncclGroupEnd());
+  if (group) BPS_NCCL_RETURN(ncclGroupEnd());
   BPS_RETURN_IF_ERROR(launched);
   for (const Queued& q : batch_) BPS_RETURN_IF_ERROR(After(q));
   batch_.clear();
@@ -261,6 +264,14 @@ Status NcclCollectives::Launch(const Queued& q) {
     return Status::OK();
   }
   const char* send = s->scratch ? s->scratch : w->input;
+  if (local_size_ == 1) {
+    // Alone on the machine: the slice is the partition (no group: L == 1).
+    if (send != s->mine) {
+      BPS_CUDA_RETURN(cudaMemcpyAsync(s->mine, send, w->count * DataTypeSize(w->dtype), cudaMemcpyDeviceToDevice,
+                                      nccl_stream_));
+    }
+    return Status::OK();
+  }
   BPS_NCCL_RETURN(ncclReduceScatter(send, s->mine, static_cast<size_t>(w->slice), type,
                                     ReduceOpFor(w->dtype, w->divisor), comm_, nccl_stream_));
   return Status::OK();
