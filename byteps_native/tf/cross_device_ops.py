@@ -24,8 +24,9 @@ constructing BytePSOps adjusts MirroredStrategy, and docs/tf.md for limits:
   replica are gathered (concatenated), so a sum may repeat indices.
 * Every process must have the same number of local replicas.
 * ``_all_reduce`` (the merge_call-free path) needs one local replica per
-  process: without merge_call the local replicas run in separate threads and
-  the engine takes one submission per name and process.
+  process: without merge_call each local replica calls it on its own and
+  the engine takes one submission per name and process; with more it raises,
+  naming the limit, rather than return a sum of some replicas only.
 """
 import tensorflow as tf
 from tensorflow.python.distribute import collective_util

@@ -36,6 +36,8 @@ handling across processes, every reduction or gather through BytePSOps, and
 rank 0's initial value for every variable created in the strategy's scope,
 MWMS's session config. The process count and rank come from the BytePSOps
 (its cluster resolver, else the engine).
+Keras' predict, which gathers rows across workers only for an MWMS, is
+adjusted by keras_gather.py, installed here too.
 Each wrapper defers to TensorFlow's original unless the strategy's
 cross-device ops is a BytePSOps, so other strategies are untouched. Installed
 once, by BytePSOps' constructor.
