@@ -137,7 +137,7 @@ def worker(args):
     stats = {}
     if args.backend == "byteps":
         import byteps_native.core as core
-        stats = core.stats().get("gpu", {})
+        stats = core.stats().get("device", {})
     if dist.get_rank() == 0 or args.backend == "byteps":  # every byteps rank: staging per machine
         params = sum(p.numel() for p in model.parameters())
         sys.stdout.write("RESULT " + json.dumps({
@@ -309,6 +309,7 @@ def main():
                         "shaped to RATE (tc syntax, e.g. 25gbit; 'none' = namespaces, no shaping); needs root")
     parser.add_argument("--burst", default="32mbit", help="tbf bucket with --shaped (>= rate/1000)")
     parser.add_argument("--timeout", type=int, default=600)
+    parser.add_argument("--logdir", help="with --shaped: keep every process's log here (default: only on failure)")
     parser.add_argument("--json", help="write all results here")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)
@@ -331,7 +332,8 @@ def main():
         install_sigterm_handler()
         remove_stale_namespaces()
         rate = None if args.shaped == "none" else args.shaped
-        cluster = Cluster(hosts=2 * args.machines + 1, rate=rate, burst=args.burst)
+        cluster = Cluster(hosts=2 * args.machines + 1, rate=rate, burst=args.burst, logdir=args.logdir,
+                          keep_logs=True if args.logdir else None)
         cluster.setup()
         print(f"shaped: {args.machines} machine namespaces + {args.machines} server hosts, every link "
               f"{args.shaped} each way (tbf burst {args.burst})", flush=True)

@@ -37,7 +37,7 @@ def worker_byteps(args):
             bps.push_pull(x, f"bw.{mb}", average=True)
         out[mb] = (time.perf_counter() - start) / args.iters
     if bps.rank() == 0:
-        print("RESULT " + json.dumps({"times": out, "size": bps.size(), "stats": bps.stats().get("gpu")}), flush=True)
+        print("RESULT " + json.dumps({"times": out, "size": bps.size(), "stats": bps.stats().get("device")}), flush=True)
     bps.shutdown()
 
 

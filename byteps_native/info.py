@@ -62,6 +62,19 @@ def _shadowed_install():
     return os.path.dirname(others[0]) if others else None
 
 
+def _c10d_names_line():
+    """What one c10d call signature may hold (csrc/torch/call_site_names.cc
+    reads the same variables): slot_bytes // tensor bytes names, 1 to slots."""
+    slots = os.environ.get("BYTEPS_C10D_NAME_SLOTS") or "32"
+    slot_bytes = os.environ.get("BYTEPS_C10D_SLOT_BYTES") or str(16 << 20)
+    try:
+        mib = int(slot_bytes) / (1 << 20)
+    except ValueError:
+        return f"c10d names: BYTEPS_C10D_SLOT_BYTES='{slot_bytes}' is not a positive integer"
+    return (f"c10d names: up to {slots} per call signature, as many as fit {mib:g} MiB (BYTEPS_C10D_NAME_SLOTS, "
+            f"BYTEPS_C10D_SLOT_BYTES): staging held per signature and local rank at most max(tensor, {mib:g} MiB)")
+
+
 def report(load=False):
     lines = [f"byteps-native {__import__('byteps_native').__version__} (python {sys.version.split()[0]}, "
              f"{install_facts.PACKAGE_DIR})"]
@@ -79,6 +92,7 @@ def report(load=False):
         lines.append(f"{framework} installed: {install_facts.installed_version(framework) or 'no'}")
     for framework, module, subdir in FRAMEWORKS:
         lines.append(_adapter_line(framework, module, subdir, load))
+    lines.append(_c10d_names_line())
     lines.append(f"NUMA nodes: {_numa_nodes()}; CPUs: {os.cpu_count()}")
     return "\n".join(lines)
 

@@ -36,11 +36,8 @@ source scripts/python_env.sh
 requirements=requirements.txt
 if [ "${BYTEPS_GPU:-0}" = 1 ]; then requirements="requirements-gpu.txt"; fi
 "$PY" -m pip install -q -r "$requirements"
-# Keras 2 for tests/compat/test_legacy_keras.py (TF_USE_LEGACY_KERAS=1), the
-# version of TensorFlow. Without its dependencies: it requires the package
-# named "tensorflow", which tensorflow-cpu does not satisfy, and pip would
-# download the whole of it again over the same files.
-"$PY" -m pip install -q --no-deps tf_keras==2.21.0
+# Without their dependencies (requirements-nodeps.txt says why).
+"$PY" -m pip install -q --no-deps -r requirements-nodeps.txt
 # No build isolation: the extensions compile against the installed torch/TensorFlow.
 # The build cache (~/.cache/byteps-native, keyed by content) is shared by every
 # clone on this machine: CI clones afresh each run.

@@ -6,4 +6,7 @@ cd "$(dirname "$0")/.."
 ./scripts/install.sh
 # shellcheck source=scripts/python_env.sh
 source scripts/python_env.sh
+# torchrun sets 1 itself, with a banner asking the user to tune it: the same
+# value, set here, without the banner (the job's processes share the CPUs).
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 exec "$PY" -m torch.distributed.run --standalone --nproc_per_node 2 -m byteps_native.examples.ddp_digits "$@"

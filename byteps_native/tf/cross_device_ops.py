@@ -24,8 +24,9 @@ constructing BytePSOps adjusts MirroredStrategy, and docs/tf.md for limits:
   replica are gathered (concatenated), so a sum may repeat indices.
 * Every process must have the same number of local replicas.
 * ``_all_reduce`` (the merge_call-free path) needs one local replica per
-  process: without merge_call the local replicas run in separate threads and
-  the engine takes one submission per name and process.
+  process: without merge_call each local replica calls it on its own and
+  the engine takes one submission per name and process; with more it raises,
+  naming the limit, rather than return a sum of some replicas only.
 """
 import tensorflow as tf
 from tensorflow.python.distribute import collective_util
@@ -80,9 +81,16 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
     TF_CONFIG is read the same way in a process that no BytePS launcher set
     up (no DMLC_ROLE, not torchrun); otherwise (or with an empty spec) the
     engine starts here and its job decides.
+
+    devices: this process's local devices, when the ops are used directly
+    rather than through a MirroredStrategy (as TensorFlow's
+    ``CollectiveAllReduce(devices=...)``): results of inputs that carry no
+    device (tf.function arguments) are mirrored on them, and ``_all_reduce``
+    knows how many local replicas call it. A MirroredStrategy adopting the ops
+    sets them to its devices.
     """
 
-    def __init__(self, communication_options=None, cluster_resolver=None):
+    def __init__(self, communication_options=None, cluster_resolver=None, devices=None):
         super().__init__()
         if communication_options is None:
             communication_options = collective_util.Options()
@@ -90,7 +98,9 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
             raise ValueError("communication_options must be a tf.distribute.experimental.CommunicationOptions, "
                              f"got {communication_options!r}")
         self._options = communication_options
-        self._strategy_devices = ()
+        if isinstance(devices, str):
+            devices = [devices]
+        self._strategy_devices = tuple(devices or ())
         self._cluster = cluster_lib.ClusterPosition.from_environment(cluster_resolver)
         if self._cluster is None or engine.is_initialized():
             self._start_engine()
@@ -153,6 +163,13 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
                     devices = cross_device_ops_lib.get_devices_from(source, self._canonicalize_devices)
                     break
         if not devices:
+            local_values = len(_local_values(fallback_value))
+            if not self._strategy_devices and local_values > 1:
+                raise ValueError(
+                    f"BytePSOps cannot tell where to place the result of {local_values} local values that "
+                    f"carry no device (tf.function arguments): construct it as "
+                    f"BytePSOps(devices=[...this process's devices...]), as CollectiveAllReduce(devices=...), "
+                    f"or use it through MirroredStrategy(devices, cross_device_ops=BytePSOps())")
             devices = self._replica_devices()
         copies = [cross_device_utils.copy_tensor_or_indexed_slices_to_device(tensor, device)
                   for device in devices]
@@ -160,8 +177,9 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
 
     def _replica_devices(self):
         """The local devices of the strategy using these ops (bound by
-        mirrored_routing): the destination when a value carries no device,
-        e.g. a tf.function argument."""
+        mirrored_routing), else those given to the constructor: the
+        destination when a value carries no device, e.g. a tf.function
+        argument."""
         return self._strategy_devices or (self._host(),)
 
     def bind_devices(self, devices):
@@ -311,16 +329,25 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
         return self._mirror(gathered, destinations, per_replica_value)
 
     def _all_reduce(self, reduce_op, value, replica_id, options):
-        """All-reduce in a replica context without merge_call (one local replica)."""
-        del replica_id
-        # Without a strategy (CrossDeviceOps used directly) a process is one replica.
-        local = len(self._strategy_devices) if self._strategy_devices else 1
-        if local != 1:
+        """All-reduce in a replica context without merge_call: one local
+        replica per process only. Each local replica calls this on its own
+        (in its own thread under MirroredStrategy, one after another in
+        TensorFlow's cross-device tests), so with several local replicas one
+        call cannot see the others' values, and summing each call's value
+        over the processes alone would return a wrong number (1/local of the
+        sum). That case fails instead, naming the limit: as soon as the local
+        replica count is known (a strategy's devices, ``devices=``), else at
+        the first call with a replica id above 0."""
+        local = len(self._strategy_devices) if self._strategy_devices else None
+        if (local or 1) > 1 or replica_id != 0:
+            seen = (f"this process has {local} local replicas" if local
+                    else f"it was called for local replica {replica_id}")
             raise NotImplementedError(
-                f"BytePSOps' merge_call-free all-reduce needs one local replica per process, this "
-                f"process has {local}: the local replicas run in separate threads and the engine takes "
-                f"one submission per tensor name and process. Use merge_call (no XLA) or one device "
-                f"per process.")
+                f"BytePSOps._all_reduce (the merge_call-free all-reduce: XLA on GPUs, or CrossDeviceOps "
+                f"called per replica) needs one local replica per process, and {seen}: each local replica "
+                f"calls it separately, and the engine takes one submission per tensor name and process, so "
+                f"the local replicas' values cannot be summed. Reduce a PerReplica value with "
+                f"reduce/batch_reduce (merge_call, no XLA), or run one device per process.")
         flat = nest.flatten(value, expand_composites=False)
         device = flat[0].device if flat and getattr(flat[0], "device", "") else self._host()
         reduced = self._reduce_pairs(reduce_op, [(v, device) for v in flat], "all_reduce", options)

@@ -36,6 +36,8 @@ handling across processes, every reduction or gather through BytePSOps, and
 rank 0's initial value for every variable created in the strategy's scope,
 MWMS's session config. The process count and rank come from the BytePSOps
 (its cluster resolver, else the engine).
+Keras' predict, which gathers rows across workers only for an MWMS, is
+adjusted by keras_gather.py, installed here too.
 Each wrapper defers to TensorFlow's original unless the strategy's
 cross-device ops is a BytePSOps, so other strategies are untouched. Installed
 once, by BytePSOps' constructor.
@@ -54,6 +56,7 @@ from tensorflow.python.framework import ops as framework_ops
 from tensorflow.python.trackable import base as trackable_base
 from tensorflow.python.util import nest
 
+from byteps_native.tf import keras_gather
 from byteps_native.tf.cross_device_ops import BytePSOps
 
 _lock = threading.Lock()
@@ -91,6 +94,7 @@ def install():
         if _installed:
             return
         _installed = True
+    keras_gather.install()
     extended_cls = mirrored_strategy.MirroredExtended
 
     def initialize_strategy(original):
@@ -200,6 +204,7 @@ def install():
         def _experimental_distribute_dataset(self, dataset, options):
             if _byteps_ops(self) is None:
                 return original(self, dataset, options)
+            keras_gather.install()  # Keras may have been imported after the strategy was made
             _reject_per_replica_mode(options)
             return input_util.get_distributed_dataset(
                 dataset, self._input_workers_with_options(options), self._container_strategy(),
@@ -211,6 +216,7 @@ def install():
         def _distribute_datasets_from_function(self, dataset_fn, options):
             if _byteps_ops(self) is None:
                 return original(self, dataset_fn, options)
+            keras_gather.install()
             _reject_per_replica_mode(options)
             return input_util.get_distributed_datasets_from_function(
                 dataset_fn=dataset_fn, input_workers=self._input_workers_with_options(options),

@@ -10,7 +10,7 @@
 #include "core/roles.h"
 #include "transport/wire.h"
 #ifdef BPS_WITH_CUDA
-#include "gpu/gpu_engine.h"
+#include "gpu/nccl_collectives.h"
 #endif
 
 namespace {
@@ -26,12 +26,12 @@ bps::Status NotInitialised() {
   return bps::Status(BPS_NOT_INITIALIZED, "byteps is not initialised: call init() first");
 }
 
-// Host tensors, and (without a CUDA handler) the engine's own refusal of device ones.
+// Host and device tensors alike (a device tensor after what the caller queued on `stream`).
 bps::Status SubmitToEngine(const bps_tensor& input, void* output, const char* name, int32_t priority,
-                           int32_t reduce_op, bps_done_fn done, void* user_data) {
+                           int32_t reduce_op, bps_done_fn done, void* user_data, void* stream = nullptr) {
   auto engine = bps::ProcessEngine::Get().engine();
   if (!engine) return NotInitialised();
-  return engine->Submit(input, output, name, priority, reduce_op, done, user_data);
+  return engine->Submit(input, output, name, priority, reduce_op, done, user_data, stream);
 }
 
 int Report(const bps::Status& st) {
@@ -92,31 +92,30 @@ int bps_push_pull_async(const bps_tensor* input, void* output, const char* name,
 
 namespace {
 int SubmitOnStream(const bps_tensor* input, void* output, const char* name, int32_t priority, int32_t reduce_op,
-                   void* cuda_stream, bool caller_waits_on_stream, bps_done_fn done, void* user_data) {
+                   void* cuda_stream, bps_done_fn done, void* user_data) {
   return Guarded([&] {
     if (!input || !name) return bps::Status::Invalid("push_pull: null tensor or name");
-#ifdef BPS_WITH_CUDA
-    if (input->device >= 0) {
-      return bps::gpu::SubmitOnStream(*input, output, name, priority, reduce_op, done, user_data, cuda_stream,
-                                      caller_waits_on_stream);
-    }
-#endif
-    return SubmitToEngine(*input, output, name, priority, reduce_op, done, user_data);
+    return SubmitToEngine(*input, output, name, priority, reduce_op, done, user_data, cuda_stream);
   });
 }
 }  // namespace
 
 int bps_push_pull_async_on_stream(const bps_tensor* input, void* output, const char* name, int32_t priority,
                                   int32_t reduce_op, void* cuda_stream, bps_done_fn done, void* user_data) {
-  return SubmitOnStream(input, output, name, priority, reduce_op, cuda_stream, false, done, user_data);
+  return SubmitOnStream(input, output, name, priority, reduce_op, cuda_stream, done, user_data);
 }
 
+// The engine decides whether a device result is stream-ordered (one machine:
+// the fused path); the caller only says it completes its future at once.
 int bps_push_pull_async_stream_ordered(const bps_tensor* input, void* output, const char* name, int32_t priority,
                                        int32_t reduce_op, void* cuda_stream, bps_done_fn done, void* user_data) {
-  return SubmitOnStream(input, output, name, priority, reduce_op, cuda_stream, true, done, user_data);
+  return SubmitOnStream(input, output, name, priority, reduce_op, cuda_stream, done, user_data);
 }
 
-int bps_device_stream_ordered(void) { return RunningEngine() && bps::DeviceStreamOrderedQuery() ? 1 : 0; }
+int bps_device_stream_ordered(void) {
+  auto engine = RunningEngine();
+  return engine && engine->DeviceStreamOrdered() ? 1 : 0;
+}
 
 int bps_run_server(void) {
   return Guarded([] { return bps::RunServerRole(); });
@@ -137,9 +136,6 @@ size_t bps_stats_json(char* buf, size_t cap) {
   auto engine = bps::ProcessEngine::Get().engine();
   // Without a running engine: the same fields, all zero, rank -1.
   std::string s = engine ? engine->StatsJson() : bps::Engine(bps::Config(), nullptr, nullptr).StatsJson();
-#ifdef BPS_WITH_CUDA
-  if (!s.empty() && s.back() == '}') s.insert(s.size() - 1, ", \"gpu\": " + bps::gpu::StatsJson());
-#endif
   if (buf && cap > 0) {
     size_t n = std::min(cap - 1, s.size());
     memcpy(buf, s.data(), n);

@@ -1,34 +1,21 @@
+// The engine's wiring: start (rendezvous, local reducer, servers, thread),
+// submission, the engine thread's loop, shutdown. What a partition does in
+// each stage is in stage_pipeline.cc, what a failed op does in op_failure.cc.
 #include "core/engine.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <sstream>
 
 #include "common/futex.h"
 #include "common/hashing.h"
 #include "common/logging.h"
-#include "common/net_util.h"
-#include "common/reduce_kernels.h"
 #include "core/rendezvous.h"
 #include "core/validation.h"
-#include "transport/handshake.h"
 
 namespace bps {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// The key of a tensor error that a worker relays through the servers: this
-// tag in the high half, the failed op's TensorOp::name_op in the low half.
-constexpr uint64_t kRelayedOpTag = 0x42505352ull << 32;  // "BPSR"
-
-uint64_t NowNs() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
-}
 
 std::string ShapeString(const bps_tensor& t) {
   std::ostringstream s;
@@ -49,19 +36,6 @@ uint64_t SignatureOf(DataType dtype, const std::string& shape, bool average) {
 
 }  // namespace
 
-namespace {
-DeviceSubmitFn g_device_submit = nullptr;
-}  // namespace
-
-void SetDeviceSubmitHandler(DeviceSubmitFn fn) { g_device_submit = fn; }
-
-namespace {
-DeviceStreamOrderedFn g_stream_ordered = nullptr;
-}  // namespace
-
-void SetDeviceStreamOrderedQuery(DeviceStreamOrderedFn fn) { g_stream_ordered = fn; }
-bool DeviceStreamOrderedQuery() { return g_stream_ordered != nullptr && g_stream_ordered(); }
-
 Engine::Engine(Config config, std::shared_ptr<Store> store, std::unique_ptr<transport::Transport> transport,
                EngineOptions options)
     : config_(std::move(config)), options_(std::move(options)), store_(std::move(store)),
@@ -80,7 +54,6 @@ Status Engine::Start() {
 }
 
 Status Engine::StartSteps() {
-  shutting_down_ = false;
   const Config& c = config_;
   if (c.role != Role::kWorker) {
     return Status::Invalid(std::string("init() called in a process with DMLC_ROLE=") + RoleName(c.role) +
@@ -116,8 +89,14 @@ Status Engine::StartSteps() {
     BPS_RETURN_IF_ERROR(colocated_server_->Start());
   }
   BPS_RETURN_IF_ERROR(RendezvousWorkers(store_.get(), &config_));
-  BPS_RETURN_IF_ERROR(SetUpLocalReducer());
-  BPS_RETURN_IF_ERROR(ConnectServers());
+  if (config_.local_size > 1) {
+    BPS_RETURN_IF_ERROR(CreateLocalReducer(options_.local_reducer, config_, store_.get(), &reducer_));
+  }
+  ServerClient::Callbacks callbacks;
+  callbacks.ring = [this] { Ring(); };
+  callbacks.fail = [this](const Status& why) { SetFatal(why); };
+  servers_.reset(new ServerClient(config_, store_, std::move(transport_), callbacks));
+  BPS_RETURN_IF_ERROR(servers_->Connect(num_servers_));
   // BYTEPS_SCHEDULING_CREDIT counts partitions of BYTEPS_PARTITION_BYTES.
   credits_.SetBudget(config_.scheduling_credit > 0
                          ? static_cast<uint64_t>(config_.scheduling_credit) * static_cast<uint64_t>(config_.partition_bytes)
@@ -139,80 +118,11 @@ Status Engine::StartSteps() {
   return Status::OK();
 }
 
-Status Engine::SetUpLocalReducer() {
-  if (config_.local_size == 1) return Status::OK();
-  return CreateLocalReducer(options_.local_reducer, config_, store_.get(), &reducer_);
-}
-
-Status Engine::WaitForServer(int server, std::string* addr) {
-  // Saying every few seconds (once per machine) what it waits for.
-  const auto started = std::chrono::steady_clock::now();
-  return GetInSlices(store_.get(), "server/" + std::to_string(server), config_.rendezvous_timeout_seconds,
-                     kWaitNoteSeconds,
-                     [&] {
-                       if (config_.local_rank == 0) {
-                         BPS_LOG(Warning) << "waiting for server " << server << " of " << num_servers_
-                                          << " to register (" << server << " registered so far); still waiting "
-                                          << WaitProgress(started, config_.rendezvous_timeout_seconds)
-                                          << "; check DMLC_NUM_SERVER and that the servers started";
-                       }
-                       return true;
-                     },
-                     addr);
-}
-
-Status Engine::ConnectServers() {
-  server_conns_.assign(num_servers_, {});
-  server_addresses_.assign(num_servers_, "");
-  for (int i = 0; i < num_servers_; ++i) {
-    std::string addr;
-    Status st = WaitForServer(i, &addr);
-    if (st.code() == BPS_TIMEOUT) {
-      return Status::Timeout("server " + std::to_string(i) + " of " + std::to_string(num_servers_) +
-                             " never registered within " + std::to_string(static_cast<int>(config_.rendezvous_timeout_seconds)) +
-                             " s (check DMLC_NUM_SERVER and that the servers started)");
-    }
-    BPS_RETURN_IF_ERROR(st);
-    server_addresses_[i] = addr;
-    transport::Handlers handlers;
-    handlers.unexpected = [this](transport::Connection* c, const MessageHeader& h, const std::string& payload) {
-      OnUnexpected(c, h, payload);
-    };
-    handlers.closed = [this](transport::Connection* c, const Status& reason) { OnServerClosed(c, reason); };
-    for (int k = 0; k < config_.connections_per_server; ++k) {
-      std::shared_ptr<transport::Connection> conn;
-      BPS_RETURN_IF_ERROR(transport_->Connect(addr, "server " + std::to_string(i) + " (" + addr + ")",
-                                              config_.rendezvous_timeout_seconds, handlers, &conn));
-      server_conns_[i].push_back(conn);
-    }
-  }
-  return Status::OK();
-}
-
-Status Engine::SubmitMachineReduced(const bps_tensor& input, void* output, const std::string& name,
-                                    int32_t priority, int32_t reduce_op, bps_done_fn done, void* user_data) {
-  if (!config_.distributed()) return Status::Invalid("SubmitMachineReduced needs servers (more than one machine)");
-  return SubmitOp(input, output, name, priority, reduce_op, done, user_data, true);
-}
-
 Status Engine::Submit(const bps_tensor& input, void* output, const std::string& name, int32_t priority,
-                      int32_t reduce_op, bps_done_fn done, void* user_data) {
-  return SubmitOp(input, output, name, priority, reduce_op, done, user_data, false);
-}
-
-Status Engine::SubmitOp(const bps_tensor& input, void* output, const std::string& name, int32_t priority,
-                        int32_t reduce_op, bps_done_fn done, void* user_data, bool machine_reduced) {
+                      int32_t reduce_op, bps_done_fn done, void* user_data, void* stream) {
   if (!initialized_) return Status(BPS_NOT_INITIALIZED, "byteps is not initialised: call init() first");
-  if (has_fatal_) {
-    std::lock_guard<std::mutex> lock(fatal_mu_);
-    return fatal_;
-  }
+  BPS_RETURN_IF_ERROR(failure_.status());
   BPS_RETURN_IF_ERROR(ValidatePushPull(input, output, name, reduce_op, done));
-  if (input.device >= 0 && !machine_reduced) {
-    if (g_device_submit) return g_device_submit(input, output, name, priority, reduce_op, done, user_data);
-    return Status::Invalid("tensor '" + name + "' is on CUDA device " + std::to_string(input.device) +
-                           " but this engine was built without CUDA (see `python -m byteps_native.info`)");
-  }
   auto op = std::make_unique<TensorOp>();
   op->failure = Status::OK();
   op->name = name;
@@ -226,9 +136,25 @@ Status Engine::SubmitOp(const bps_tensor& input, void* output, const std::string
   op->priority = priority;
   op->average = reduce_op == BPS_REDUCE_AVERAGE;
   op->shape_and_op = op->shape + (op->average ? " (average)" : " (sum)");
-  op->machine_reduced = machine_reduced;
   op->done = done;
   op->user_data = user_data;
+  op->device = input.device >= 0 ? input.device : -1;
+  op->reducer = reducer_.get();
+  if (op->device >= 0) {
+    BPS_RETURN_IF_ERROR(EnsureDeviceReducer(op->device).WithContext("tensor '" + name + "'"));
+    op->reducer = device_reducer_.get();
+    BPS_RETURN_IF_ERROR(op->reducer->RecordReady(stream, &op->ready_event));
+    if (!config_.distributed()) {
+      // One machine: one fused collective, launched now in this rank's
+      // submission order and stream-ordered for the caller.
+      Status st = op->reducer->LaunchFused(ContributionOf(*op, nullptr), stream, &op->fused_handle);
+      if (!st.ok()) {
+        op->reducer->ReturnReady(op->ready_event);
+        return st.WithContext("push_pull of '" + name + "'");
+      }
+      op->fused = true;
+    }
+  }
   {
     // Checked under the lock the engine thread drains with: once Shutdown
     // stopped accepting, nothing is enqueued that the thread would miss.
@@ -252,9 +178,12 @@ void Engine::Ring() {
 }
 
 void Engine::Activate(std::unique_ptr<TensorOp> op) {
-  const int L = op->machine_reduced ? 1 : config_.local_size;
   const size_t esz = DataTypeSize(op->dtype);
-  auto ranges = PlanPartitions(op->count, static_cast<int64_t>(esz), config_.partition_bytes, L, num_servers_);
+  LocalReducer* R = op->reducer;
+  const std::vector<Range> ranges =
+      op->fused ? std::vector<Range>{Range{0, op->count}}
+      : R       ? R->PlanPartitions(op->count, static_cast<int64_t>(esz), config_.partition_bytes, num_servers_)
+                : PlanPartitions(op->count, static_cast<int64_t>(esz), config_.partition_bytes, 1, num_servers_);
   TensorOp* raw = op.get();
   // After a mismatch every rank uses fresh keys for the name (shared-memory
   // entries, server rounds): the failed round's leftovers cannot block it.
@@ -267,8 +196,14 @@ void Engine::Activate(std::unique_ptr<TensorOp> op) {
     t->index = static_cast<uint32_t>(i);
     t->range = ranges[i];
     t->local_key = MixKey(raw->name_hash, t->index, 0xffff);
-    t->round = next_round_[t->local_key]++;
     t->last_progress = Clock::now();
+    if (raw->fused) {
+      // Launched at submission: only its completion is left to see.
+      t->entry = raw->fused_handle;
+      t->stage = Stage::kGather;
+    } else {
+      t->round = next_round_[t->local_key]++;
+    }
     raw->parts.push_back(std::move(t));
   }
   raw->remaining = static_cast<int>(raw->parts.size());
@@ -296,13 +231,10 @@ void Engine::Loop() {
     if (!running_ && active_.empty()) break;
 
     bool moved = !fresh.empty();
-    const bool stopping = has_fatal_ || !running_;
+    const bool stopping = failure_.failed() || !running_;
     if (stopping) {
-      Status st;
-      {
-        std::lock_guard<std::mutex> lock(fatal_mu_);
-        st = has_fatal_ ? fatal_ : Status::Shutdown("byteps shut down while the operation was pending");
-      }
+      const Status st = failure_.failed() ? failure_.status()
+                                          : Status::Shutdown("byteps shut down while the operation was pending");
       for (auto& op : ops_) FailOp(op.get(), st);
     }
     credits_.BeginPass();
@@ -316,6 +248,9 @@ void Engine::Loop() {
         moved = true;
       }
     }
+    // The machine's order of collectives: issue what it allows now.
+    if (reducer_) moved |= reducer_->Progress();
+    if (LocalReducer* device = device_reducer_live_.load()) moved |= device->Progress();
     for (auto& op : ops_) {
       if (op->failed && op->unretired == 0 && op->done) CompleteFailedOp(op.get());
     }
@@ -355,389 +290,21 @@ void Engine::Loop() {
   }
 }
 
-bool Engine::Advance(PartitionTask& t) {
-  TensorOp* op = t.op;
-  // Ranks that reduce this op through the local reducer (1: no local stage).
-  const int L = op->machine_reduced ? 1 : config_.local_size;
-  const size_t esz = DataTypeSize(op->dtype);
-  const bool distributed = config_.distributed();
-  const int64_t divisor = op->average ? config_.size() : 1;
-  const char* in = op->input + t.range.offset * esz;
-  char* out = op->output + t.range.offset * esz;
-  bool moved = false;
-  LocalContribution mine;
-  if (L > 1) {
-    mine.input = in;
-    mine.count = t.range.count;
-    mine.dtype = op->dtype;
-    mine.signature = op->signature;
-    mine.tensor_bytes = static_cast<uint64_t>(op->count) * esz;
-    mine.name = op->name.c_str();
-    mine.shape = op->shape_and_op.c_str();
-  }
-
-  if (t.stage == Stage::kWaitTurn) {
-    // Rounds of one key run in submission order on this rank.
-    if (done_round_[t.local_key] != t.round) return false;
-    if (L > 1) {
-      Status st = reducer_->Acquire(t.local_key, t.range.count * esz, op->dtype, &t.entry);
-      if (!st.ok()) {
-        st = Status(st.code(), "tensor '" + op->name + "' (" + DataTypeName(op->dtype) + " " + op->shape +
-                                   " on rank " + std::to_string(rank()) + ") partition " + std::to_string(t.index) +
-                                   ": " + st.message());
-        // make the other local ranks fail too, not time out
-        if (t.entry) reducer_->FailRound(t.entry, t.round, st);
-        FailOp(op, st);
-        return true;
-      }
-      // Every entry is in use by partitions in flight: they finish (on this
-      // rank and the others) and free one; the watchdog bounds the wait.
-      if (!t.entry) return false;
-    }
-    t.stage = Stage::kStage;
-    moved = true;
-  }
-
-  LocalPartition* e = t.entry;
-
-  if (t.stage == Stage::kStage) {
-    if (L == 1) {
-      t.stage = distributed ? Stage::kPush : Stage::kGather;
-    } else {
-      uint64_t t0 = NowNs();
-      const uint64_t w0 = timeline_.Tracing(t.round) ? Timeline::NowMicros() : 0;
-      if (reducer_->StageIn(e, t.round, mine) == LocalProgress::kWaiting) return moved;
-      stats_.stage_ns += NowNs() - t0;
-      if (w0) timeline_.Record(op->name, t.index, t.round, "stage_in", w0, Timeline::NowMicros());
-      t.staged = true;
-      t.stage = Stage::kReduce;
-    }
-    moved = true;
-  }
-
-  if (t.stage == Stage::kReduce) {
-    uint64_t t0 = NowNs();
-    const uint64_t w0 = timeline_.Tracing(t.round) ? Timeline::NowMicros() : 0;
-    LocalProgress progress;
-    Status st = reducer_->ReduceOwnSlice(e, t.round, mine, distributed ? nullptr : out, divisor, &progress);
-    if (!st.ok()) {
-      FailOp(op, st);
-      return true;
-    }
-    if (progress == LocalProgress::kWaiting) return moved;
-    stats_.local_reduce_ns += NowNs() - t0;
-    if (w0) timeline_.Record(op->name, t.index, t.round, "local_reduce", w0, Timeline::NowMicros());
-    if (distributed) {
-      t.stage = Stage::kPush;
-    } else {
-      reducer_->PublishOwnSlice(e, t.round);
-      t.gathered_mask |= 1u << config_.local_rank;
-      t.stage = Stage::kGather;
-    }
-    moved = true;
-  }
-
-  if (t.stage == Stage::kPush) {
-    Range s = L > 1 ? SliceOf(t.range.count, L, config_.local_rank) : Range{0, t.range.count};
-    if (s.count == 0 && t.range.count > 0) {
-      // Empty slice: empty on every machine too (same plan), nothing to send.
-      if (e) reducer_->PublishOwnSlice(e, t.round);
-      t.stage = Stage::kGather;
-      return true;
-    }
-    const uint64_t bytes = static_cast<uint64_t>(s.count) * esz;
-    if (!credits_.TryAdmit(bytes)) return moved;  // wait for queued bytes to leave
-    const char* src = e ? reducer_->OwnSlice(e, mine) : in;
-    char* dst = e ? reducer_->OwnSlice(e, mine) : out;
-    SendPush(t, src, bytes, dst);
-    t.stage = Stage::kAwait;
-    moved = true;
-  }
-
-  if (t.stage == Stage::kAwait) {
-    int state = t.pull->state.load(std::memory_order_acquire);
-    if (state == 0) return moved;
-    // The push's on_sent may still be pending: the input is read until then.
-    if (state == 1 && t.io->in_flight.load(std::memory_order_acquire) != 0) return moved;
-    if (state == 2) {
-      op->mismatch_from_server = true;
-      FailOp(op, Status::Mismatch("tensor '" + op->name + "' (" + DataTypeName(op->dtype) + " " + op->shape +
-                                  " on rank " + std::to_string(rank()) + "): " + t.pull->error));
-      return true;
-    }
-    stats_.bytes_pulled += t.pull->bytes;
-    if (t.net_start_us) timeline_.Record(op->name, t.index, t.round, "push_pull", t.net_start_us, Timeline::NowMicros());
-    if (e) reducer_->PublishOwnSlice(e, t.round);
-    t.stage = Stage::kGather;
-    moved = true;
-  }
-
-  if (t.stage == Stage::kGather) {
-    uint64_t t0 = NowNs();
-    const uint64_t w0 = timeline_.Tracing(t.round) ? Timeline::NowMicros() : 0;
-    if (L == 1) {
-      if (distributed) {
-        if (divisor != 1) CopyScaled(out, out, t.range.count, op->dtype, divisor);
-      } else {
-        CopyScaled(out, in, t.range.count, op->dtype, divisor);
-      }
-      FinishPartition(t);
-      stats_.gather_ns += NowNs() - t0;
-      if (w0) timeline_.Record(op->name, t.index, t.round, "gather", w0, Timeline::NowMicros());
-      return true;
-    }
-    const uint32_t before = t.gathered_mask;
-    LocalProgress progress;
-    Status st = reducer_->Gather(e, t.round, mine, out, divisor, &t.gathered_mask, &progress);
-    if (!st.ok()) {
-      FailOp(op, st);
-      return true;
-    }
-    moved |= t.gathered_mask != before;
-    stats_.gather_ns += NowNs() - t0;
-    if (w0 && moved) timeline_.Record(op->name, t.index, t.round, "gather", w0, Timeline::NowMicros());
-    if (progress == LocalProgress::kDone) {
-      FinishPartition(t);
-      return true;
-    }
-  }
-  return moved;
-}
-
-void Engine::SendPush(PartitionTask& t, const char* data, uint64_t bytes, char* dst) {
-  TensorOp* op = t.op;
-  const int L = config_.local_size;
-  const int slice = (L > 1 || op->machine_reduced) ? config_.local_rank : 0;
-  t.net_key = MixKey(op->name_hash, t.index, static_cast<uint32_t>(slice));
-  t.server = ServerFor(op->name_hash, t.index, slice, L, num_servers_);
-  auto& conns = server_conns_[t.server];
-  transport::Connection* conn = conns[t.net_key % conns.size()].get();
-  auto pull = std::make_shared<PendingPull>();
-  pull->dst = dst;
-  pull->bytes = bytes;
-  pull->round = t.round;
-  pull->io = t.io;
-  pull->conn = conn;
-  t.pull = pull;
-  t.io->in_flight.fetch_add(2, std::memory_order_acq_rel);  // the receive and the push below
-  t.net_start_us = timeline_.Tracing(t.round) ? Timeline::NowMicros() : 0;
-  {
-    std::lock_guard<std::mutex> lock(net_mu_);
-    pending_[t.net_key] = pull;
-  }
-  // Posted before the push leaves: the answer may come at once.
-  const uint64_t key = t.net_key;
-  conn->PostReceive(key, t.round, dst, bytes, [this, pull, key](const Status& st) {
-    // Not OK: cancelled (the op failed), an error frame (state already 2),
-    // or the connection was lost (the engine fails as a whole).
-    if (st.ok()) pull->state.store(1, std::memory_order_release);
-    {
-      std::lock_guard<std::mutex> lock(net_mu_);
-      auto it = pending_.find(key);
-      if (it != pending_.end() && it->second == pull) pending_.erase(it);
-    }
-    pull->Release();
-    Ring();
-  });
-  MessageHeader h;
-  h.type = static_cast<uint16_t>(MessageType::kPush);
-  h.key = t.net_key;
-  h.name_hash = op->name_hash;
-  h.round = t.round;
-  h.partition = t.index;
-  h.payload_bytes = bytes;
-  h.sender_rank = static_cast<uint32_t>(rank());
-  h.dtype = static_cast<uint8_t>(op->dtype);
-  h.num_contributors = static_cast<uint16_t>(config_.num_worker);
-  h.flags = (op->average ? kFlagAverage : 0) | (config_.enable_async ? kFlagAsync : 0);
-  h.signature = static_cast<uint32_t>(op->signature);
-  h.partition_bytes = static_cast<uint32_t>(config_.partition_bytes);
-  h.tensor_bytes = static_cast<uint64_t>(op->count) * DataTypeSize(op->dtype);
-  stats_.bytes_pushed += bytes;
-  if (t.server < EngineStats::kMaxTrackedServers) stats_.bytes_per_server[t.server] += bytes;
-  conn->Send(h, data, [this, io = t.io, bytes](const Status&) {
-    credits_.Release(bytes);
-    io->in_flight.fetch_sub(1, std::memory_order_acq_rel);
-    Ring();
-  });
-}
-
-void Engine::FailTensorsReportedByServers() {
-  std::vector<TensorError> errors;
-  {
-    std::lock_guard<std::mutex> lock(net_mu_);
-    if (tensor_errors_.empty()) return;
-    errors.swap(tensor_errors_);
-  }
-  for (auto& error : errors) {
-    for (auto& op : ops_) {
-      // Earlier ops of the name completed on the servers; only a slower
-      // machine still finishes them (issue 20 item 5: a size change that one
-      // machine's ranks disagreed on failed the op before it on the other).
-      if (op->failed || op->name_hash != error.name_hash || op->name_op < error.first_op) continue;
-      op->mismatch_from_server = true;
-      FailOp(op.get(), Status::Mismatch("tensor '" + op->name + "' (" + DataTypeName(op->dtype) + " " + op->shape +
-                                        " on rank " + std::to_string(rank()) + "): " + error.why));
-    }
-  }
-}
-
-void Engine::FinishPartition(PartitionTask& t) {
-  t.stage = Stage::kDone;
-  if (t.entry) reducer_->ReleasePartition(t.entry);
-  done_round_[t.local_key] = t.round + 1;
-  stats_.partitions_completed++;
-  TensorOp* op = t.op;
-  if (--op->remaining == 0 && !op->failed) {
-    stats_.ops_completed++;
-    stats_.queue_depth--;
-    op->done(op->user_data, BPS_OK, "");
-  }
-}
-
-void Engine::FailOp(TensorOp* op, const Status& st) {
-  if (op->failed || op->remaining == 0) return;
-  op->failed = true;
-  std::string msg = st.message();
-  if (msg.find("'" + op->name + "'") == std::string::npos) msg = "push_pull of '" + op->name + "' failed: " + msg;
-  op->failure = Status(st.code(), msg);
-  if (st.code() == BPS_MISMATCH) OnTensorMismatch(op);
-  op->unretired = 0;
-  for (auto& t : op->parts) op->unretired += t->stage != Stage::kDone;
-  // Cancel every pull of the op: its receive's callback (which releases it)
-  // runs only once nothing more can land in its buffer. done() waits for it.
-  for (auto& t : op->parts) {
-    if (t->pull && !t->pull->released.load()) t->pull->conn->CancelReceive(t->net_key);
-  }
-}
-
-void Engine::OnTensorMismatch(TensorOp* op) {
-  // Every rank's op of this round fails with the mismatch (the servers and
-  // shared memory tell them all), so every rank moves to the same generation.
-  ++mismatch_generation_[HashName(op->name)];
-  if (op->mismatch_from_server) return;  // the server already told everyone
-  // Tell the other machines through every server: ranks that wait there for
-  // this round fail now, naming it, instead of timing out.
-  auto text = std::make_shared<std::string>(op->failure.message().substr(0, kMaxErrorPayloadBytes));
-  for (auto& conns : server_conns_) {
-    if (conns.empty()) continue;
-    MessageHeader h;
-    h.type = static_cast<uint16_t>(MessageType::kError);
-    h.flags = kFlagTensorError;
-    h.key = kRelayedOpTag | op->name_op;  // servers pass the key on unchanged
-    h.name_hash = op->name_hash;
-    h.payload_bytes = text->size();
-    conns[0]->Send(h, text->data(), [text](const Status&) {});
-  }
-}
-
-bool Engine::RetireFailed(PartitionTask& t) {
-  if (t.io->in_flight.load(std::memory_order_acquire) != 0) return false;
-  uint32_t& closed = done_round_[t.local_key];
-  if (closed != t.round) return false;  // an earlier round of this name is still open
-  TensorOp* op = t.op;
-  const int L = op->machine_reduced ? 1 : config_.local_size;
-  if (L > 1) {
-    reducer_->CloseFailedRound(t.entry, t.local_key, t.range.count * DataTypeSize(op->dtype), op->dtype, t.round,
-                               op->failure, t.staged);
-    if (t.entry) reducer_->ReleasePartition(t.entry);
-  }
-  closed = t.round + 1;
-  t.stage = Stage::kDone;
-  op->unretired--;
-  return true;
-}
-
-void Engine::CompleteFailedOp(TensorOp* op) {
-  stats_.queue_depth--;
-  bps_done_fn done = op->done;
-  op->done = nullptr;  // marks the op complete
-  done(op->user_data, op->failure.code(), op->failure.message().c_str());
-}
-
-void Engine::Fail(const Status& why) { SetFatal(why); }
-
-Status Engine::failure() {
-  std::lock_guard<std::mutex> lock(fatal_mu_);
-  return has_fatal_ ? fatal_ : Status::OK();
-}
-
-void Engine::SetFatal(const Status& st) {
-  {
-    std::lock_guard<std::mutex> lock(fatal_mu_);
-    if (has_fatal_) return;
-    fatal_ = st;
-    has_fatal_ = true;
-  }
-  BPS_LOG(Error) << st.message();
-  if (reducer_) reducer_->FailMachine(st.message());
-  Ring();
-}
-
-void Engine::OnUnexpected(transport::Connection* conn, const MessageHeader& h, const std::string& payload) {
-  if (h.type != static_cast<uint16_t>(MessageType::kError)) return;  // e.g. the answer of a cancelled pull
-  if (h.flags & kFlagTensorError) {
-    // Fails every op of that tensor (this generation), on the engine thread.
-    // A worker's relay names the op it failed (kRelayedOpTag); a server's own
-    // finding concerns every pending op of the name.
-    const bool relayed = (h.key & ~uint64_t{0xffffffff}) == kRelayedOpTag;
-    std::lock_guard<std::mutex> lock(net_mu_);
-    tensor_errors_.push_back(TensorError{h.name_hash, relayed ? static_cast<uint32_t>(h.key) : 0, payload});
-  }
-  if (h.key == 0) {
-    SetFatal(Status::PeerFailure(payload + " (reported by " + conn->peer_name() + ")"));
-    return;
-  }
-  std::shared_ptr<PendingPull> pull;
-  {
-    std::lock_guard<std::mutex> lock(net_mu_);
-    auto it = pending_.find(h.key);
-    if (it != pending_.end()) pull = it->second;
-  }
-  if (!pull) return;
-  pull->error = payload;
-  pull->state.store(2, std::memory_order_release);
-  pull->conn->CancelReceive(h.key);  // its callback releases the pull
-  Ring();
-}
-
-void Engine::OnServerClosed(transport::Connection* conn, const Status& reason) {
-  Ring();
-  if (shutting_down_) return;
-  SetFatal(Status::PeerFailure("lost " + conn->peer_name() + ": " + reason.message()));
-}
-
 Status Engine::Shutdown() {
   if (!initialized_) return Status::OK();
   {
     std::lock_guard<std::mutex> lock(submit_mu_);
     accepting_ = false;
   }
-  shutting_down_ = true;
   running_ = false;
   Ring();
   if (thread_.joinable()) thread_.join();
   timeline_.Finish();
   // A failed process does not leave "in order": it tells the servers why, and
   // they relay the root cause to every other worker.
-  const bool failed = has_fatal_;
-  std::string why;
-  if (failed) {
-    std::lock_guard<std::mutex> lock(fatal_mu_);
-    why = fatal_.message();
-  }
-  auto text = std::make_shared<std::string>(why.substr(0, kMaxErrorPayloadBytes));
-  for (auto& conns : server_conns_) {
-    for (auto& c : conns) {
-      MessageHeader h;
-      if (failed) {
-        h.type = static_cast<uint16_t>(MessageType::kError);
-        h.payload_bytes = text->size();
-      } else {
-        h.type = static_cast<uint16_t>(MessageType::kBye);
-      }
-      c->Send(h, text->data(), [text](const Status&) {});
-    }
+  if (servers_) {
+    servers_->Quiesce();
+    servers_->SayGoodbye(failure_.status());
   }
   Status result;
   if (colocated_server_) {
@@ -749,7 +316,7 @@ Status Engine::Shutdown() {
 }
 
 void Engine::ReleaseResources() {
-  shutting_down_ = true;  // connection closes below are not failures
+  if (servers_) servers_->Quiesce();  // connection closes below are not failures
   {
     std::lock_guard<std::mutex> lock(submit_mu_);
     accepting_ = false;
@@ -763,15 +330,13 @@ void Engine::ReleaseResources() {
     colocated_server_->Stop();
     colocated_server_.reset();
   }
-  for (auto& conns : server_conns_) {
-    for (auto& c : conns) c->Close(Status::Shutdown("shutdown"));
-  }
-  server_conns_.clear();
-  transport_.reset();  // stops its I/O thread
-  {
-    std::lock_guard<std::mutex> lock(net_mu_);
-    pending_.clear();
-  }
+  if (servers_) servers_->Close();  // stops the transport's I/O thread
+  servers_.reset();
+  transport_.reset();
+  // The device reducer first: its order channel lives in the host reducer's
+  // shared memory.
+  device_reducer_live_ = nullptr;
+  device_reducer_.reset();
   if (reducer_) {
     reducer_->Leave();
     reducer_.reset();

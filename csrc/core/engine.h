@@ -1,18 +1,16 @@
-// The worker-side push-pull engine: one per process.
-//
-// A push_pull is cut into partitions (PlanPartitions); each partition moves
-// through stages, driven by one engine thread without blocking, so tensors
-// submitted in different orders on different ranks never deadlock:
-//
-//   kStage    copy this rank's non-owned slices into its shared-memory slot
-//   kReduce   (slice owner) sum its slice over all local ranks
-//   kPush     (distributed) send the reduced slice to its server: needs a
-//             scheduling credit; highest priority first
-//   kAwait    the server's sum arrives straight into the slot (I/O thread)
-//   kGather   copy every slice's result into the output, scaled for average
-//
-// One machine (no servers): kStage -> kReduce -> kGather. One local rank:
-// no shared memory; push from the input, receive into the output.
+// The worker-side push-pull engine: one per process, host and device tensors
+// alike. It is wiring: a push_pull is cut into partitions (the local
+// reducer's plan) that move through the stage table (stage_pipeline.cc),
+// driven by one engine thread without blocking, so tensors submitted in
+// different orders on different ranks never deadlock. Its parts:
+//   LocalReducer     the machine-local step: shared memory for host
+//                    tensors, NCCL for device tensors (local_reducer.h)
+//   ServerClient     pushes to the parameter servers and their answers
+//   PartitionQueue   scheduling order (priority), CreditWindow: bytes in flight
+//   FailureLatch     the rank's one failure; the watchdog (watchdog.cc)
+//   EngineStats      counters (stats.h)
+// One machine (no servers): kStage -> kReduce -> kGather. One local rank,
+// host tensors: no reducer; push from the input, receive into the output.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -31,8 +29,12 @@
 #include "common/dtype.h"
 #include "common/status.h"
 #include "core/credit_window.h"
+#include "core/failure_latch.h"
 #include "core/partition_queue.h"
 #include "common/partitioner.h"
+#include "core/server_client.h"
+#include "core/stats.h"
+#include "core/tensor_op.h"
 #include "core/timeline.h"
 #include "local/local_reducer.h"
 #include "local/shared_memory.h"
@@ -41,102 +43,6 @@
 #include "transport/transport.h"
 
 namespace bps {
-
-struct TensorOp;
-
-enum class Stage { kWaitTurn, kStage, kReduce, kPush, kAwait, kGather, kDone };
-
-// I/O that may still touch a partition's buffers: a push not yet written
-// (the input is read until on_sent) and a registered pull (the response may
-// be written into dst). A partition completes, and a failed op calls done(),
-// only once this is zero, so no byte moves after done() (issue 13, bug 1).
-struct PartitionIo {
-  std::atomic<int> in_flight{0};
-};
-
-// A response destination registered before the push is sent. Shared with the
-// I/O thread's callbacks, which may run after the partition gave up on it.
-struct PendingPull {
-  char* dst = nullptr;
-  uint64_t bytes = 0;
-  uint32_t round = 0;
-  std::atomic<int> state{0};  // 0 waiting, 1 arrived, 2 failed
-  std::string error;
-  transport::Connection* conn = nullptr;  // where the receive is posted
-  std::shared_ptr<PartitionIo> io;
-  std::atomic<bool> released{false};
-  // Counts this pull out of io->in_flight exactly once (its receive's callback).
-  void Release() {
-    if (!released.exchange(true)) io->in_flight.fetch_sub(1, std::memory_order_acq_rel);
-  }
-};
-
-struct PartitionTask {
-  TensorOp* op = nullptr;
-  uint32_t index = 0;
-  Range range;                 // elements of the tensor
-  Stage stage = Stage::kWaitTurn;
-  uint64_t local_key = 0;      // shared-memory entry key / per-rank round key
-  uint32_t round = 0;
-  LocalPartition* entry = nullptr;  // the local reducer's state; null with one local rank
-  uint32_t gathered_mask = 0;  // slices already copied to the output
-  uint64_t net_key = 0;
-  int server = -1;
-  std::shared_ptr<PendingPull> pull;
-  std::shared_ptr<PartitionIo> io = std::make_shared<PartitionIo>();
-  bool staged = false;         // counted in entry->arrived for this round
-  uint64_t net_start_us = 0;   // timeline only
-  std::chrono::steady_clock::time_point last_progress;
-};
-
-struct TensorOp {
-  uint64_t seq = 0;
-  std::string name;
-  uint64_t name_hash = 0;
-  uint32_t name_op = 0;  // this is the name's n-th op (of its generation) on every rank
-  const char* input = nullptr;
-  char* output = nullptr;
-  DataType dtype = DataType::kFloat32;
-  int64_t count = 0;
-  std::string shape;  // "[10, 5]"
-  std::string shape_and_op;  // "[10, 5] (average)": what local ranks compare, for their errors
-  uint64_t signature = 0;
-  int32_t priority = 0;
-  bool average = false;
-  // Already reduced across this machine (e.g. by NCCL reduce-scatter): this
-  // process owns slice `local_rank` of the tensor and only crosses machines.
-  bool machine_reduced = false;
-  bps_done_fn done = nullptr;
-  void* user_data = nullptr;
-  int remaining = 0;
-  bool failed = false;
-  bool mismatch_from_server = false;  // a server reported it to every rank
-  Status failure;              // why, reported by done() once every partition retired
-  int unretired = 0;           // failed op: partitions whose I/O or round is still open
-  std::vector<std::unique_ptr<PartitionTask>> parts;
-};
-
-struct EngineStats {
-  std::atomic<uint64_t> bytes_pushed{0}, bytes_pulled{0}, ops_completed{0}, partitions_completed{0};
-  std::atomic<uint64_t> local_reduce_ns{0}, gather_ns{0}, stage_ns{0};
-  std::atomic<int64_t> queue_depth{0};
-  static constexpr int kMaxTrackedServers = 256;
-  std::atomic<uint64_t> bytes_per_server[kMaxTrackedServers] = {};
-};
-
-// The CUDA build (csrc/gpu) registers the handler of device tensors here at
-// load time; the CPU build has none and rejects them with a clear error.
-using DeviceSubmitFn = Status (*)(const bps_tensor& input, void* output, const std::string& name, int32_t priority,
-                                  int32_t reduce_op, bps_done_fn done, void* user_data);
-void SetDeviceSubmitHandler(DeviceSubmitFn fn);
-// Whether a device push_pull orders the caller's stream after its result when
-// the submit returns (one machine: NCCL only), so adapters may complete their
-// futures at once, stream-ordered, as ProcessGroupNCCL does.
-using DeviceStreamOrderedFn = bool (*)();
-void SetDeviceStreamOrderedQuery(DeviceStreamOrderedFn fn);
-// The registered query's answer (false without one); the C ABI asks it only
-// while the process engine runs.
-bool DeviceStreamOrderedQuery();
 
 // How an engine is wired into its job beyond Config (the process bootstrap in
 // csrc/c_api decides these; tests leave them at their defaults).
@@ -175,10 +81,9 @@ class Engine {
   // Fails the job from outside (the scheduler's abort, a dead peer): every
   // pending and later operation fails with `why`.
   void Fail(const Status& why);
-  bool failed() const { return has_fatal_.load(); }
-  // Why the engine failed (OK while it has not): the one failure latch of
-  // this rank, which the GPU path shares.
-  Status failure();
+  bool failed() const { return failure_.failed(); }
+  // Why the engine failed (OK while it has not): the rank's one failure latch.
+  Status failure() const { return failure_.status(); }
   bool initialized() const { return initialized_.load(); }
   const Config& config() const { return config_; }
   // The rendezvous store of this engine; csrc/gpu exchanges its NCCL unique
@@ -187,44 +92,63 @@ class Engine {
   int rank() const { return config_.rank(); }
   int size() const { return config_.size(); }
 
+  // Host or device tensors alike. A device tensor's work is ordered after
+  // what the caller queued on `stream` (a cudaStream_t; null: the legacy
+  // default stream); its reducer is made on the first one (a collective among
+  // the machine's local ranks).
   Status Submit(const bps_tensor& input, void* output, const std::string& name, int32_t priority, int32_t reduce_op,
-                bps_done_fn done, void* user_data);
-  // For device adapters (GPU path): `input` is this process's slice of a
-  // tensor already reduced across the local ranks; it is summed across
-  // machines through the servers (host memory, pinned or not).
-  Status SubmitMachineReduced(const bps_tensor& input, void* output, const std::string& name, int32_t priority,
-                              int32_t reduce_op, bps_done_fn done, void* user_data);
+                bps_done_fn done, void* user_data, void* stream = nullptr);
+  // One machine, device tensors: the result is ordered on the submitting
+  // stream when Submit returns (the fused path), as ProcessGroupNCCL does.
+  bool DeviceStreamOrdered() const;
   std::string StatsJson();
 
  private:
-  Status SubmitOp(const bps_tensor& input, void* output, const std::string& name, int32_t priority, int32_t reduce_op,
-                  bps_done_fn done, void* user_data, bool machine_reduced);
+  // The stage table's entry: one stage's step of a partition.
+  enum class Step { kWait, kMoved };
+  using StepFn = Step (Engine::*)(PartitionTask& t);
+  struct StageStep {
+    Stage stage;
+    StepFn run;
+  };
+  static const StageStep kPipeline[];
+
+  // Lifecycle (engine.cc).
   Status StartSteps();
   // Stops and releases whatever Start started (threads, connections, shared
   // memory); used by a failed Start and by Shutdown.
   void ReleaseResources();
-  Status SetUpLocalReducer();
-  // The address server `server` registered, waiting up to BYTEPS_RENDEZVOUS_TIMEOUT.
-  Status WaitForServer(int server, std::string* addr);
-  Status ConnectServers();
+  // The device reducer for `device`, made once (every local rank makes it on
+  // its first device tensor).
+  Status EnsureDeviceReducer(int device);
   void Loop();
   void Activate(std::unique_ptr<TensorOp> op);
+  void Ring();
+  // What this rank brings to the local reducer for partition `t` (null: the whole tensor).
+  LocalContribution ContributionOf(const TensorOp& op, const PartitionTask* t) const;
+
+  // The stage table (stage_pipeline.cc).
   bool Advance(PartitionTask& t);  // true when it moved
-  void SendPush(PartitionTask& t, const char* data, uint64_t bytes, char* dst);
+  Step WaitTurn(PartitionTask& t);
+  Step StageIn(PartitionTask& t);
+  Step ReduceLocally(PartitionTask& t);
+  Step Push(PartitionTask& t);
+  Step AwaitAnswer(PartitionTask& t);
+  Step Gather(PartitionTask& t);
   void FinishPartition(PartitionTask& t);
+
+  // Failures of ops (op_failure.cc).
   void FailOp(TensorOp* op, const Status& st);
   // A mismatch failed `op`: new keys for its name, and the other machines told.
   void OnTensorMismatch(TensorOp* op);
   void FailTensorsReportedByServers();
-  // Server connections (I/O thread): frames without a posted receive, and loss.
-  void OnUnexpected(transport::Connection* conn, const MessageHeader& header, const std::string& payload);
-  void OnServerClosed(transport::Connection* conn, const Status& reason);
   // A partition of a failed op closes its round once its I/O stopped and its
   // turn came: the next op of that name then runs (issue 13, bug 2).
   bool RetireFailed(PartitionTask& t);
   void CompleteFailedOp(TensorOp* op);
   void SetFatal(const Status& st);
-  void Ring();
+
+  // The watchdog (watchdog.cc).
   void CheckTimeoutsAndPeers();
   std::string DescribeWait(const PartitionTask& t);
 
@@ -235,10 +159,14 @@ class Engine {
   int num_servers_ = 0;
   std::shared_ptr<Store> store_;
   std::unique_ptr<Server> colocated_server_;
-  std::unique_ptr<LocalReducer> reducer_;  // null with one local rank
-  std::unique_ptr<transport::Transport> transport_;
-  std::vector<std::vector<std::shared_ptr<transport::Connection>>> server_conns_;
-  std::vector<std::string> server_addresses_;
+  std::unique_ptr<LocalReducer> reducer_;  // host tensors; null with one local rank
+  // Device tensors' reducer (NCCL), made by the first device submission.
+  std::mutex device_mu_;
+  std::unique_ptr<LocalReducer> device_reducer_;
+  int device_ = -1;
+  std::atomic<LocalReducer*> device_reducer_live_{nullptr};  // what the engine thread drives
+  std::unique_ptr<transport::Transport> transport_;  // until ServerClient takes it at Start
+  std::unique_ptr<ServerClient> servers_;
 
   std::thread thread_;
   std::atomic<bool> running_{false};
@@ -258,21 +186,7 @@ class Engine {
   CreditWindow credits_;  // bytes of pushes queued to the network
   std::chrono::steady_clock::time_point last_peer_check_;
 
-  std::mutex net_mu_;
-  std::unordered_map<uint64_t, std::shared_ptr<PendingPull>> pending_;  // by net key: routes error frames
-  // A tensor's failure told by a server: every op of that name (this
-  // generation) from `first_op` on fails with `why`.
-  struct TensorError {
-    uint64_t name_hash = 0;
-    uint32_t first_op = 0;
-    std::string why;
-  };
-  std::vector<TensorError> tensor_errors_;
-
-  std::mutex fatal_mu_;
-  Status fatal_;
-  std::atomic<bool> has_fatal_{false};
-  std::atomic<bool> shutting_down_{false};
+  FailureLatch failure_;
 
   EngineStats stats_;
   Timeline timeline_;

@@ -16,7 +16,12 @@ std::string Engine::StatsJson() {
     << ", \"local_reduce\": " << stats_.local_reduce_ns.load() * 1e-9
     << ", \"gather\": " << stats_.gather_ns.load() * 1e-9 << "}"
     << ", \"staging_bytes\": " << (reducer_ ? reducer_->staging_bytes() : 0)
-    << ", \"local_keys_used\": " << (reducer_ ? reducer_->keys_used() : 0)
+    << ", \"local_keys_used\": " << (reducer_ ? reducer_->keys_used() : 0);
+  if (LocalReducer* device = device_reducer_live_.load()) {
+    s << ", \"device\": {\"reducer\": \"" << device->name() << "\", \"cuda_device\": " << device_
+      << ", \"pinned_staging_bytes\": " << device->staging_bytes() << ", \"keys\": " << device->keys_used() << "}";
+  }
+  s
     << ", \"num_servers\": " << num_servers_ << ", \"bytes_pushed_per_server\": [";
   for (int i = 0; i < std::min(num_servers_, EngineStats::kMaxTrackedServers); ++i) {
     s << (i ? ", " : "") << stats_.bytes_per_server[i].load();

@@ -1,6 +1,6 @@
 // The checks every push_pull submission passes before it is accepted, host
-// or device tensor alike (csrc/core/engine.cc, csrc/gpu/gpu_engine.cc): one
-// place, so both paths reject bad input with the same words.
+// or device tensor alike (csrc/core/engine.cc): one place, so both reject
+// bad input with the same words.
 #pragma once
 #include <string>
 

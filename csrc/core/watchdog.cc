@@ -23,12 +23,17 @@ std::string Engine::DescribeWait(const PartitionTask& t) {
     case Stage::kStage: return what + "waited for local ranks to finish the previous round";
     case Stage::kReduce:
       return what + "waited for local ranks to submit it (" +
-             (reducer_ ? reducer_->DescribeStaging(t.entry, t.round) : std::string("?")) + ")";
+             (t.op->reducer ? t.op->reducer->DescribeStaging(t.entry, t.round) : std::string("?")) + ")";
     case Stage::kPush: return what + "waited for a scheduling credit";
     case Stage::kAwait:
-      return what + "waited for server " + std::to_string(t.server) + " (" + server_addresses_[t.server] +
+      return what + "waited for server " + std::to_string(t.server) + " (" + servers_->address(t.server) +
              ") to answer: other machines have not pushed it";
-    case Stage::kGather: return what + "waited for other local ranks' slices";
+    case Stage::kGather:
+      if (t.op->device >= 0) {
+        return what + "waited for its device all-gather (" +
+               (t.op->reducer ? t.op->reducer->DescribeStaging(t.entry, t.round) : std::string("?")) + ")";
+      }
+      return what + "waited for other local ranks' slices";
     default: return what;
   }
 }
@@ -37,9 +42,13 @@ void Engine::CheckTimeoutsAndPeers() {
   auto now = Clock::now();
   if (now - last_peer_check_ < std::chrono::milliseconds(200)) return;
   last_peer_check_ = now;
-  if (reducer_ && !has_fatal_) {
+  if (reducer_ && !failure_.failed()) {
     Status peers = reducer_->CheckPeers(/*check_alive=*/!active_.empty());
     if (!peers.ok()) SetFatal(peers);
+  }
+  if (LocalReducer* device = device_reducer_live_.load()) {
+    Status failed = device->CheckPeers(/*check_alive=*/false);
+    if (!failed.ok() && !failure_.failed()) SetFatal(failed);
   }
   for (auto& entry : active_) {
     PartitionTask* t = entry.second;

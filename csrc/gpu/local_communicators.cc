@@ -29,51 +29,31 @@ Status FromHex(const std::string& hex, void* out, size_t bytes) {
 
 }  // namespace
 
-Status LocalCommunicators::Create(Store& store, const Config& config, LocalCommunicators* out) {
+Status CreateLocalCommunicator(Store& store, const Config& config, ncclComm_t* out) {
   const int L = config.local_size;
   const std::string machine = std::to_string(config.worker_id);
   // Every local rank counts its communicator set-ups, so a process that
   // re-initialises the engine meets its peers under a fresh key.
   int64_t joined = 0;
   BPS_RETURN_IF_ERROR(store.Add("gpu/comm_joins/" + machine, 1, &joined));
-  const std::string key = "gpu/nccl_ids/" + machine + "/" + std::to_string((joined - 1) / L);
-  ncclUniqueId ids[2];
+  const std::string key = "gpu/nccl_id/" + machine + "/" + std::to_string((joined - 1) / L);
+  ncclUniqueId id;
   if (config.local_rank == 0) {
-    BPS_NCCL_RETURN(ncclGetUniqueId(&ids[0]));
-    BPS_NCCL_RETURN(ncclGetUniqueId(&ids[1]));
-    BPS_RETURN_IF_ERROR(store.Set(key, ToHex(ids, sizeof(ids))));
+    BPS_NCCL_RETURN(ncclGetUniqueId(&id));
+    BPS_RETURN_IF_ERROR(store.Set(key, ToHex(&id, sizeof(id))));
   } else {
     std::string hex;
     Status st = store.Get(key, config.rendezvous_timeout_seconds, &hex);
     if (st.code() == BPS_TIMEOUT) {
-      return Status::Timeout("local rank 0 of machine " + machine + " never published its NCCL ids within " +
+      return Status::Timeout("local rank 0 of machine " + machine + " never published its NCCL id within " +
                              std::to_string(static_cast<int>(config.rendezvous_timeout_seconds)) +
                              " s: every local rank must submit its first GPU tensor");
     }
     BPS_RETURN_IF_ERROR(st);
-    BPS_RETURN_IF_ERROR(FromHex(hex, ids, sizeof(ids)));
+    BPS_RETURN_IF_ERROR(FromHex(hex, &id, sizeof(id)));
   }
-  LocalCommunicators comms;
-  BPS_NCCL_RETURN(ncclCommInitRank(&comms.reduce, L, ids[0], config.local_rank));
-  ncclResult_t res = ncclCommInitRank(&comms.gather, L, ids[1], config.local_rank);
-  if (res != ncclSuccess) {
-    ncclCommDestroy(comms.reduce);
-    return NcclStatus(res, "ncclCommInitRank (all-gather communicator)");
-  }
-  *out = comms;
+  BPS_NCCL_RETURN(ncclCommInitRank(out, L, id, config.local_rank));
   return Status::OK();
-}
-
-void LocalCommunicators::Abort() {
-  if (reduce) ncclCommAbort(reduce);
-  if (gather) ncclCommAbort(gather);
-  reduce = gather = nullptr;
-}
-
-void LocalCommunicators::Destroy() {
-  if (reduce) ncclCommDestroy(reduce);
-  if (gather) ncclCommDestroy(gather);
-  reduce = gather = nullptr;
 }
 
 }  // namespace gpu

@@ -9,16 +9,35 @@
 // reducer serves a key's rounds in order. Errors that concern every local
 // rank (disagreeing shapes, a full table) reach every rank's op of that round.
 //
-// Implementations: "shm" (POSIX shared memory between processes,
-// csrc/local/shm_reducer.*). One generic suite, tests/cpp/
-// local_reducer_conformance_test.cc, runs against every implementation.
+// Implementations: "shm" (POSIX shared memory between processes, host
+// tensors: csrc/local/shm_reducer.*) and the sequenced reducer over a
+// collective library (csrc/local/sequenced_reducer.*): NCCL for device
+// tensors (csrc/gpu/nccl_collectives.*), an in-process emulation in the C++
+// tests. One generic suite, tests/cpp/local_reducer_conformance_test.cc, runs
+// against every implementation.
+//
+// THE ORDERING RULE. A reducer whose steps are collectives (NCCL: a rank
+// blocks inside a reduce-scatter until every peer issued the same one) must
+// issue them in one sequence on every local rank of the machine, whatever
+// order the framework submitted tensors in and whenever the network answers.
+// Local rank 0 decides that sequence (CollectiveOrder, csrc/local/
+// collective_order.h): every rank announces a step once it could issue it,
+// rank 0 appends a step to the machine's order once every rank announced it,
+// and every rank issues exactly that order, from its engine thread (Progress),
+// and nothing else. A round that fails on one rank fails the same step on all
+// (a failed decision), so no rank is left inside a collective its peers never
+// issue. tests/cpp/collective_order_test.cc checks the rule on CPU.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
+#include <vector>
+
 #include "common/config.h"
 #include "common/dtype.h"
+#include "common/partitioner.h"
 #include "common/status.h"
 #include "store/store.h"
 
@@ -26,6 +45,8 @@ namespace bps {
 
 // A reducer's state of one partition key, opaque to the engine.
 struct LocalPartition;
+// The machine's order of collectives in shared memory (collective_order.h).
+struct CollectiveOrderShm;
 
 // What this rank brings to one round of one partition.
 struct LocalContribution {
@@ -36,6 +57,22 @@ struct LocalContribution {
   uint64_t tensor_bytes = 0;
   const char* name = "";        // the tensor's name and shape ("[10, 5]"), for errors
   const char* shape = "";
+  // Where the partition's result goes (its first element in the output);
+  // reducers that reduce in place into the output (NCCL) write there.
+  char* output = nullptr;
+  // The divisor of an average (the job's size), 1 for a sum: a reducer may
+  // apply it while reducing (NCCL's pre-multiplied sum) instead of on the host.
+  int64_t divisor = 1;
+  // Device tensors: the CUDA device of input and output, and an event
+  // recorded on the caller's stream at submission (a cudaEvent_t), which the
+  // reducer's first step waits for. -1 / null for host tensors.
+  int device = -1;
+  void* ready_event = nullptr;
+  // The engine's scheduling order of this partition: the machine's order of
+  // collectives follows local rank 0's (highest priority first).
+  int32_t priority = 0;
+  uint64_t submit_seq = 0;
+  uint32_t partition = 0;
 };
 
 enum class LocalProgress { kWaiting, kDone };
@@ -46,6 +83,39 @@ class LocalReducer {
   virtual const char* name() const = 0;
   virtual int local_rank() const = 0;
   virtual int local_size() const = 0;
+
+  // Geometry: how a tensor is cut into partitions and a partition into the
+  // local ranks' slices. Every machine derives the same plan from the size
+  // alone, so the servers see the same slices. NCCL wants equal slices.
+  virtual std::vector<Range> PlanPartitions(int64_t count, int64_t elem_size, int64_t partition_bytes,
+                                            int num_servers) const {
+    return bps::PlanPartitions(count, elem_size, partition_bytes, local_size(), num_servers);
+  }
+  virtual Range SliceOf(int64_t count, int q) const { return bps::SliceOf(count, local_size(), q); }
+
+  // Issues whatever steps the machine's order allows now (the ordering rule
+  // above); called once per pass of the engine thread. True when anything
+  // moved. Reducers without collectives have nothing to issue.
+  virtual bool Progress() { return false; }
+  // Whether no step of this rank's round of `p` is still running or may
+  // still be decided: a failed op's buffers are handed back only then.
+  virtual bool Settled(LocalPartition* p, uint32_t round) { return true; }
+
+  // One machine, device tensors: the whole tensor reduced in one fused
+  // collective, issued now on the calling thread (every local rank submits
+  // in one order, as for NCCL itself) and ordered before whatever the caller
+  // queues next on `stream`: its result is stream-ordered when this returns.
+  // *out is polled through Gather (and released) like a partition.
+  virtual bool fuses_one_machine() const { return false; }
+  virtual Status LaunchFused(const LocalContribution& c, void* stream, LocalPartition** out) {
+    return Status::Invalid(std::string("the '") + name() + "' reducer has no fused one-machine path");
+  }
+  // Device tensors: an event recorded now on `stream` (the caller's), for
+  // LocalContribution::ready_event; returned once the op completed.
+  virtual Status RecordReady(void* stream, void** event) {
+    return Status::Invalid(std::string("the '") + name() + "' reducer takes no device tensors");
+  }
+  virtual void ReturnReady(void* event) {}
 
   // The state of partition `key` (`bytes` on this rank; the size may change
   // between rounds when every rank's does), held by this rank until
@@ -101,11 +171,32 @@ class LocalReducer {
 
   virtual uint64_t staging_bytes() = 0;
   virtual uint64_t keys_used() = 0;
+
+  // The machine's order channel in this reducer's shared control segment,
+  // for a device reducer of the same rank (MachineLink); null if none.
+  virtual CollectiveOrderShm* order_channel() { return nullptr; }
 };
 
 // The reducer named `name` ("shm") for this rank, joined with the machine's
 // other local ranks through `store` (after the job's rendezvous).
 Status CreateLocalReducer(const std::string& name, const Config& config, Store* store,
                           std::unique_ptr<LocalReducer>* out);
+
+// What a device reducer shares with the machine's host reducer: the order
+// channel in its shared control segment (null with one local rank) and the
+// engine's doorbell, rung when a step completes.
+struct MachineLink {
+  CollectiveOrderShm* order = nullptr;
+  std::function<void()> ring;
+};
+
+// Device tensors' reducer, made when a rank first submits one (its GPU is
+// known then); a collective among the machine's local ranks. The CUDA build
+// registers NCCL's at load time, the C++ tests an emulation; without one,
+// device tensors are refused with a clear error.
+using DeviceReducerFactory = Status (*)(const Config& config, Store* store, int device, const MachineLink& link,
+                                        std::unique_ptr<LocalReducer>* out);
+void SetDeviceReducerFactory(DeviceReducerFactory factory);
+DeviceReducerFactory GetDeviceReducerFactory();
 
 }  // namespace bps

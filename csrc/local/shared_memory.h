@@ -28,10 +28,11 @@
 #include <string>
 
 #include "common/status.h"
+#include "local/collective_order.h"
+#include "local/local_limits.h"
 
 namespace bps {
 
-constexpr int kMaxLocalRanks = 16;
 constexpr uint32_t kDefaultShmKeyTableSize = 8192;  // BYTEPS_LOCAL_KEY_TABLE_SIZE
 
 constexpr uint32_t kMaxFreeExtents = 1024;  // arena free list; a fuller list drops the smallest range
@@ -93,6 +94,8 @@ struct ShmControl {
   pthread_mutex_t layout_mutex;
   uint32_t free_count;                 // under layout_mutex; sorted by offset
   ShmExtent free_extents[kMaxFreeExtents];
+  // The machine's order of device collectives (collective_order.h).
+  CollectiveOrderShm collective_order;
   // ShmEntry entries[key_table_size] follow, 64-byte aligned.
 };
 

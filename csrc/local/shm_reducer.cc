@@ -28,12 +28,6 @@ uint32_t Relative(ShmEntry* e, uint32_t round) {
 
 }  // namespace
 
-Status CreateLocalReducer(const std::string& name, const Config& config, Store* store,
-                          std::unique_ptr<LocalReducer>* out) {
-  if (name == "shm") return ShmLocalReducer::Create(config, store, out);
-  return Status::Invalid("unknown local reducer '" + name + "' (this build has: shm)");
-}
-
 Status ShmLocalReducer::Create(const Config& c, Store* store, std::unique_ptr<LocalReducer>* out) {
   std::unique_ptr<ShmLocalReducer> r(new ShmLocalReducer());
   r->local_rank_ = c.local_rank;
@@ -105,7 +99,7 @@ LocalProgress ShmLocalReducer::StageIn(LocalPartition* p, uint32_t round, const 
   } else {
     for (int q = 0; q < L; ++q) {
       if (q == me) continue;  // the owner reads its own slice in place
-      Range s = SliceOf(c.count, L, q);
+      Range s = bps::SliceOf(c.count, L, q);
       if (s.count > 0) memcpy(Slot(e, me) + s.offset * esz, c.input + s.offset * esz, s.count * esz);
     }
   }
@@ -140,7 +134,7 @@ Status ShmLocalReducer::ReduceOwnSlice(LocalPartition* p, uint32_t round, const 
     }
   }
   const size_t esz = DataTypeSize(c.dtype);
-  Range s = SliceOf(c.count, L, me);
+  Range s = bps::SliceOf(c.count, L, me);
   if (s.count > 0) {
     const void* inputs[kMaxLocalRanks];
     int n = 0;
@@ -156,7 +150,7 @@ Status ShmLocalReducer::ReduceOwnSlice(LocalPartition* p, uint32_t round, const 
 }
 
 char* ShmLocalReducer::OwnSlice(LocalPartition* p, const LocalContribution& c) {
-  Range s = SliceOf(c.count, local_size_, local_rank_);
+  Range s = bps::SliceOf(c.count, local_size_, local_rank_);
   return Slot(Entry(p), local_rank_) + s.offset * DataTypeSize(c.dtype);
 }
 
@@ -175,7 +169,7 @@ Status ShmLocalReducer::Gather(LocalPartition* p, uint32_t round, const LocalCon
   for (int q = 0; q < L; ++q) {
     if (*gathered & (1u << q)) continue;
     if (e->ready[q].load(std::memory_order_acquire) < round + 1) continue;
-    Range s = SliceOf(c.count, L, q);
+    Range s = bps::SliceOf(c.count, L, q);
     if (s.count > 0) CopyScaled(output + s.offset * esz, Slot(e, q) + s.offset * esz, s.count, c.dtype, divisor);
     *gathered |= 1u << q;
   }

@@ -53,6 +53,7 @@ class ShmLocalReducer : public LocalReducer {
 
   uint64_t staging_bytes() override { return shm_->control()->arena_in_use.load(); }
   uint64_t keys_used() override { return shm_->control()->keys_used.load(); }
+  CollectiveOrderShm* order_channel() override { return &shm_->control()->collective_order; }
 
  private:
   ShmLocalReducer() = default;

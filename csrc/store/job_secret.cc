@@ -25,6 +25,15 @@ std::string FreshSecret() {
   return hex;
 }
 
+// Whether the job's processes connect to each other, the connections the
+// secret authenticates: across machines, to dedicated servers, or when forced
+// through servers on one machine. One machine alone reduces through shared
+// memory and opens none: whoever reads its secret from the store can join
+// nothing, so the warning would ask the user to act on nothing (issue 27).
+bool OpensConnections(const Config& c) {
+  return c.distributed() || c.num_server > 0 || c.role != Role::kWorker;
+}
+
 }  // namespace
 
 Status RequireRoleModeSecret(const std::string& token, const std::string& who) {
@@ -49,7 +58,7 @@ Status ShareJobSecret(Store* store, Config* config) {
   BPS_RETURN_IF_ERROR(store->Add("job_token_claim", 1, &claim));
   if (claim == 1) {
     BPS_RETURN_IF_ERROR(store->Set("job_token", proposal));
-    if (!InsecureModeRequested()) {
+    if (!InsecureModeRequested() && OpensConnections(*config)) {
       BPS_LOG(Warning) << "no BYTEPS_JOB_TOKEN: the job's secret is shared through the framework's store "
                        << "(torch's TCPStore is unauthenticated: whoever reaches MASTER_PORT can read it and join); "
                        << kHowToSetOne;

@@ -6,7 +6,9 @@
 // - An adapter's store (torchrun, TF): the same variables when set, and
 //   nothing about the secret goes into the store; otherwise the first member
 //   publishes a fresh secret in the store, which anyone who can read that
-//   store can learn (torch's TCPStore is unauthenticated): a warning says so.
+//   store can learn (torch's TCPStore is unauthenticated): a warning says so
+//   where the job opens connections (several machines or servers); a job on
+//   one machine opens none, so it has nothing to warn about.
 #pragma once
 #include <string>
 

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "c_api/byteps_c.h"
 #include "torch/push_pull.h"
@@ -20,6 +21,24 @@ void WriteError(char* err, size_t cap, const std::string& text) {
   size_t n = std::min(cap - 1, text.size());
   std::memcpy(err, text.data(), n);
   err[n] = '\0';
+}
+
+// A bounded wait as a loop of check(): TCPStore logs two warnings
+// ("waitForInput: poll ... returned 0, likely a timeout") each time a wait()
+// expires, and the engine polls keys that may not be there yet (a poll is a
+// 1 ms wait, store/c_store.cc), so a plain job printed warnings nobody must
+// act on (issue 27). check() answers at once and logs nothing.
+bool AppearsWithin(c10d::Store& store, const std::string& key, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto pause = std::chrono::microseconds(500);
+  while (!store.check({key})) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return false;
+    std::this_thread::sleep_for(
+        std::min<std::chrono::steady_clock::duration>(pause, deadline - now));
+    pause = std::min(pause * 2, std::chrono::microseconds(20000));
+  }
+  return true;
 }
 
 // The bps_store vtable over a c10d::Store. Exceptions never cross the C ABI.
@@ -52,10 +71,12 @@ struct StoreBridge {
                  size_t* len, char* err, size_t err_cap) {
     auto& store = Self(ctx)->store;
     try {
-      if (timeout_ms >= 0) {
-        store->wait({key}, std::chrono::milliseconds(timeout_ms));
-      } else {
+      if (timeout_ms < 0) {
         store->wait({key});
+      } else if (!AppearsWithin(*store, key, std::chrono::milliseconds(timeout_ms))) {
+        WriteError(err, err_cap, std::string("c10d store: key '") + key + "' did not appear within " +
+                                     std::to_string(timeout_ms) + " ms");
+        return BPS_TIMEOUT;
       }
     } catch (const c10::DistStoreError& e) {
       // TCPStore reports an expired wait as a DistStoreError.

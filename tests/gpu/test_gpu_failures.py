@@ -3,10 +3,10 @@
 Bug 7: on one machine a GPU push_pull completes its Future stream-ordered,
 before the result exists; a failure found later cannot reach that Future, so
 the engine latches it: the next GPU push_pull raises with the cause.
-Bug 8 (a failed GPU submit leaked events, staging and scratch) is fixed in
-csrc/gpu/gpu_engine.cc (GpuEngine::Release on every failure path); no public
-input makes a launch fail without breaking the CUDA context, so it is covered
-by review and the in_flight/staging checks of test_torch_gpu.py."""
+Bug 8 (a failed GPU submit leaked events, staging and scratch): a device op's
+events and staging now belong to the engine's partitions and go back when the
+op completes or its failed rounds settled (SequencedLocalReducer::Settled);
+covered by the queue_depth checks of test_torch_gpu.py."""
 import json
 import os
 import socket

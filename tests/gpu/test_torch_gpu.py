@@ -69,4 +69,4 @@ def test_torch_on_gpu(tmp_path, mode, machines, local):
     results = torchrun(tmp_path, mode, machines, local)
     for rank, r in sorted(results.items()):
         assert r["failures"] == [], f"rank {rank}:\n" + "\n".join(r["failures"][:12])
-        assert r["stats"]["gpu"]["in_flight"] == 0
+        assert r["stats"]["queue_depth"] == 0

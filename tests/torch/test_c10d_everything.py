@@ -1,13 +1,13 @@
 """torch.distributed beyond the engine's collectives, on 'byteps', in a real
 2-rank torchrun job: delegate ops, subgroups, barrier as a fence, sequence
-numbers, inference mode, DDP bucket names/priorities, PowerSGD vs gloo."""
+numbers, inference mode, DDP bucket names/priorities, one name for large tensors, PowerSGD vs gloo."""
 import pytest
 
 from launch import torchrun
 
 CHECKS = ["reduce_ops", "small_dtypes", "gather_scatter", "all_to_all", "point_to_point", "sparse_allreduce",
           "subgroups", "objects", "barrier_is_fence", "sequence_numbers", "inference_mode",
-          "ddp_bucket_names_and_priorities", "powersgd_matches_gloo"]
+          "ddp_bucket_names_and_priorities", "large_tensors_keep_one_name", "powersgd_matches_gloo"]
 
 
 @pytest.fixture(scope="module")

@@ -126,7 +126,7 @@ def main():
     # catch up, so the in_flight check means "nothing leaked".
     torch.cuda.synchronize()
     deadline = time.monotonic() + 10
-    while core.stats()["gpu"]["in_flight"] and time.monotonic() < deadline:
+    while core.stats()["queue_depth"] and time.monotonic() < deadline:
         time.sleep(0.01)
     with open(os.path.join(out_dir, f"result.{rank}.json"), "w") as f:
         json.dump({"failures": failures, "stats": core.stats()}, f)

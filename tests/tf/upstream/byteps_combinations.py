@@ -117,13 +117,14 @@ def start_engine_job():
         _start_engine_job()
 
 
-def bytepsops_for_pool_worker(num_processes, task_id):
+def bytepsops_for_pool_worker(num_processes, task_id, devices=None):
     """BytePSOps for worker `task_id` of a pool of `num_processes` (one
     engine per process, joined on first use; a 1-process pool runs the
-    engine on its own)."""
+    engine on its own), on the local `devices` the test gives
+    CollectiveAllReduce."""
     os.environ.update(DMLC_ROLE="worker", DMLC_WORKER_ID=str(task_id), DMLC_NUM_WORKER=str(num_processes))
     import byteps_native.tf as bps  # late: the engine starts from the environment set above
-    return bps.BytePSOps()
+    return bps.BytePSOps(devices=devices)
 
 
 def _task_devices(num_gpus):

@@ -19,8 +19,9 @@ tensorflow/python/distribute/cross_device_ops_test.py, the version of
 CollectiveOpsTest stored in the code index (2021, the one with
 testTimeoutReduceDense and testNcclOrdering; the index names no commit for
 it). Changes, and nothing else:
-* make_collective returns BytePSOps instead of TensorFlow's
-  CollectiveAllReduce when $BPS_UPSTREAM_CROSS_DEVICE_OPS is "bytepsops"
+* make_collective returns BytePSOps (given the same local `devices`) instead
+  of TensorFlow's CollectiveAllReduce when $BPS_UPSTREAM_CROSS_DEVICE_OPS is
+  "bytepsops"
   (run_upstream.py runs the file once with each), joining the BytePS job of
   the pool's processes (byteps_combinations.bytepsops_for_pool_worker); the
   main process starts that job's scheduler and server before the pools start;
@@ -202,7 +203,7 @@ class CollectiveOpsTest(test.TestCase, parameterized.TestCase):
     group_size = num_processes * len(devices)
     if byteps_combinations.CROSS_DEVICE_OPS == "bytepsops":
       collective = byteps_combinations.bytepsops_for_pool_worker(
-          num_processes, cluster_resolver.task_id)
+          num_processes, cluster_resolver.task_id, devices)
     else:
       collective = cross_device_ops_lib.CollectiveAllReduce(
           devices=devices, group_size=group_size,

@@ -166,6 +166,20 @@ def main():
         if priorities != sorted(priorities) or len(set(priorities)) != 4:
             raise AssertionError(f"later buckets (first layers) must go first: {calls}")
 
+    def large_tensors_keep_one_name():
+        # A slot's first call allocates its staging: a 16 MiB tensor cycling
+        # through 32 names paid that 32 times and held 32 copies (issue 27).
+        backend = dist.group.WORLD._get_backend(torch.device("cpu"))
+        big, small = torch.ones(4 << 20), torch.ones(4)
+        for _ in range(3):
+            dist.all_reduce(big)
+            dist.all_reduce(small)
+        calls = [c[0] for c in _c10d.recent_engine_calls(backend)[-6:]]
+        big_names = {c for c in calls if f".{4 << 20}." in c}
+        small_names = {c for c in calls if ".f32.4." in c}
+        if len(big_names) != 1 or len(small_names) != 3:
+            raise AssertionError(f"want one name for 16 MiB and three for 16 B: {calls}")
+
     def powersgd_matches_gloo():
         gloo = dist.new_group(backend="gloo")
         results = []
@@ -190,7 +204,7 @@ def main():
 
     for fn in (reduce_ops, small_dtypes, gather_scatter, all_to_all, point_to_point, sparse_allreduce,
                subgroups, objects, barrier_is_fence, sequence_numbers, inference_mode,
-               ddp_bucket_names_and_priorities, powersgd_matches_gloo):
+               ddp_bucket_names_and_priorities, large_tensors_keep_one_name, powersgd_matches_gloo):
         check(fn.__name__, fn)
 
     report(rank, checks)

@@ -1,0 +1,106 @@
+// What happens to an op that fails: its partitions cancel their I/O, close
+// their rounds with the local reducer (so the other local ranks fail that
+// round too) and wait until no byte can move in their buffers; then done()
+// reports the cause. A mismatch also moves the name to fresh keys and tells
+// the other machines. A fatal failure latches the whole rank.
+#include "common/hashing.h"
+#include "common/logging.h"
+#include "core/engine.h"
+
+namespace bps {
+
+void Engine::Fail(const Status& why) { SetFatal(why); }
+
+void Engine::SetFatal(const Status& st) {
+  if (!failure_.Set(st)) return;
+  BPS_LOG(Error) << st.message();
+  if (reducer_) reducer_->FailMachine(st.message());
+  // No rank stays inside a device collective whose peers will not issue it.
+  if (LocalReducer* device = device_reducer_live_.load()) device->FailMachine(st.message());
+  Ring();
+}
+
+void Engine::FailOp(TensorOp* op, const Status& st) {
+  if (op->failed || op->remaining == 0) return;
+  op->failed = true;
+  std::string msg = st.message();
+  if (msg.find("'" + op->name + "'") == std::string::npos) msg = "push_pull of '" + op->name + "' failed: " + msg;
+  op->failure = Status(st.code(), msg);
+  if (st.code() == BPS_MISMATCH) OnTensorMismatch(op);
+  op->unretired = 0;
+  for (auto& t : op->parts) op->unretired += t->stage != Stage::kDone;
+  // Cancel every pull of the op: its receive's callback (which releases it)
+  // runs only once nothing more can land in its buffer. done() waits for it.
+  for (auto& t : op->parts) {
+    if (t->pull) t->pull->Cancel(t->net_key);
+  }
+}
+
+void Engine::OnTensorMismatch(TensorOp* op) {
+  // Every rank's op of this round fails with the mismatch (the servers and
+  // shared memory tell them all), so every rank moves to the same generation.
+  ++mismatch_generation_[HashName(op->name)];
+  if (op->mismatch_from_server) return;  // the server already told everyone
+  // Tell the other machines through every server: ranks that wait there for
+  // this round fail now, naming it, instead of timing out.
+  if (servers_) servers_->RelayTensorError(op->name_hash, op->name_op, op->failure.message());
+}
+
+void Engine::FailTensorsReportedByServers() {
+  if (!servers_) return;
+  for (auto& error : servers_->TakeTensorErrors()) {
+    for (auto& op : ops_) {
+      // Earlier ops of the name completed on the servers; only a slower
+      // machine still finishes them (issue 20 item 5: a size change that one
+      // machine's ranks disagreed on failed the op before it on the other).
+      if (op->failed || op->name_hash != error.name_hash || op->name_op < error.first_op) continue;
+      op->mismatch_from_server = true;
+      FailOp(op.get(), Status::Mismatch("tensor '" + op->name + "' (" + DataTypeName(op->dtype) + " " + op->shape +
+                                        " on rank " + std::to_string(rank()) + "): " + error.why));
+    }
+  }
+}
+
+bool Engine::RetireFailed(PartitionTask& t) {
+  if (t.io->in_flight.load(std::memory_order_acquire) != 0) return false;
+  TensorOp* op = t.op;
+  LocalReducer* R = op->reducer;
+  if (op->fused) {
+    // Its collective runs to the end (or the abort) before the buffers go back.
+    if (!R->Settled(t.entry, t.round)) return false;
+    R->ReleasePartition(t.entry);
+    t.entry = nullptr;
+    t.stage = Stage::kDone;
+    op->unretired--;
+    return true;
+  }
+  uint32_t& closed = done_round_[t.local_key];
+  if (closed != t.round) return false;  // an earlier round of this name is still open
+  if (R) {
+    if (!t.closed_round) {
+      R->CloseFailedRound(t.entry, t.local_key, t.range.count * DataTypeSize(op->dtype), op->dtype, t.round,
+                          op->failure, t.staged);
+      t.closed_round = true;
+    }
+    // Device collectives of the round already issued (or still to be
+    // decided) finish first: nobody writes into the buffers after done().
+    if (!R->Settled(t.entry, t.round)) return false;
+    if (t.entry) R->ReleasePartition(t.entry);
+    t.entry = nullptr;
+  }
+  closed = t.round + 1;
+  t.stage = Stage::kDone;
+  op->unretired--;
+  return true;
+}
+
+void Engine::CompleteFailedOp(TensorOp* op) {
+  stats_.queue_depth--;
+  if (op->ready_event) op->reducer->ReturnReady(op->ready_event);
+  op->ready_event = nullptr;
+  bps_done_fn done = op->done;
+  op->done = nullptr;  // marks the op complete
+  done(op->user_data, op->failure.code(), op->failure.message().c_str());
+}
+
+}  // namespace bps

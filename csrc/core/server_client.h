@@ -1,0 +1,131 @@
+// The worker's side of the parameter servers: one or more connections per
+// server, pushes whose answers land straight in a buffer of the caller's,
+// error frames routed to the pull they concern, tensor errors relayed to
+// every machine, and the goodbye (or the failure's cause) at shutdown.
+//
+// Threads: Push and the relays run on the engine thread; answers, error
+// frames and lost connections arrive on the transport's I/O thread, which
+// only flips a pull's state, queues a tensor error or reports a failure, then
+// rings the engine.
+#pragma once
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/config.h"
+#include "common/dtype.h"
+#include "common/status.h"
+#include "store/store.h"
+#include "transport/transport.h"
+
+namespace bps {
+
+// I/O that may still touch a partition's buffers: a push not yet written
+// (the input is read until on_sent) and a registered pull (the response may
+// be written into dst). A partition completes, and a failed op calls done(),
+// only once this is zero, so no byte moves after done() (issue 13, bug 1).
+struct PartitionIo {
+  std::atomic<int> in_flight{0};
+};
+
+// A response destination registered before the push is sent. Shared with the
+// I/O thread's callbacks, which may run after the partition gave up on it.
+struct PendingPull {
+  char* dst = nullptr;
+  uint64_t bytes = 0;
+  uint32_t round = 0;
+  std::atomic<int> state{0};  // 0 waiting, 1 arrived, 2 failed
+  std::string error;
+  transport::Connection* conn = nullptr;  // where the receive is posted
+  std::shared_ptr<PartitionIo> io;
+  std::atomic<bool> released{false};
+  // Counts this pull out of io->in_flight exactly once (its receive's callback).
+  void Release() {
+    if (!released.exchange(true)) io->in_flight.fetch_sub(1, std::memory_order_acq_rel);
+  }
+  // The op failed: its buffer is given up (the callback then releases it).
+  void Cancel(uint64_t key) {
+    if (!released.load()) conn->CancelReceive(key);
+  }
+};
+
+// One partition's slice pushed to its server, the sum expected back.
+struct PushRequest {
+  int server = 0;
+  uint64_t key = 0;            // (name, partition, slice): the same on every machine
+  uint64_t name_hash = 0;
+  uint32_t round = 0;
+  uint32_t partition = 0;
+  DataType dtype = DataType::kFloat32;
+  bool average = false;
+  uint64_t signature = 0;      // dtype, shape, operation: the machines must agree
+  uint64_t tensor_bytes = 0;
+  const char* data = nullptr;  // read until the push is written
+  uint64_t bytes = 0;
+  char* dst = nullptr;         // the answer's destination
+  std::shared_ptr<PartitionIo> io;
+};
+
+// A tensor's failure told by a server: every op of that name (this
+// generation) from `first_op` on fails with `why`.
+struct TensorError {
+  uint64_t name_hash = 0;
+  uint32_t first_op = 0;
+  std::string why;
+};
+
+class ServerClient {
+ public:
+  struct Callbacks {
+    std::function<void()> ring;                  // wake the engine thread
+    std::function<void(const Status&)> fail;     // the job failed (a lost server, an abort)
+  };
+  ServerClient(const Config& config, std::shared_ptr<Store> store, std::unique_ptr<transport::Transport> transport,
+               Callbacks callbacks);
+  ~ServerClient();
+
+  // Waits (BYTEPS_RENDEZVOUS_TIMEOUT) for each server's address in the
+  // store and connects BYTEPS_CONNECTIONS_PER_SERVER times to it.
+  Status Connect(int num_servers);
+  int num_servers() const { return static_cast<int>(conns_.size()); }
+  const std::string& address(int server) const { return addresses_[server]; }
+
+  // Posts the receive of the answer, then sends the push. `on_sent` runs
+  // once the payload left (its buffer is free); the pull's state says when
+  // the answer arrived (1) or the server refused the push (2, error).
+  std::shared_ptr<PendingPull> Push(const PushRequest& r, std::function<void()> on_sent);
+  // Tells the other machines, through every server, that op `name_op` of a
+  // tensor failed here (a mismatch), so they fail instead of timing out.
+  void RelayTensorError(uint64_t name_hash, uint32_t name_op, const std::string& text);
+  // Tensor errors the servers reported since the last call.
+  std::vector<TensorError> TakeTensorErrors();
+  // Every server hears goodbye, or, after a failure, its cause (which the
+  // servers relay to every other worker).
+  void SayGoodbye(const Status& failure);
+  // Connections closed from here on are not failures (shutdown).
+  void Quiesce() { quiescing_ = true; }
+  // Closes every connection and stops the transport's I/O thread.
+  void Close();
+
+ private:
+  Status WaitForServer(int server, int num_servers, std::string* addr);
+  void OnUnexpected(transport::Connection* conn, const MessageHeader& header, const std::string& payload);
+  void OnClosed(transport::Connection* conn, const Status& reason);
+
+  const Config& config_;
+  std::shared_ptr<Store> store_;
+  std::unique_ptr<transport::Transport> transport_;
+  Callbacks callbacks_;
+  std::vector<std::vector<std::shared_ptr<transport::Connection>>> conns_;
+  std::vector<std::string> addresses_;
+  std::atomic<bool> quiescing_{false};
+  std::mutex mu_;
+  std::unordered_map<uint64_t, std::shared_ptr<PendingPull>> pending_;  // by key: routes error frames
+  std::vector<TensorError> tensor_errors_;
+};
+
+}  // namespace bps

@@ -1,0 +1,250 @@
+// The stage machine of a partition, as data: kPipeline says which step runs
+// in each stage (BytePS keeps its pipeline as a list of queues). A step
+// either waits (nothing possible yet) or moves: it did work, and sets the
+// next stage when its own is complete. Host and device partitions take the
+// same steps; what differs is the op's LocalReducer.
+#include <chrono>
+
+#include "common/hashing.h"
+#include "common/logging.h"
+#include "common/reduce_kernels.h"
+#include "core/engine.h"
+
+namespace bps {
+namespace {
+
+uint64_t NowNs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+}  // namespace
+
+const char* StageName(Stage stage) {
+  switch (stage) {
+    case Stage::kWaitTurn: return "wait_turn";
+    case Stage::kStage: return "stage_in";
+    case Stage::kReduce: return "local_reduce";
+    case Stage::kPush: return "push";
+    case Stage::kAwait: return "await";
+    case Stage::kGather: return "gather";
+    case Stage::kDone: return "done";
+  }
+  return "?";
+}
+
+// Indexed by Stage.
+const Engine::StageStep Engine::kPipeline[] = {
+    {Stage::kWaitTurn, &Engine::WaitTurn},   {Stage::kStage, &Engine::StageIn},
+    {Stage::kReduce, &Engine::ReduceLocally}, {Stage::kPush, &Engine::Push},
+    {Stage::kAwait, &Engine::AwaitAnswer},    {Stage::kGather, &Engine::Gather},
+};
+
+LocalContribution Engine::ContributionOf(const TensorOp& op, const PartitionTask* t) const {
+  const size_t esz = DataTypeSize(op.dtype);
+  const Range range = t ? t->range : Range{0, op.count};
+  LocalContribution c;
+  c.input = op.input + range.offset * esz;
+  c.output = op.output + range.offset * esz;
+  c.count = range.count;
+  c.dtype = op.dtype;
+  c.signature = op.signature;
+  c.tensor_bytes = static_cast<uint64_t>(op.count) * esz;
+  c.name = op.name.c_str();
+  c.shape = op.shape_and_op.c_str();
+  c.divisor = op.average ? config_.size() : 1;
+  c.device = op.device;
+  c.ready_event = op.ready_event;
+  c.priority = op.priority;
+  c.submit_seq = op.seq;
+  c.partition = t ? t->index : 0;
+  return c;
+}
+
+bool Engine::Advance(PartitionTask& t) {
+  bool moved = false;
+  while (t.stage != Stage::kDone && !t.op->failed) {
+    const Stage before = t.stage;
+    const StageStep& step = kPipeline[static_cast<int>(t.stage)];
+    const Step result = (this->*step.run)(t);
+    moved |= result == Step::kMoved;
+    if (result == Step::kWait || t.stage == before) break;
+  }
+  return moved;
+}
+
+Engine::Step Engine::WaitTurn(PartitionTask& t) {
+  TensorOp* op = t.op;
+  // Rounds of one key run in submission order on this rank.
+  if (done_round_[t.local_key] != t.round) return Step::kWait;
+  if (LocalReducer* R = op->reducer) {
+    Status st = R->Acquire(t.local_key, t.range.count * DataTypeSize(op->dtype), op->dtype, &t.entry);
+    if (!st.ok()) {
+      st = Status(st.code(), "tensor '" + op->name + "' (" + DataTypeName(op->dtype) + " " + op->shape +
+                                 " on rank " + std::to_string(rank()) + ") partition " + std::to_string(t.index) +
+                                 ": " + st.message());
+      // make the other local ranks fail too, not time out
+      if (t.entry) R->FailRound(t.entry, t.round, st);
+      FailOp(op, st);
+      return Step::kMoved;
+    }
+    // Every entry is in use by partitions in flight: they finish (on this
+    // rank and the others) and free one; the watchdog bounds the wait.
+    if (!t.entry) return Step::kWait;
+  }
+  t.stage = Stage::kStage;
+  return Step::kMoved;
+}
+
+Engine::Step Engine::StageIn(PartitionTask& t) {
+  TensorOp* op = t.op;
+  LocalReducer* R = op->reducer;
+  if (!R) {
+    t.stage = config_.distributed() ? Stage::kPush : Stage::kGather;
+    return Step::kMoved;
+  }
+  const uint64_t t0 = NowNs();
+  const uint64_t w0 = timeline_.Tracing(t.round) ? Timeline::NowMicros() : 0;
+  if (R->StageIn(t.entry, t.round, ContributionOf(*op, &t)) == LocalProgress::kWaiting) return Step::kWait;
+  stats_.stage_ns += NowNs() - t0;
+  if (w0) timeline_.Record(op->name, t.index, t.round, "stage_in", w0, Timeline::NowMicros());
+  t.staged = true;
+  t.stage = Stage::kReduce;
+  return Step::kMoved;
+}
+
+Engine::Step Engine::ReduceLocally(PartitionTask& t) {
+  TensorOp* op = t.op;
+  LocalReducer* R = op->reducer;
+  const bool distributed = config_.distributed();
+  const uint64_t t0 = NowNs();
+  const uint64_t w0 = timeline_.Tracing(t.round) ? Timeline::NowMicros() : 0;
+  LocalContribution mine = ContributionOf(*op, &t);
+  LocalProgress progress;
+  Status st = R->ReduceOwnSlice(t.entry, t.round, mine, distributed ? nullptr : mine.output, mine.divisor, &progress);
+  if (!st.ok()) {
+    FailOp(op, st);
+    return Step::kMoved;
+  }
+  if (progress == LocalProgress::kWaiting) return Step::kWait;
+  stats_.local_reduce_ns += NowNs() - t0;
+  if (w0) timeline_.Record(op->name, t.index, t.round, "local_reduce", w0, Timeline::NowMicros());
+  if (distributed) {
+    t.stage = Stage::kPush;
+  } else {
+    R->PublishOwnSlice(t.entry, t.round);
+    t.gathered_mask |= 1u << config_.local_rank;
+    t.stage = Stage::kGather;
+  }
+  return Step::kMoved;
+}
+
+Engine::Step Engine::Push(PartitionTask& t) {
+  TensorOp* op = t.op;
+  LocalReducer* R = op->reducer;
+  const size_t esz = DataTypeSize(op->dtype);
+  const Range s = R ? R->SliceOf(t.range.count, config_.local_rank) : Range{0, t.range.count};
+  if (s.count == 0 && t.range.count > 0) {
+    // Empty slice: empty on every machine too (same plan), nothing to send.
+    if (t.entry) R->PublishOwnSlice(t.entry, t.round);
+    t.stage = Stage::kGather;
+    return Step::kMoved;
+  }
+  const uint64_t bytes = static_cast<uint64_t>(s.count) * esz;
+  if (!credits_.TryAdmit(bytes)) return Step::kWait;  // wait for queued bytes to leave
+  // Several local ranks: the reducer's own slice, answered in place; one:
+  // straight from the input into the output.
+  LocalContribution mine = ContributionOf(*op, &t);
+  const int slice = R ? config_.local_rank : 0;
+  PushRequest r;
+  r.key = MixKey(op->name_hash, t.index, static_cast<uint32_t>(slice));
+  r.server = ServerFor(op->name_hash, t.index, slice, config_.local_size, num_servers_);
+  r.name_hash = op->name_hash;
+  r.round = t.round;
+  r.partition = t.index;
+  r.dtype = op->dtype;
+  r.average = op->average;
+  r.signature = op->signature;
+  r.tensor_bytes = static_cast<uint64_t>(op->count) * esz;
+  r.data = t.entry ? R->OwnSlice(t.entry, mine) : mine.input;
+  r.dst = t.entry ? R->OwnSlice(t.entry, mine) : mine.output;
+  r.bytes = bytes;
+  r.io = t.io;
+  t.net_key = r.key;
+  t.server = r.server;
+  t.net_start_us = timeline_.Tracing(t.round) ? Timeline::NowMicros() : 0;
+  stats_.bytes_pushed += bytes;
+  if (t.server < EngineStats::kMaxTrackedServers) stats_.bytes_per_server[t.server] += bytes;
+  t.pull = servers_->Push(r, [this, bytes] { credits_.Release(bytes); });
+  t.stage = Stage::kAwait;
+  return Step::kMoved;
+}
+
+Engine::Step Engine::AwaitAnswer(PartitionTask& t) {
+  TensorOp* op = t.op;
+  const int state = t.pull->state.load(std::memory_order_acquire);
+  if (state == 0) return Step::kWait;
+  // The push's on_sent may still be pending: the input is read until then.
+  if (state == 1 && t.io->in_flight.load(std::memory_order_acquire) != 0) return Step::kWait;
+  if (state == 2) {
+    op->mismatch_from_server = true;
+    FailOp(op, Status::Mismatch("tensor '" + op->name + "' (" + DataTypeName(op->dtype) + " " + op->shape +
+                                " on rank " + std::to_string(rank()) + "): " + t.pull->error));
+    return Step::kMoved;
+  }
+  stats_.bytes_pulled += t.pull->bytes;
+  if (t.net_start_us) timeline_.Record(op->name, t.index, t.round, "push_pull", t.net_start_us, Timeline::NowMicros());
+  if (t.entry) op->reducer->PublishOwnSlice(t.entry, t.round);
+  t.stage = Stage::kGather;
+  return Step::kMoved;
+}
+
+Engine::Step Engine::Gather(PartitionTask& t) {
+  TensorOp* op = t.op;
+  LocalReducer* R = op->reducer;
+  const uint64_t t0 = NowNs();
+  const uint64_t w0 = timeline_.Tracing(t.round) ? Timeline::NowMicros() : 0;
+  LocalContribution mine = ContributionOf(*op, &t);
+  if (!R) {
+    if (config_.distributed()) {
+      if (mine.divisor != 1) CopyScaled(mine.output, mine.output, t.range.count, op->dtype, mine.divisor);
+    } else {
+      CopyScaled(mine.output, mine.input, t.range.count, op->dtype, mine.divisor);
+    }
+    stats_.gather_ns += NowNs() - t0;
+    if (w0) timeline_.Record(op->name, t.index, t.round, "gather", w0, Timeline::NowMicros());
+    FinishPartition(t);
+    return Step::kMoved;
+  }
+  const uint32_t before = t.gathered_mask;
+  LocalProgress progress;
+  Status st = R->Gather(t.entry, t.round, mine, mine.output, mine.divisor, &t.gathered_mask, &progress);
+  if (!st.ok()) {
+    FailOp(op, st);
+    return Step::kMoved;
+  }
+  const bool moved = t.gathered_mask != before || progress == LocalProgress::kDone;
+  stats_.gather_ns += NowNs() - t0;
+  if (w0 && moved) timeline_.Record(op->name, t.index, t.round, "gather", w0, Timeline::NowMicros());
+  if (progress == LocalProgress::kDone) FinishPartition(t);
+  return moved ? Step::kMoved : Step::kWait;
+}
+
+void Engine::FinishPartition(PartitionTask& t) {
+  t.stage = Stage::kDone;
+  TensorOp* op = t.op;
+  if (t.entry) op->reducer->ReleasePartition(t.entry);
+  t.entry = nullptr;
+  if (!op->fused) done_round_[t.local_key] = t.round + 1;
+  stats_.partitions_completed++;
+  if (--op->remaining == 0 && !op->failed) {
+    stats_.ops_completed++;
+    stats_.queue_depth--;
+    if (op->ready_event) op->reducer->ReturnReady(op->ready_event);
+    op->ready_event = nullptr;
+    op->done(op->user_data, BPS_OK, "");
+  }
+}
+
+}  // namespace bps

@@ -1,0 +1,16 @@
+// The engine's counters (bps_stats_json, the periodic stats log line).
+#pragma once
+#include <atomic>
+#include <cstdint>
+
+namespace bps {
+
+struct EngineStats {
+  std::atomic<uint64_t> bytes_pushed{0}, bytes_pulled{0}, ops_completed{0}, partitions_completed{0};
+  std::atomic<uint64_t> local_reduce_ns{0}, gather_ns{0}, stage_ns{0};
+  std::atomic<int64_t> queue_depth{0};
+  static constexpr int kMaxTrackedServers = 256;
+  std::atomic<uint64_t> bytes_per_server[kMaxTrackedServers] = {};
+};
+
+}  // namespace bps

@@ -1,0 +1,85 @@
+// What the engine thread works on: an accepted push_pull (TensorOp) and its
+// partitions (PartitionTask), each moving through the stages below.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "c_api/byteps_c.h"
+#include "common/dtype.h"
+#include "common/partitioner.h"
+#include "common/status.h"
+#include "core/server_client.h"
+#include "local/local_reducer.h"
+
+namespace bps {
+
+struct TensorOp;
+
+// A partition's stages, in pipeline order (the engine's table of steps,
+// stage_pipeline.cc, says what each one does):
+//   kWaitTurn  the previous round of its key closed; take the reducer's entry
+//   kStage     this rank's contribution handed to the local reducer
+//   kReduce    its own slice summed over the local ranks
+//   kPush      (several machines) sent to its server: needs a credit
+//   kAwait     the machines' sum arrives (I/O thread)
+//   kGather    every slice into the output, scaled for an average
+enum class Stage { kWaitTurn, kStage, kReduce, kPush, kAwait, kGather, kDone };
+const char* StageName(Stage stage);
+
+struct PartitionTask {
+  TensorOp* op = nullptr;
+  uint32_t index = 0;
+  Range range;                 // elements of the tensor
+  Stage stage = Stage::kWaitTurn;
+  uint64_t local_key = 0;      // shared-memory entry key / per-rank round key
+  uint32_t round = 0;
+  LocalPartition* entry = nullptr;  // the local reducer's state; null with one local rank
+  uint32_t gathered_mask = 0;  // slices already copied to the output
+  uint64_t net_key = 0;
+  int server = -1;
+  std::shared_ptr<PendingPull> pull;
+  std::shared_ptr<PartitionIo> io = std::make_shared<PartitionIo>();
+  bool staged = false;         // counted in entry->arrived for this round
+  bool closed_round = false;   // failed: the reducer was told (CloseFailedRound)
+  uint64_t net_start_us = 0;   // timeline only
+  std::chrono::steady_clock::time_point last_progress;
+};
+
+struct TensorOp {
+  uint64_t seq = 0;
+  std::string name;
+  uint64_t name_hash = 0;
+  uint32_t name_op = 0;  // this is the name's n-th op (of its generation) on every rank
+  const char* input = nullptr;
+  char* output = nullptr;
+  DataType dtype = DataType::kFloat32;
+  int64_t count = 0;
+  std::string shape;  // "[10, 5]"
+  std::string shape_and_op;  // "[10, 5] (average)": what local ranks compare, for their errors
+  uint64_t signature = 0;
+  int32_t priority = 0;
+  bool average = false;
+  // Device tensors: the GPU, and the caller's stream at submission (an
+  // event the first collective waits for). The reducer of this op: the
+  // device reducer, the host one, or null (one local rank, host memory).
+  int device = -1;
+  void* ready_event = nullptr;
+  LocalReducer* reducer = nullptr;
+  // One machine, device tensor: reduced by one fused collective launched at
+  // submission (LocalReducer::LaunchFused); its one partition starts at kGather.
+  bool fused = false;
+  LocalPartition* fused_handle = nullptr;
+  bps_done_fn done = nullptr;
+  void* user_data = nullptr;
+  int remaining = 0;
+  bool failed = false;
+  bool mismatch_from_server = false;  // a server reported it to every rank
+  Status failure;              // why, reported by done() once every partition retired
+  int unretired = 0;           // failed op: partitions whose I/O or round is still open
+  std::vector<std::unique_ptr<PartitionTask>> parts;
+};
+
+}  // namespace bps

@@ -1,0 +1,96 @@
+// NCCL as the machine's collective library (csrc/local/collectives.h), and
+// the device reducer the CUDA build registers: the sequenced reducer over it.
+//
+// Streams: every collective, in the machine's order, on one high-priority
+// stream with one communicator (as BytePS: reduce and broadcast share both);
+// slices move to and from host staging on two copy streams (one per
+// direction, so both copy engines work), ordered by events. Completion is a
+// CUDA host function that rings the engine's doorbell: nothing polls the
+// device in a loop and nothing on the hot path synchronises it.
+#pragma once
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/config.h"
+#include "gpu/pinned_staging.h"
+#include "local/collectives.h"
+#include "local/local_reducer.h"
+#include "store/store.h"
+
+namespace bps {
+namespace gpu {
+
+class NcclCollectives : public Collectives {
+ public:
+  // Collective among the machine's local ranks (NCCL's communicator set-up).
+  static Status Create(const Config& config, Store* store, int device, std::function<void()> ring,
+                       std::unique_ptr<Collectives>* out);
+  ~NcclCollectives() override;
+
+  const char* name() const override { return "nccl"; }
+  void BeginBatch() override;
+  Status EndBatch() override;
+  Status ReduceScatter(CollectiveWork* w) override;
+  Status Upload(CollectiveWork* w) override;
+  Status AllGather(CollectiveWork* w) override;
+  Status AllReduce(CollectiveWork* w, void* stream) override;
+  bool ScalesAverage(DataType dtype) const override;
+  Status Poll(CollectiveWork* w, CollectivePhase phase, bool* done) override;
+  void Retire(CollectiveWork* w) override;
+  Status AcquireStaging(uint64_t bytes, char** out) override { return staging_.Acquire(bytes, out); }
+  void ReleaseStaging(char* buffer) override { staging_.Release(buffer); }
+  uint64_t staging_bytes() override { return staging_.allocated_bytes(); }
+  Status RecordReady(void* stream, void** event) override;
+  void ReturnReady(void* event) override;
+  Status CheckAsync() override;
+  void Abort() override;
+
+ private:
+  struct WorkState;
+  struct Queued {
+    CollectiveWork* work;
+    bool gather;  // else reduce-scatter
+  };
+  NcclCollectives() = default;
+  WorkState* StateOf(CollectiveWork* w);
+  Status Launch(const Queued& q);       // the NCCL call, inside the batch's group
+  Status Before(const Queued& q);       // waits and copies the call needs first
+  Status After(const Queued& q);        // events, copies and the doorbell after it
+  ncclRedOp_t ReduceOpFor(DataType dtype, int64_t divisor);
+  cudaEvent_t TakeEvent();
+  void ReturnEvent(cudaEvent_t e);
+  static void CUDART_CB RingFromStream(void* self);
+
+  int device_ = -1;
+  int local_rank_ = 0;
+  int local_size_ = 1;
+  ncclComm_t comm_ = nullptr;
+  std::atomic<bool> aborted_{false};
+  cudaStream_t nccl_stream_ = nullptr, d2h_stream_ = nullptr, h2d_stream_ = nullptr;
+  std::function<void()> ring_;
+  std::vector<Queued> batch_;
+  std::map<std::pair<int, int64_t>, ncclRedOp_t> premul_ops_;  // (dtype, divisor)
+  std::mutex events_mu_;
+  std::vector<cudaEvent_t> free_events_;
+  std::vector<cudaEvent_t> all_events_;
+  PinnedStagingPool staging_;
+};
+
+// The device reducer factory the CUDA build registers (SetDeviceReducerFactory).
+Status MakeNcclLocalReducer(const Config& config, Store* store, int device, const MachineLink& link,
+                            std::unique_ptr<LocalReducer>* out);
+
+// "cuda: yes (runtime 13.0, driver 13.0); nccl: 2.28.9".
+std::string BuildInfo();
+
+}  // namespace gpu
+}  // namespace bps

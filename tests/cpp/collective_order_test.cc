@@ -1,0 +1,244 @@
+// The ordering rule of csrc/local/local_reducer.h on CPU: whole in-process
+// jobs whose device tensors go through the sequenced reducer over emulated
+// NCCL collectives (emulated_collectives.h), which fails, naming both ranks,
+// whenever two local ranks issue different collectives as their n-th one.
+// Every rank submits its tensors in its own random order with random pauses.
+//   - machine order (local rank 0 decides): exact sums, no violation;
+//   - each rank in its own order (how the GPU path issued its collectives
+//     before the rule): the emulation catches the divergence, and the job
+//     fails loudly instead of hanging.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "emulated_collectives.h"
+#include "in_process_job.h"
+
+namespace bps {
+namespace {
+
+using testing_support::Completion;
+using testing_support::EmulatedOrderMode;
+using testing_support::InProcessJob;
+using testing_support::JobShape;
+
+struct DeviceTensor {
+  std::string name;
+  int64_t count;
+  int32_t dtype;
+  int32_t reduce_op;
+  int32_t priority;
+};
+
+const std::vector<DeviceTensor>& Tensors() {
+  static const std::vector<DeviceTensor> tensors = {
+      {"layer0.weight", 5000, BPS_FLOAT32, BPS_REDUCE_SUM, 0},    // several partitions of 4 KB
+      {"layer0.bias", 3001, BPS_FLOAT32, BPS_REDUCE_AVERAGE, 0},  // odd: padded slices
+      {"layer1.weight", 2048, BPS_INT32, BPS_REDUCE_SUM, 0},
+      {"layer1.bias", 7, BPS_FLOAT32, BPS_REDUCE_SUM, 0},         // smaller than the local ranks' slices
+      {"embedding", 9000, BPS_FLOAT32, BPS_REDUCE_AVERAGE, 0},
+  };
+  return tensors;
+}
+
+// Rank r's element i in round k: exact in float32 and int32 for every sum.
+double Value(int rank, int64_t i, int round) { return (rank + 1) * (i % 7 + 1) + round; }
+
+struct Outcome {
+  int completed = 0;
+  int failed = 0;
+  int64_t wrong = 0;
+  bool hung = false;
+  std::string first_error;
+};
+
+// Every rank submits kRounds rounds of Tensors() as device tensors (host
+// memory: the emulation's "device"), each rank in its own shuffled order
+// with pauses of up to 2 ms; then waits for all of them.
+Outcome RunShuffled(InProcessJob& job, uint32_t seed, bool distinct_priorities) {
+  constexpr int kRounds = 3;
+  const int world = job.size();
+  const auto& tensors = Tensors();
+  struct Slot {
+    std::vector<float> fin, fout;
+    std::vector<int32_t> iin, iout;
+    Completion done;
+  };
+  std::vector<std::vector<std::unique_ptr<Slot>>> slots(world);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < world; ++r) {
+    slots[r].resize(kRounds * tensors.size());
+    ranks.emplace_back([&, r] {
+      std::mt19937 rng(seed * 7919u + static_cast<uint32_t>(r));
+      for (int round = 0; round < kRounds; ++round) {
+        std::vector<size_t> order(tensors.size());
+        for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+        std::shuffle(order.begin(), order.end(), rng);
+        for (size_t k : order) {
+          const DeviceTensor& tc = tensors[k];
+          auto slot = std::make_unique<Slot>();
+          bps_tensor t{};
+          t.dtype = tc.dtype;
+          t.num_elements = tc.count;
+          t.device = 0;
+          void* out = nullptr;
+          if (tc.dtype == BPS_FLOAT32) {
+            for (int64_t i = 0; i < tc.count; ++i) slot->fin.push_back(static_cast<float>(Value(r, i, round)));
+            slot->fout.assign(tc.count, -1);
+            t.data = slot->fin.data();
+            out = slot->fout.data();
+          } else {
+            for (int64_t i = 0; i < tc.count; ++i) slot->iin.push_back(static_cast<int32_t>(Value(r, i, round)));
+            slot->iout.assign(tc.count, -1);
+            t.data = slot->iin.data();
+            out = slot->iout.data();
+          }
+          const int32_t priority = distinct_priorities ? -static_cast<int32_t>(k) : tc.priority;
+          Status st = job.rank(r).Submit(t, out, tc.name, priority, tc.reduce_op, Completion::Callback, &slot->done);
+          if (!st.ok()) Completion::Callback(&slot->done, st.code(), st.message().c_str());
+          slots[r][round * tensors.size() + k] = std::move(slot);
+          std::this_thread::sleep_for(std::chrono::microseconds(rng() % 2000));
+        }
+      }
+    });
+  }
+  for (auto& t : ranks) t.join();
+  Outcome outcome;
+  for (int r = 0; r < world; ++r) {
+    for (int round = 0; round < kRounds; ++round) {
+      for (size_t k = 0; k < tensors.size(); ++k) {
+        Slot& slot = *slots[r][round * tensors.size() + k];
+        if (!slot.done.Wait(30)) {
+          outcome.hung = true;
+          continue;
+        }
+        if (slot.done.code != BPS_OK) {
+          outcome.failed++;
+          if (outcome.first_error.empty()) outcome.first_error = slot.done.message;
+          continue;
+        }
+        if (!slot.fin.empty() || !slot.iin.empty()) outcome.completed++;
+        const DeviceTensor& tc = tensors[k];
+        const bool average = tc.reduce_op == BPS_REDUCE_AVERAGE;
+        for (int64_t i = 0; i < tc.count; ++i) {
+          double sum = 0;
+          for (int q = 0; q < world; ++q) sum += Value(q, i, round);
+          const bool ok = tc.dtype == BPS_FLOAT32 ? slot.fout[i] == static_cast<float>(average ? sum / world : sum)
+                                                  : slot.iout[i] == static_cast<int32_t>(sum);
+          outcome.wrong += !ok;
+        }
+      }
+    }
+  }
+  return outcome;
+}
+
+class CollectiveOrderTest : public ::testing::TestWithParam<JobShape> {
+ protected:
+  void SetUp() override { SetDeviceReducerFactory(&testing_support::MakeEmulatedDeviceReducer); }
+  void TearDown() override {
+    SetDeviceReducerFactory(nullptr);
+    EmulatedOrderMode() = CollectiveOrder::Mode::kMachineOrder;
+  }
+};
+
+TEST_P(CollectiveOrderTest, TheMachineOrderGivesExactSumsWhateverOrderRanksSubmitIn) {
+  EmulatedOrderMode() = CollectiveOrder::Mode::kMachineOrder;
+  for (uint32_t seed : {1u, 2u, 3u}) {
+    InProcessJob job(GetParam());
+    Status st = job.Start();
+    ASSERT_TRUE(st.ok()) << st.message();
+    Outcome o = RunShuffled(job, seed, /*distinct_priorities=*/seed == 3);
+    EXPECT_FALSE(o.hung) << "seed " << seed;
+    EXPECT_EQ(o.failed, 0) << "seed " << seed << ": " << o.first_error;
+    EXPECT_EQ(o.wrong, 0) << "seed " << seed;
+    EXPECT_EQ(o.completed, job.size() * 3 * static_cast<int>(Tensors().size())) << "seed " << seed;
+    job.Stop();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, CollectiveOrderTest,
+                         ::testing::Values(JobShape{2, 2, 2},   // two machines of two GPUs
+                                           JobShape{2, 3, 1},   // three local ranks, padded slices
+                                           JobShape{2, 1, 2}),  // one GPU per machine: no local collective peers
+                         [](const ::testing::TestParamInfo<JobShape>& info) {
+                           return std::to_string(info.param.machines) + "machines_x" +
+                                  std::to_string(info.param.local_size) + "local";
+                         });
+
+TEST(CollectiveOrderOwnOrder, EachRankIssuingInItsOwnOrderBreaksTheContractAndFailsLoudly) {
+  SetDeviceReducerFactory(&testing_support::MakeEmulatedDeviceReducer);
+  EmulatedOrderMode() = CollectiveOrder::Mode::kOwnOrder;
+  JobShape shape{2, 2, 2};
+  shape.timeout_seconds = 10;
+  InProcessJob job(shape);
+  Status st = job.Start();
+  ASSERT_TRUE(st.ok()) << st.message();
+  Outcome o = RunShuffled(job, 1, false);
+  job.Stop();
+  SetDeviceReducerFactory(nullptr);
+  EmulatedOrderMode() = CollectiveOrder::Mode::kMachineOrder;
+  // With NCCL this is the 2 x 2 stall: each GPU waits inside its first
+  // collective for a peer that issued another one.
+  EXPECT_FALSE(o.hung);
+  EXPECT_GT(o.failed, 0);
+  EXPECT_NE(o.first_error.find("differs between local ranks"), std::string::npos) << o.first_error;
+}
+
+TEST(CollectiveOrderOneMachine, TheFusedPathReducesWholeTensorsInSubmissionOrder) {
+  SetDeviceReducerFactory(&testing_support::MakeEmulatedDeviceReducer);
+  EmulatedOrderMode() = CollectiveOrder::Mode::kMachineOrder;
+  InProcessJob job(JobShape{1, 3, 0});
+  ASSERT_TRUE(job.Start().ok());
+  EXPECT_TRUE(job.rank(0).DeviceStreamOrdered());
+  constexpr int64_t kCount = 3001;
+  std::vector<std::vector<float>> in(3), out(3);
+  std::vector<Completion> done(3);
+  for (int r = 0; r < 3; ++r) {
+    for (int64_t i = 0; i < kCount; ++i) in[r].push_back(static_cast<float>(Value(r, i, 0)));
+    out[r].assign(kCount, -1);
+    bps_tensor t{};
+    t.data = in[r].data();
+    t.dtype = BPS_FLOAT32;
+    t.num_elements = kCount;
+    t.device = 0;
+    Status st = job.rank(r).Submit(t, out[r].data(), "fused", 0, BPS_REDUCE_AVERAGE, Completion::Callback, &done[r]);
+    ASSERT_TRUE(st.ok()) << st.message();
+  }
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(done[r].Wait(20));
+    ASSERT_EQ(done[r].code, BPS_OK) << done[r].message;
+    for (int64_t i = 0; i < kCount; ++i) {
+      const double sum = Value(0, i, 0) + Value(1, i, 0) + Value(2, i, 0);
+      ASSERT_EQ(out[r][i], static_cast<float>(sum / 3)) << "rank " << r << " element " << i;
+    }
+  }
+  job.Stop();
+  SetDeviceReducerFactory(nullptr);
+}
+
+TEST(CollectiveOrderCpuBuild, ADeviceTensorWithoutADeviceReducerIsRefusedNamingTheBuild) {
+  SetDeviceReducerFactory(nullptr);
+  InProcessJob job(JobShape{1, 2, 0});
+  ASSERT_TRUE(job.Start().ok());
+  std::vector<float> v(10, 1.0f);
+  bps_tensor t{};
+  t.data = v.data();
+  t.dtype = BPS_FLOAT32;
+  t.num_elements = 10;
+  t.device = 0;
+  Completion done;
+  Status st = job.rank(0).Submit(t, v.data(), "on_gpu", 0, BPS_REDUCE_SUM, Completion::Callback, &done);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("built without CUDA"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("on_gpu"), std::string::npos) << st.message();
+  job.Stop();
+}
+
+}  // namespace
+}  // namespace bps
