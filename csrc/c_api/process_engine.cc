@@ -3,6 +3,7 @@
 #include <string>
 
 #include "common/config.h"
+#include "common/logging.h"
 #include "common/terminate_report.h"
 #include "core/rendezvous.h"
 #include "local/shared_memory.h"
@@ -48,8 +49,34 @@ Status ProcessEngine::Init(const bps_init_options* options) {
   std::lock_guard<std::mutex> lock(mu_);
   if (engine_) return Status::OK();
   Status st = InitSteps(options);
-  if (!st.ok()) ReleaseSchedulerClients(/*failed=*/true);
+  if (!st.ok()) {
+    st = ReportInitFailure(st);
+    ReleaseSchedulerClients(/*failed=*/true);
+  }
   return st;
+}
+
+Status ProcessEngine::ReportInitFailure(const Status& failure) {
+  const std::string& mine = failure.message();
+  if (!scheduler_client_ || mine.find("job aborted: ") != std::string::npos) return failure;  // the verdict already
+  // Our cause, not our disconnect, becomes the job's verdict: every rank that
+  // gave up waiting for a server killed at start-up names the server, and so
+  // must the scheduler and everyone it tells (issue 30).
+  std::string verdict;
+  Status reported = scheduler_client_->ReportFailure(mine, &verdict);
+  if (!reported.ok()) {
+    // The scheduler is gone, the likelier root: a local rank 1 whose local
+    // rank 0 left on it finds the shared memory unlinked ("shm_open: No such
+    // file or directory"), which names nothing.
+    if (mine.find("scheduler") != std::string::npos) return failure;
+    return Status::PeerFailure(reported.message() + " (then: " + mine + ")");
+  }
+  const std::string printable = Printable(mine);
+  const bool ours = verdict.size() >= printable.size() &&
+                    verdict.compare(verdict.size() - printable.size(), printable.size(), printable) == 0;
+  if (ours) return failure;
+  // The job had failed already: that is the cause, ours a consequence.
+  return Status::PeerFailure("job aborted: " + verdict + " (then: " + mine + ")");
 }
 
 Status ProcessEngine::InitSteps(const bps_init_options* options) {

@@ -30,6 +30,10 @@ class ProcessEngine {
   ProcessEngine() = default;
   Status InitSteps(const bps_init_options* options);
   void StartAbortWatcher(const HostPort& scheduler, const Config& c);
+  // Init failed: tells the scheduler why (it fails the job naming this cause
+  // unless it failed already) and returns the cause to report here: the
+  // job's earlier verdict, or a lost scheduler, wins over a consequence.
+  Status ReportInitFailure(const Status& failure);
   // Stops the scheduler clients; says goodbye to the scheduler unless failed.
   void ReleaseSchedulerClients(bool failed);
 

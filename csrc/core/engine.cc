@@ -307,7 +307,13 @@ Status Engine::Shutdown() {
     servers_->SayGoodbye(failure_.status());
   }
   Status result;
-  if (colocated_server_) {
+  if (colocated_server_ && failure_.failed()) {
+    // The job is over: serving the other machines out would only wait for
+    // them to notice (a stopped one never does). The server tells its
+    // workers this rank's cause and its Wait returns at once (issue 30).
+    colocated_server_->Abort(failure_.status());
+    result = colocated_server_->Wait(config_.timeout_seconds);
+  } else if (colocated_server_) {
     // Other machines may still be pushing to our server: serve them out.
     result = colocated_server_->Wait(config_.timeout_seconds);
   }

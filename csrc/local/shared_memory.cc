@@ -186,7 +186,15 @@ Status LocalSharedMemory::Open(const std::string& base_name, int local_size, std
   shm->local_size_ = local_size;
   void* ctl = nullptr;
   // The creator chose the table's size: map the header, then all of it.
-  BPS_RETURN_IF_ERROR(MapSegment(base_name + "-ctl", sizeof(ShmControl), false, false, &ctl));
+  Status mapped = MapSegment(base_name + "-ctl", sizeof(ShmControl), false, false, &ctl);
+  if (!mapped.ok()) {
+    // Local rank 0 unlinks its segments when it fails: its cause is the
+    // cause here (the process engine asks the scheduler for it).
+    const int creator = CreatorPid(base_name);
+    return Status::PeerFailure("local rank 0 of this machine (pid " + std::to_string(creator) + ") " +
+                               (creator > 0 && ProcessAlive(creator) ? "gave up" : "exited") +
+                               " before this rank mapped its shared memory (" + mapped.message() + ")");
+  }
   const bool ready = static_cast<ShmControl*>(ctl)->magic == kShmMagic;
   const uint32_t table = static_cast<ShmControl*>(ctl)->key_table_size;
   munmap(ctl, sizeof(ShmControl));

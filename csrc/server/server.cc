@@ -134,12 +134,9 @@ Status Server::Wait(double timeout_seconds) {
     // A failed job needs no job size, and asking the store for it may never
     // return: torch's TCPStore client waits without bound for a stopped store
     // host (issue 30: a colocated server kept its process alive for good).
-    std::unique_lock<std::mutex> lock(mu_);
-    // A colocated server is waited for by its engine's shutdown, which has
-    // just sent its own failure (if any) to this server over loopback: let
-    // that frame land first. (Needed engine change, not made here: skip this
-    // wait, or Abort the server, when the engine failed.)
-    if (timeout_seconds >= 0) cv_.wait_for(lock, std::chrono::milliseconds(200), [&] { return !failure_.ok(); });
+    // (A colocated server whose rank failed was aborted with the cause by
+    // its engine's shutdown before this wait.)
+    std::lock_guard<std::mutex> lock(mu_);
     if (!failure_.ok()) return failure_;
   }
   std::string size_text;

@@ -290,6 +290,13 @@ void TcpStoreServer::ServeRequests(int fd, const PeerIdentity& peer) {
       // a start-up step that polls (an Add counting local ranks) or sets a
       // key would otherwise go on until its own timeout.
       st = Status::PeerFailure("job aborted: " + verdict);
+    } else if (req.op == kOpSet && k == kAbortKey) {
+      // A member failing names its cause before it leaves (its disconnect
+      // would otherwise be the verdict: a worker that gave up waiting for a
+      // server killed at start-up, issue 30). The first verdict stays; the
+      // reply is the one in force.
+      FailJob(peer.Describe() + ": " + Printable(v));
+      store_.Get(kAbortKey, 0, &out);
     } else if (req.op == kOpSet) {
       st = store_.Set(k, v);
       CheckPublished(k, v, peer);
@@ -429,6 +436,14 @@ Status TcpStoreClient::Get(const std::string& key, double timeout_seconds, std::
 
 Status TcpStoreClient::Add(const std::string& key, int64_t delta, int64_t* result) {
   return Call(kOpAdd, key, "", delta, nullptr, result, 10000);
+}
+
+Status TcpStoreClient::ReportFailure(const std::string& why, std::string* verdict) {
+  std::string in_force;
+  Status st = Call(kOpSet, kAbortKey, why, 0, &in_force, nullptr, 2000);
+  if (st.ok()) NoteJobAborted(token_, in_force);
+  if (verdict) *verdict = std::move(in_force);
+  return st;
 }
 
 void TcpStoreClient::Goodbye() { Call(kOpBye, "", "", 0, nullptr, nullptr, 2000); }

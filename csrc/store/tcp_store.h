@@ -117,6 +117,10 @@ class TcpStoreClient : public Store {
   Status Set(const std::string& key, const std::string& value) override;
   Status Get(const std::string& key, double timeout_seconds, std::string* value) override;
   Status Add(const std::string& key, int64_t delta, int64_t* result) override;
+  // This member failed (`why`): the scheduler fails the job naming it, unless
+  // it already failed; `verdict` is the job's verdict in force (this one or
+  // the earlier). Bounded (2 s) for a scheduler that stopped.
+  Status ReportFailure(const std::string& why, std::string* verdict);
   // Orderly goodbye: the scheduler will not treat our disconnect as a death.
   void Goodbye();
   std::string local_address() const;
