@@ -42,6 +42,24 @@ def test_sigstop_of_the_torch_store_host(tmp_path):
     assert len(r["exits"]) == 3, r
 
 
+def test_a_server_that_never_registers_is_named_by_the_scheduler_too(tmp_path):
+    """A server killed before it reached the scheduler (deterministically: one
+    that never starts). Nobody knew it existed, so every worker gives up after
+    BYTEPS_TIMEOUT naming it; each tells the scheduler why before it leaves, so
+    the job's verdict names the server, not the first worker that left (was: 4
+    of 36 start-up-kill trials blamed a worker)."""
+    with Cluster(tmp_path, machines=2, local_size=2, servers=1, BYTEPS_TIMEOUT=3,
+                 BYTEPS_RENDEZVOUS_TIMEOUT=3) as c:
+        sched = c.start_role("scheduler", "scheduler")
+        workers = [c.start_worker(m, lr, "train_loop.py", 0) for m in range(2) for lr in range(2)]
+        assert sched.wait(40) is not None and all(w.wait(20) is not None for w in workers), c.dump()
+        for p in [sched] + workers:
+            assert p.poll() != 0, c.dump()
+            assert "server 0 of 1 never registered" in p.output(), c.dump()
+        verdict = [line for line in sched.output().splitlines() if "byteps scheduler failed" in line]
+        assert verdict and "never registered" in verdict[-1] and "disconnected" not in verdict[-1], c.dump()
+
+
 def test_segments_of_a_dead_creator_are_removed_and_a_live_ones_kept():
     job = "t30" + os.urandom(3).hex()
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
