@@ -142,7 +142,9 @@ Status ProcessEngine::InitSteps(const bps_init_options* options) {
   Status started = engine->Start();
   if (!started.ok()) {
     std::lock_guard<std::mutex> lock(verdict_mu_);
-    if (!early_abort_.empty()) return Status::PeerFailure(early_abort_ + " (then: " + started.message() + ")");
+    if (!early_abort_.empty() && started.message().find(early_abort_) == std::string::npos) {
+      return Status::PeerFailure(early_abort_ + " (then: " + started.message() + ")");
+    }
     return started;
   }
   std::atomic_store(&engine_, engine);
