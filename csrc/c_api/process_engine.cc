@@ -160,7 +160,7 @@ void ProcessEngine::StartAbortWatcher(const HostPort& scheduler, const Config& c
   abort_watcher_ = std::thread([this, interval, where] {
     std::string why;
     while (true) {
-      Status s = abort_watch_client_->Get(kAbortKey, interval, &why);
+      Status s = abort_watch_client_->WatchAbort(interval, &why);
       if (stopping_) return;
       if (s.code() == BPS_TIMEOUT) continue;
       Status verdict = s.ok() ? Status::PeerFailure("job aborted: " + why)

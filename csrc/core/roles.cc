@@ -47,7 +47,7 @@ Status RunServerRole() {
     watcher = std::thread([&] {
       std::string why;
       while (!done) {
-        Status s = watch->Get(kAbortKey, AbortWatchIntervalSeconds(c.timeout_seconds), &why);
+        Status s = watch->WatchAbort(AbortWatchIntervalSeconds(c.timeout_seconds), &why);
         if (done) return;
         if (s.ok()) return server.Abort(Status::PeerFailure("job aborted: " + why));
         if (s.code() != BPS_TIMEOUT) return server.Abort(Status::PeerFailure("lost the scheduler: " + s.message()));

@@ -386,7 +386,7 @@ Status TcpStoreClient::Connect(const HostPort& at, const std::string& token, Rol
     close(fd);
     return st.WithContext("scheduler " + at.ToString());
   }
-  out->reset(new TcpStoreClient(fd, at, token));
+  out->reset(new TcpStoreClient(fd, at, token, liveness_seconds));
   return Status::OK();
 }
 
@@ -436,6 +436,25 @@ Status TcpStoreClient::Get(const std::string& key, double timeout_seconds, std::
 
 Status TcpStoreClient::Add(const std::string& key, int64_t delta, int64_t* result) {
   return Call(kOpAdd, key, "", delta, nullptr, result, 10000);
+}
+
+Status TcpStoreClient::WatchAbort(double interval_seconds, std::string* why) {
+  // The scheduler answers a watch when its interval ends; the same silence
+  // it allows a watcher (half of BYTEPS_TIMEOUT) past that means it stopped
+  // (SIGSTOP), hung or was cut off -- its kernel still answers keepalives.
+  const double slack = std::min(10.0, std::max(1.0, liveness_seconds_ / 2));
+  const auto started = std::chrono::steady_clock::now();
+  Status st = Call(kOpGet, kAbortKey, "", static_cast<int64_t>(interval_seconds * 1000), why, nullptr,
+                   static_cast<int>((interval_seconds + slack) * 1000));
+  if (st.ok()) {
+    NoteJobAborted(token_, *why);
+  } else if (st.code() != BPS_TIMEOUT &&
+             std::chrono::steady_clock::now() - started >= std::chrono::duration<double>(interval_seconds + slack)) {
+    st = Status::PeerFailure("the scheduler at " + at_.ToString() + " stopped responding: no answer for " +
+                             FormatSeconds(slack) + " s past its watch interval (half of BYTEPS_TIMEOUT); it is " +
+                             "stopped (SIGSTOP), hung or cut off");
+  }
+  return st;
 }
 
 Status TcpStoreClient::ReportFailure(const std::string& why, std::string* verdict) {

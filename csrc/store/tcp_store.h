@@ -117,6 +117,11 @@ class TcpStoreClient : public Store {
   Status Set(const std::string& key, const std::string& value) override;
   Status Get(const std::string& key, double timeout_seconds, std::string* value) override;
   Status Add(const std::string& key, int64_t delta, int64_t* result) override;
+  // An abort watcher's wait: OK with the verdict once the job is aborted,
+  // Timeout when `interval_seconds` passed without one, PeerFailure when the
+  // scheduler is lost -- or silent for half of BYTEPS_TIMEOUT past the
+  // interval (stopped: a SIGSTOPped scheduler's kernel still answers TCP).
+  Status WatchAbort(double interval_seconds, std::string* why);
   // This member failed (`why`): the scheduler fails the job naming it, unless
   // it already failed; `verdict` is the job's verdict in force (this one or
   // the earlier). Bounded (2 s) for a scheduler that stopped.
@@ -127,12 +132,14 @@ class TcpStoreClient : public Store {
   void ShutdownSocket();  // unblocks a thread waiting in Get
 
  private:
-  TcpStoreClient(int fd, HostPort at, std::string token) : fd_(fd), at_(std::move(at)), token_(std::move(token)) {}
+  TcpStoreClient(int fd, HostPort at, std::string token, double liveness_seconds)
+      : fd_(fd), at_(std::move(at)), token_(std::move(token)), liveness_seconds_(liveness_seconds) {}
   Status Call(uint8_t op, const std::string& key, const std::string& value, int64_t arg, std::string* reply,
               int64_t* reply_arg, int timeout_ms);
   int fd_;
   HostPort at_;
   std::string token_;  // keys this job's verdict (common/job_verdict.h)
+  double liveness_seconds_;  // BYTEPS_TIMEOUT
   std::mutex mu_;
 };
 
