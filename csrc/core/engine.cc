@@ -136,6 +136,11 @@ Status Engine::Submit(const bps_tensor& input, void* output, const std::string& 
   op->priority = priority;
   op->average = reduce_op == BPS_REDUCE_AVERAGE;
   op->shape_and_op = op->shape + (op->average ? " (average)" : " (sum)");
+  {
+    std::lock_guard<std::mutex> lock(compression_mu_);
+    auto declared = compression_by_name_.find(op->name_hash);
+    if (declared != compression_by_name_.end()) op->compression = declared->second;
+  }
   op->done = done;
   op->user_data = user_data;
   op->device = input.device >= 0 ? input.device : -1;
