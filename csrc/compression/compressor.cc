@@ -79,7 +79,7 @@ Status ParseCompressionSpec(const std::string& text, CompressionSpec* spec) {
       ": expected onebit, topk or randomk, then options after ':' separated by ',' "
       "(ratio=<0..0.5>, seed=<int>, ef=<0|1>), e.g. 'topk:ratio=0.01'";
   if (kind.empty() || kind == "none") {
-    if (colon != std::string::npos) return Status::InvalidArgument("compression '" + text + "' has options" + grammar);
+    if (colon != std::string::npos) return Status::Invalid("compression '" + text + "' has options" + grammar);
     return Status::OK();
   }
   if (kind == "onebit") {
@@ -89,7 +89,7 @@ Status ParseCompressionSpec(const std::string& text, CompressionSpec* spec) {
   } else if (kind == "randomk") {
     spec->kind = CompressorKind::kRandomK;
   } else {
-    return Status::InvalidArgument("unknown compressor '" + kind + "' in '" + text + "'" + grammar);
+    return Status::Invalid("unknown compressor '" + kind + "' in '" + text + "'" + grammar);
   }
   if (colon == std::string::npos) return Status::OK();
   std::string rest = text.substr(colon + 1);
@@ -105,24 +105,24 @@ Status ParseCompressionSpec(const std::string& text, CompressionSpec* spec) {
     const std::string value = eq == std::string::npos ? "" : item.substr(eq + 1);
     double v = 0;
     if (eq == std::string::npos || !ParseDouble(value, &v)) {
-      return Status::InvalidArgument("compression option '" + item + "' in '" + text + "' needs a number" + grammar);
+      return Status::Invalid("compression option '" + item + "' in '" + text + "' needs a number" + grammar);
     }
     if (name == "ratio" && spec->kind != CompressorKind::kOneBit) {
       // Above one half, indices and values of topk outweigh the dense slice.
       if (!(v > 0 && v <= 0.5)) {
-        return Status::InvalidArgument("compression '" + text + "': ratio must be in (0, 0.5], got " + value);
+        return Status::Invalid("compression '" + text + "': ratio must be in (0, 0.5], got " + value);
       }
       spec->ratio = v;
     } else if (name == "seed" && spec->kind == CompressorKind::kRandomK) {
       if (v < 0 || v > 4294967295.0 || v != std::floor(v)) {
-        return Status::InvalidArgument("compression '" + text + "': seed must be an integer in [0, 2^32)");
+        return Status::Invalid("compression '" + text + "': seed must be an integer in [0, 2^32)");
       }
       spec->seed = static_cast<uint32_t>(v);
     } else if (name == "ef") {
-      if (v != 0 && v != 1) return Status::InvalidArgument("compression '" + text + "': ef must be 0 or 1");
+      if (v != 0 && v != 1) return Status::Invalid("compression '" + text + "': ef must be 0 or 1");
       spec->error_feedback = v == 1;
     } else {
-      return Status::InvalidArgument("compression option '" + name + "' does not apply to " + kind + " in '" +
+      return Status::Invalid("compression option '" + name + "' does not apply to " + kind + " in '" +
                                      text + "'" + grammar);
     }
   }

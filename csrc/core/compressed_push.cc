@@ -10,7 +10,7 @@
 namespace bps {
 
 Status Engine::DeclareCompression(const std::string& name, const std::string& spec_text) {
-  if (name.empty()) return Status::InvalidArgument("declare_compression needs a tensor name");
+  if (name.empty()) return Status::Invalid("declare_compression needs a tensor name");
   CompressionSpec spec;
   BPS_RETURN_IF_ERROR(ParseCompressionSpec(spec_text, &spec).WithContext("tensor '" + name + "'"));
   std::lock_guard<std::mutex> lock(compression_mu_);
