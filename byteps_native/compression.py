@@ -41,3 +41,102 @@ class CastCompressor(Compressor):
     @classmethod
     def decompress(cls, tensor, ctx):
         return tensor if ctx is None else cls.cast(tensor, ctx)
+
+
+# --- Compression through the servers (issue 29, docs/compression.md) ---------
+# The engine compresses each pushed partition slice of a float32 tensor, the
+# servers sum the decompressed pushes and answer compressed: one C++
+# implementation (csrc/compression) behind every face. A compressor of this
+# kind carries `engine_spec`; the faces declare it for the tensor's name
+# (bps_declare_compression) before its push_pull and send the tensor as is.
+
+class EngineCompressor(Compressor):
+    """A compressor the engine runs (see docs/compression.md)."""
+    engine_spec = None
+
+    def __init__(self, engine_spec):
+        self.engine_spec = engine_spec
+
+    def __repr__(self):
+        return f"Compression({self.engine_spec!r})"
+
+    def __eq__(self, other):
+        return isinstance(other, EngineCompressor) and other.engine_spec == self.engine_spec
+
+    def __hash__(self):
+        return hash(self.engine_spec)
+
+
+def _options(error_feedback, **numbers):
+    parts = [f"{k}={v!r}" for k, v in numbers.items() if v is not None]
+    if not error_feedback:
+        parts.append("ef=0")
+    return ":" + ",".join(parts) if parts else ""
+
+
+def onebit(error_feedback=True):
+    """Sign of each element and one scale (mean |x|) per slice: 1 bit per float32."""
+    return EngineCompressor("onebit" + _options(error_feedback))
+
+
+def topk(ratio=0.01, error_feedback=True):
+    """The k = max(1, floor(n * ratio)) largest magnitudes of each slice, with their indices."""
+    return EngineCompressor("topk" + _options(error_feedback, ratio=float(ratio)))
+
+
+def randomk(ratio=0.01, seed=0, error_feedback=True):
+    """k values at indices every rank and server draw alike from (seed, key, step)."""
+    return EngineCompressor("randomk" + _options(error_feedback, ratio=float(ratio), seed=int(seed)))
+
+
+def as_engine_spec(compression):
+    """The engine spec of `compression` (an EngineCompressor or a spec string such as
+    "onebit" or "topk:ratio=0.01"), or None when the engine does not compress it."""
+    if compression is None:
+        return None
+    if isinstance(compression, str):
+        return compression or None
+    return getattr(compression, "engine_spec", None)
+
+
+_engine_lib = None
+
+
+def _engine():
+    global _engine_lib
+    if _engine_lib is None:
+        import ctypes
+        import os
+        # The library every adapter links: its one engine, already loaded.
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib", "libbyteps_engine.so")
+        lib = ctypes.CDLL(path)
+        lib.bps_declare_compression.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+        lib.bps_declare_compression.restype = ctypes.c_int
+        lib.bps_last_error.restype = ctypes.c_char_p
+        _engine_lib = lib
+    return _engine_lib
+
+
+_declared = set()
+
+
+def apply_to(name, compression):
+    """Declares `compression` for `name` when the engine runs it; clears an earlier
+    declaration of `name` when it no longer does (a name keeps its declaration)."""
+    spec = as_engine_spec(compression)
+    if spec:
+        declare_compression(name, spec)
+        _declared.add(name)
+    elif name in _declared:
+        declare_compression(name, None)
+        _declared.discard(name)
+
+
+def declare_compression(name, compression):
+    """Tensor `name` travels compressed from its next push_pull on (None or "none": not).
+    Every rank must declare the same; the servers refuse a disagreement on every rank."""
+    spec = as_engine_spec(compression) or ""
+    lib = _engine()
+    if lib.bps_declare_compression(name.encode(), spec.encode()) != 0:
+        message = lib.bps_last_error().decode(errors="replace")
+        raise ValueError(f"compression {spec!r} for tensor {name!r}: {message}")

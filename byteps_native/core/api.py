@@ -5,6 +5,7 @@ import os
 
 import numpy as np
 
+from byteps_native import compression as _compression
 from byteps_native.core import _core
 from byteps_native.core.orphaned_shm import remove_orphaned_segments
 
@@ -165,8 +166,18 @@ def _push_pull_device_async(array, name, average, priority, output):
                                         int(priority), stream, (array, out_array))
 
 
-def push_pull_async(array, name, average=True, priority=0, output=None):
+def declare_compression(name, compression):
+    """Tensor `name` travels compressed through the servers from its next push_pull
+    on: "onebit", "topk:ratio=0.01", "randomk:ratio=0.01,seed=0" (",ef=0": without
+    error feedback), or byteps_native.compression.onebit() etc.; None: uncompressed.
+    Every rank must declare the same (docs/compression.md)."""
+    _compression.declare_compression(str(name), compression)
+
+
+def push_pull_async(array, name, average=True, priority=0, output=None, compression=None):
     """Start a sum (average=True: mean) of `array` over all ranks.
+
+    compression: as declare_compression (declared for `name` before this push).
 
     The result goes into `output` (same size and dtype) or, by default, into
     `array` itself. Returns a Handle with .poll() and .wait(); keep the arrays
@@ -178,6 +189,8 @@ def push_pull_async(array, name, average=True, priority=0, output=None):
     is done the result is in device memory, usable from any stream. Every
     local rank must push its GPU arrays in the same order.
     """
+    if compression is not None:
+        declare_compression(name, compression)
     if _on_gpu(array):
         return _push_pull_device_async(array, name, average, priority, output)
     code = _dtype_code(array)
@@ -187,7 +200,7 @@ def push_pull_async(array, name, average=True, priority=0, output=None):
     return _core.push_pull_async(_as_buffer(array, output is None), str(name), bool(average), int(priority), code, out)
 
 
-def push_pull(array, name, average=True, priority=0, output=None):
+def push_pull(array, name, average=True, priority=0, output=None, compression=None):
     """Blocking push_pull; returns the array holding the result."""
-    push_pull_async(array, name, average, priority, output).wait()
+    push_pull_async(array, name, average, priority, output, compression).wait()
     return array if output is None else output

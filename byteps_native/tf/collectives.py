@@ -21,6 +21,7 @@ import tensorflow as tf
 
 from byteps_native.tf import engine, fusion, naming
 from byteps_native.tf._library import ops as _raw
+from byteps_native.compression import apply_to
 from byteps_native.tf.compression import Compression
 from byteps_native.tf.ops import after, push_pull_list
 from byteps_native.tf.reduce_ops import Average, Sum, reduce_stacked, resolve_op
@@ -211,8 +212,13 @@ def _reduce_dense(value, op, name, prescale_factor, postscale_factor, compressio
     if op in (Average, Sum):
         compressed, ctx = compression.compress(value)
         base = name or f"bps.tf.allreduce/{naming.describe(compressed.dtype, compressed.shape)}"
+        engine_name = naming.unique(base)
+        # The engine's compressors (onebit, topk, randomk) are declared for the
+        # name when the op is built; tensors of a partly unknown shape get a
+        # run-time suffix and travel uncompressed (docs/compression.md).
+        apply_to(engine_name, compression)
         with tf.device("/cpu:0"):
-            (out,) = push_pull_list([compressed], [naming.unique(base)], average=op == Average)
+            (out,) = push_pull_list([compressed], [engine_name], average=op == Average)
         out = compression.decompress(out, ctx)
     else:
         stacked = allgather(tf.expand_dims(value, 0), name=f"{name or 'allreduce'}.{op._name}")

@@ -3,7 +3,8 @@ float16 and are cast back after the reduction (the interface is
 byteps_native/compression.py, shared with torch)."""
 import tensorflow as tf
 
-from byteps_native.compression import CastCompressor, Compressor, NoneCompressor  # noqa: F401
+from byteps_native.compression import CastCompressor, Compressor, EngineCompressor, NoneCompressor  # noqa: F401
+from byteps_native.compression import onebit as _onebit, randomk as _randomk, topk as _topk
 
 
 class FP16Compressor(CastCompressor):
@@ -15,3 +16,7 @@ class FP16Compressor(CastCompressor):
 class Compression:
     none = NoneCompressor
     fp16 = FP16Compressor
+    # Through the servers, by the engine (docs/compression.md).
+    onebit = _onebit()
+    topk = staticmethod(_topk)
+    randomk = staticmethod(_randomk)

@@ -90,8 +90,11 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
     sets them to its devices.
     """
 
-    def __init__(self, communication_options=None, cluster_resolver=None, devices=None):
+    def __init__(self, communication_options=None, cluster_resolver=None, devices=None, compression=None):
         super().__init__()
+        # The engine's compressors (Compression.onebit, "topk:ratio=0.01", ...)
+        # for every dense reduction (docs/compression.md).
+        self._compression = compression
         if communication_options is None:
             communication_options = collective_util.Options()
         if not isinstance(communication_options, collective_util.Options):
@@ -215,7 +218,8 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
                 parts = [tf.convert_to_tensor(v) for v in _local_values(value)]
                 local_sums.append(parts[0] if len(parts) == 1 else tf.math.add_n(parts))
             reduced = fusion.push_pull_many(local_sums, label, [h for _, _, h in dense], divisor,
-                                            device=self._host(), timeout_seconds=timeout)
+                                            device=self._host(), timeout_seconds=timeout,
+                                            compression=self._compression)
             for (index, _, _), r in zip(dense, reduced):
                 results[index] = r
             for index, value, hint in sparse:

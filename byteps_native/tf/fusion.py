@@ -12,6 +12,7 @@ import os
 
 import tensorflow as tf
 
+from byteps_native.compression import apply_to
 from byteps_native.tf import engine, naming
 from byteps_native.tf.ops import check_dtype, push_pull_list
 
@@ -73,14 +74,15 @@ def _make_buckets(tensors, limit):
     return buckets
 
 
-def push_pull_many(tensors, label, hints=None, divisor=1, device="/cpu:0", timeout_seconds=None):
+def push_pull_many(tensors, label, hints=None, divisor=1, device="/cpu:0", timeout_seconds=None, compression=None):
     """Sum every tensor across all processes, then divide by `divisor`.
 
     tensors: dense tensors or IndexedSlices (densified). label: what the call
     site is (part of every engine name). hints: per-tensor stable descriptions
     (variable paths); default their positions. divisor == engine size uses the
     engine's own average. timeout_seconds: see ops.push_pull_list. Returns
-    dense tensors in input order.
+    dense tensors in input order. compression: one of the engine's
+    compressors (docs/compression.md), declared for every engine name here.
     """
     if not tensors:
         return []
@@ -104,6 +106,8 @@ def push_pull_many(tensors, label, hints=None, divisor=1, device="/cpu:0", timeo
                 first, last = hints[members[0]], hints[members[-1]]
                 size = f":{naming.describe(flat.dtype, flat.shape)}" if sized else f":{flat.dtype.name}"
                 names.append(naming.unique(f"{label}/fused:{first}..{last}:{len(members)}x{size}"))
+        for name in names:
+            apply_to(name, compression)
         engine_average = divisor != 1 and divisor == engine.size()
         reduced = push_pull_list(payloads, names, priorities=[-k for k in range(len(buckets))],
                                  average=engine_average, timeout_seconds=timeout_seconds)

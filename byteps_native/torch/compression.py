@@ -6,7 +6,8 @@ engine and back into the caller's tensor, with no Python per tensor.
 """
 import torch
 
-from byteps_native.compression import CastCompressor, Compressor, NoneCompressor  # noqa: F401
+from byteps_native.compression import CastCompressor, Compressor, EngineCompressor, NoneCompressor  # noqa: F401
+from byteps_native.compression import onebit as _onebit, randomk as _randomk, topk as _topk
 
 
 class _CastCompressor(CastCompressor):
@@ -26,6 +27,11 @@ class Compression:
     none = NoneCompressor
     fp16 = FP16Compressor
     bf16 = BF16Compressor
+    # Through the servers, by the engine (docs/compression.md): float32 tensors
+    # of at least BYTEPS_MIN_COMPRESS_BYTES; error feedback on the worker.
+    onebit = _onebit()
+    topk = staticmethod(_topk)        # Compression.topk(0.01)
+    randomk = staticmethod(_randomk)  # Compression.randomk(0.01, seed=0)
 
 
 def wire_dtype_for(compression, tensor):

@@ -15,14 +15,20 @@ rebuild, stays bounded in number, and never contains a step counter.
 """
 import torch
 
+from byteps_native.compression import apply_to, as_engine_spec
 from byteps_native.torch.extension import _c10d
 
 
 class PushPullHookState:
-    """Optional hook state: a name prefix keeps two DDP models in one process apart."""
+    """Optional hook state: a name prefix keeps two DDP models in one process apart;
+    `compression` is one of the engine's compressors (Compression.onebit,
+    Compression.topk(0.01), Compression.randomk(0.01), or a spec string such as
+    "onebit"): float32 buckets then travel compressed through the servers, with
+    error feedback on the worker (docs/compression.md)."""
 
-    def __init__(self, name_prefix=""):
+    def __init__(self, name_prefix="", compression=None):
         self.name_prefix = name_prefix
+        self.compression = compression
 
 
 def _bucket_name(state, bucket, suffix=""):
@@ -34,7 +40,9 @@ def _bucket_name(state, bucket, suffix=""):
 
 def push_pull_hook(state, bucket):
     """Average the bucket across ranks; returns a Future of the bucket's tensor."""
-    return _c10d.push_pull_async(bucket.buffer(), _bucket_name(state, bucket), bucket.index(), True)
+    name = _bucket_name(state, bucket)
+    apply_to(name, getattr(state, "compression", None))
+    return _c10d.push_pull_async(bucket.buffer(), name, bucket.index(), True)
 
 
 def fp16_compress_push_pull_hook(state, bucket):
@@ -56,14 +64,21 @@ _WIRE_DTYPES = {None: None, "fp16": torch.float16, "bf16": torch.bfloat16,
 def register_push_pull_hook(ddp_model, name_prefix="", compression=None):
     """Install the C++ push_pull hook on a DistributedDataParallel model.
 
-    compression: None, "fp16" or "bf16" (the bucket travels in that dtype).
+    compression: None, "fp16" or "bf16" (the bucket travels in that dtype), or
+    one of the engine's compressors (Compression.onebit, Compression.topk(0.01),
+    "onebit", "topk:ratio=0.01", ...): then the Python push_pull_hook runs with
+    that compression (docs/compression.md).
     DDP takes one hook per model; a second registration raises.
     """
     if not isinstance(ddp_model, torch.nn.parallel.DistributedDataParallel):
         raise TypeError(f"register_push_pull_hook needs a DistributedDataParallel model, got "
                         f"{type(ddp_model).__name__}; wrap it first: DistributedDataParallel(model)")
+    if compression not in _WIRE_DTYPES and as_engine_spec(compression):
+        ddp_model.register_comm_hook(PushPullHookState(name_prefix, compression), push_pull_hook)
+        return
     if compression not in _WIRE_DTYPES:
-        raise ValueError(f"compression must be None, 'fp16' or 'bf16', got {compression!r}")
+        raise ValueError(f"compression must be None, 'fp16', 'bf16', or an engine compressor such as "
+                         f"Compression.onebit or 'topk:ratio=0.01', got {compression!r}")
     _c10d.register_push_pull_hook(ddp_model.reducer, name_prefix, _WIRE_DTYPES[compression])
     logger = getattr(ddp_model, "logger", None)
     if logger is not None and hasattr(logger, "_set_comm_hook_name"):

@@ -11,6 +11,7 @@ import zlib
 import torch
 import torch.distributed as dist
 
+from byteps_native.compression import apply_to
 from byteps_native.torch.compression import Compression, wire_dtype_for, wire_name
 from byteps_native.torch import join_protocol as _join
 from byteps_native.torch.extension import _c10d
@@ -167,6 +168,7 @@ def _submit(output, average, name, priority, compression):
     turns the completed future's value into the caller's result tensor."""
     _require_init("push_pull")
     name = engine_name(name, output) if name else default_name("push_pull", output)
+    apply_to(name, compression)  # the engine's compressors (onebit, topk, randomk)
     if hasattr(compression, "wire_dtype"):
         wire_dtype = wire_dtype_for(compression, output)
         future = _join.push_pull_async(output, wire_name(name, wire_dtype), priority, average, wire_dtype)

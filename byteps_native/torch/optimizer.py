@@ -15,6 +15,7 @@ from contextlib import contextmanager
 
 import torch
 
+from byteps_native.compression import apply_to
 from byteps_native.torch.compression import Compression, wire_dtype_for, wire_name
 from byteps_native.torch import join_protocol as _join
 from byteps_native.torch.extension import _c10d
@@ -103,6 +104,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         name = wire_name(engine_name(f"DistributedOptimizer.grad.{self._names[p]}", p.grad), wire_dtype)
         # predivide: sum of grad/f, then times f/size -- Horovod's split of the average
         average = self._op == Average and self._predivide == 1.0
+        apply_to(name, self._compression)  # the engine's compressors (onebit, topk, randomk)
         self._futures[p] = _join.push_pull_async(p.grad, name, self._priority[p], average, wire_dtype)
 
     def _on_grad_ready(self, p):

@@ -120,6 +120,13 @@ BPS_EXPORT int bps_push_pull_async(const bps_tensor* input, void* output,
                                    int32_t reduce_op, bps_done_fn done,
                                    void* user_data);
 
+/* From its next push_pull on, tensor `name` (float32, at least
+ * BYTEPS_MIN_COMPRESS_BYTES) travels compressed through the servers:
+ * `spec` is "onebit", "topk:ratio=0.01", "randomk:ratio=0.01,seed=0", each
+ * with ",ef=0" to drop error feedback (on by default); "" or "none" stops.
+ * Every rank must declare the same (the servers check it). docs/compression.md. */
+BPS_EXPORT int bps_declare_compression(const char* name, const char* spec);
+
 /* As bps_push_pull_async, for a tensor in CUDA memory (input->device >= 0;
  * output on the same device): the engine's work is ordered after everything
  * already queued on `cuda_stream` (a cudaStream_t; NULL: the legacy default

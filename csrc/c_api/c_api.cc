@@ -90,6 +90,15 @@ int bps_push_pull_async(const bps_tensor* input, void* output, const char* name,
   });
 }
 
+int bps_declare_compression(const char* name, const char* spec) {
+  return Guarded([&] {
+    if (!name || !spec) return bps::Status::Invalid("declare_compression: null name or spec");
+    auto engine = RunningEngine();
+    if (!engine) return bps::Status(BPS_NOT_INITIALIZED, "byteps is not initialised: call init() first");
+    return engine->DeclareCompression(name, spec);
+  });
+}
+
 namespace {
 int SubmitOnStream(const bps_tensor* input, void* output, const char* name, int32_t priority, int32_t reduce_op,
                    void* cuda_stream, bps_done_fn done, void* user_data) {

@@ -23,6 +23,7 @@ struct Config {
   int local_rank = 0;            // BYTEPS_LOCAL_RANK
   int local_size = 1;            // BYTEPS_LOCAL_SIZE
   int64_t partition_bytes = 4096000;  // BYTEPS_PARTITION_BYTES
+  int64_t min_compress_bytes = 65536;  // BYTEPS_MIN_COMPRESS_BYTES: smaller tensors travel uncompressed
   int local_key_table_size = 8192;  // BYTEPS_LOCAL_KEY_TABLE_SIZE: partition keys in a machine's shared memory
   int scheduling_credit = 4;     // BYTEPS_SCHEDULING_CREDIT: partitions queued to the network; 0 = unlimited
   int server_engine_threads = 4; // BYTEPS_SERVER_ENGINE_THREAD: a server's event loops (default cores/2, 1..16)

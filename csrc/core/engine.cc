@@ -136,6 +136,11 @@ Status Engine::Submit(const bps_tensor& input, void* output, const std::string& 
   op->priority = priority;
   op->average = reduce_op == BPS_REDUCE_AVERAGE;
   op->shape_and_op = op->shape + (op->average ? " (average)" : " (sum)");
+  {
+    std::lock_guard<std::mutex> lock(compression_mu_);
+    auto declared = compression_by_name_.find(op->name_hash);
+    if (declared != compression_by_name_.end()) op->compression = declared->second;
+  }
   op->done = done;
   op->user_data = user_data;
   op->device = input.device >= 0 ? input.device : -1;
@@ -159,7 +164,13 @@ Status Engine::Submit(const bps_tensor& input, void* output, const std::string& 
     // Checked under the lock the engine thread drains with: once Shutdown
     // stopped accepting, nothing is enqueued that the thread would miss.
     std::lock_guard<std::mutex> lock(submit_mu_);
-    if (!accepting_) return Status(BPS_NOT_INITIALIZED, "byteps is not initialised: call init() first");
+    if (!accepting_) {
+      // Shut down meanwhile: a queued op's event goes back. A fused
+      // collective already launched keeps its event (freed with the
+      // reducer's events) and leaks its few bytes of bookkeeping.
+      if (op->ready_event && !op->fused) op->reducer->ReturnReady(op->ready_event);
+      return Status(BPS_NOT_INITIALIZED, "byteps is not initialised: call init() first");
+    }
     op->seq = next_seq_++;
     submitted_.push_back(std::move(op));
   }

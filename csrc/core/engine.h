@@ -101,6 +101,10 @@ class Engine {
   // One machine, device tensors: the result is ordered on the submitting
   // stream when Submit returns (the fused path), as ProcessGroupNCCL does.
   bool DeviceStreamOrdered() const;
+  // Pushes of tensor `name` are compressed from its next submission on
+  // ("onebit", "topk:ratio=0.01", ...; "" or "none": not; see
+  // csrc/compression/compressor.h). Every rank must declare the same.
+  Status DeclareCompression(const std::string& name, const std::string& spec);
   std::string StatsJson();
 
  private:
@@ -136,6 +140,10 @@ class Engine {
   Step AwaitAnswer(PartitionTask& t);
   Step Gather(PartitionTask& t);
   void FinishPartition(PartitionTask& t);
+  // The compressed state of a push of `count` elements under `key`, or null
+  // when it travels uncompressed (none declared, not float32, below
+  // BYTEPS_MIN_COMPRESS_BYTES, async rounds, or no smaller compressed).
+  CompressedSlice* CompressionFor(const TensorOp& op, uint64_t key, uint64_t count);
 
   // Failures of ops (op_failure.cc).
   void FailOp(TensorOp* op, const Status& st);
@@ -174,6 +182,8 @@ class Engine {
   std::mutex submit_mu_;
   bool accepting_ = false;  // under submit_mu_: Submit enqueues only while set
   std::deque<std::unique_ptr<TensorOp>> submitted_;
+  std::mutex compression_mu_;
+  std::unordered_map<uint64_t, CompressionSpec> compression_by_name_;  // by name hash, under compression_mu_
   uint64_t next_seq_ = 0;
 
   // Engine-thread state.
@@ -182,7 +192,8 @@ class Engine {
   std::unordered_map<uint64_t, uint32_t> next_round_;
   std::unordered_map<uint64_t, uint32_t> done_round_;
   std::unordered_map<uint64_t, uint32_t> mismatch_generation_;  // by plain name hash
-  std::unordered_map<uint64_t, uint32_t> ops_of_name_;  // by (generation's) name hash: TensorOp::name_op
+  std::unordered_map<uint64_t, uint32_t> ops_of_name_;
+  std::unordered_map<uint64_t, std::unique_ptr<CompressedSlice>> compressed_slices_;  // by network key  // by (generation's) name hash: TensorOp::name_op
   CreditWindow credits_;  // bytes of pushes queued to the network
   std::chrono::steady_clock::time_point last_peer_check_;
 

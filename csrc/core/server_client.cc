@@ -106,7 +106,8 @@ std::shared_ptr<PendingPull> ServerClient::Push(const PushRequest& r, std::funct
   h.sender_rank = static_cast<uint32_t>(config_.rank());
   h.dtype = static_cast<uint8_t>(r.dtype);
   h.num_contributors = static_cast<uint16_t>(config_.num_worker);
-  h.flags = (r.average ? kFlagAverage : 0) | (config_.enable_async ? kFlagAsync : 0);
+  h.flags = (r.average ? kFlagAverage : 0) | (config_.enable_async ? kFlagAsync : 0) |
+            (r.compressed ? kFlagCompressed : 0);
   h.signature = static_cast<uint32_t>(r.signature);
   h.partition_bytes = static_cast<uint32_t>(config_.partition_bytes);
   h.tensor_bytes = r.tensor_bytes;

@@ -62,6 +62,7 @@ struct PushRequest {
   uint32_t partition = 0;
   DataType dtype = DataType::kFloat32;
   bool average = false;
+  bool compressed = false;     // data and answer are codec payloads (csrc/compression)
   uint64_t signature = 0;      // dtype, shape, operation: the machines must agree
   uint64_t tensor_bytes = 0;
   const char* data = nullptr;  // read until the push is written

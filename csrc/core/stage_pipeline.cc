@@ -151,14 +151,17 @@ Engine::Step Engine::Push(PartitionTask& t) {
     t.stage = Stage::kGather;
     return Step::kMoved;
   }
-  const uint64_t bytes = static_cast<uint64_t>(s.count) * esz;
+  const int slice = R ? config_.local_rank : 0;
+  const uint64_t key = MixKey(op->name_hash, t.index, static_cast<uint32_t>(slice));
+  const uint64_t raw_bytes = static_cast<uint64_t>(s.count) * esz;
+  CompressedSlice* z = CompressionFor(*op, key, static_cast<uint64_t>(s.count));
+  const uint64_t bytes = z ? z->wire_bytes : raw_bytes;
   if (!credits_.TryAdmit(bytes)) return Step::kWait;  // wait for queued bytes to leave
   // Several local ranks: the reducer's own slice, answered in place; one:
   // straight from the input into the output.
   LocalContribution mine = ContributionOf(*op, &t);
-  const int slice = R ? config_.local_rank : 0;
   PushRequest r;
-  r.key = MixKey(op->name_hash, t.index, static_cast<uint32_t>(slice));
+  r.key = key;
   r.server = ServerFor(op->name_hash, t.index, slice, config_.local_size, num_servers_);
   r.name_hash = op->name_hash;
   r.round = t.round;
@@ -171,6 +174,19 @@ Engine::Step Engine::Push(PartitionTask& t) {
   r.dst = t.entry ? R->OwnSlice(t.entry, mine) : mine.output;
   r.bytes = bytes;
   r.io = t.io;
+  t.compressed = z;
+  if (z) {
+    // The slice (this machine's sum) plus what earlier steps dropped; the
+    // answer comes compressed into the slot and is decompressed on arrival.
+    Compress(z->codec, reinterpret_cast<const float*>(r.data), z->residual.empty() ? nullptr : z->residual.data(),
+             r.key, t.round, z->send.data());
+    t.answer_dst = r.dst;
+    r.data = z->send.data();
+    r.dst = z->answer.data();
+    r.compressed = true;
+    stats_.compressed_pushes++;
+    stats_.bytes_before_compression += raw_bytes;
+  }
   t.net_key = r.key;
   t.server = r.server;
   t.net_start_us = timeline_.Tracing(t.round) ? Timeline::NowMicros() : 0;
@@ -194,6 +210,7 @@ Engine::Step Engine::AwaitAnswer(PartitionTask& t) {
     return Step::kMoved;
   }
   stats_.bytes_pulled += t.pull->bytes;
+  if (t.compressed) Decompress(t.compressed->answer.data(), t.net_key, t.round, reinterpret_cast<float*>(t.answer_dst));
   if (t.net_start_us) timeline_.Record(op->name, t.index, t.round, "push_pull", t.net_start_us, Timeline::NowMicros());
   if (t.entry) op->reducer->PublishOwnSlice(t.entry, t.round);
   t.stage = Stage::kGather;

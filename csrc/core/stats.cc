@@ -12,6 +12,8 @@ std::string Engine::StatsJson() {
     << ", \"bytes_pulled\": " << stats_.bytes_pulled.load() << ", \"ops_completed\": " << stats_.ops_completed.load()
     << ", \"partitions_completed\": " << stats_.partitions_completed.load()
     << ", \"queue_depth\": " << stats_.queue_depth.load()
+    << ", \"compressed_pushes\": " << stats_.compressed_pushes.load()
+    << ", \"bytes_before_compression\": " << stats_.bytes_before_compression.load()
     << ", \"stage_seconds\": {\"stage_in\": " << stats_.stage_ns.load() * 1e-9
     << ", \"local_reduce\": " << stats_.local_reduce_ns.load() * 1e-9
     << ", \"gather\": " << stats_.gather_ns.load() * 1e-9 << "}"

@@ -9,6 +9,9 @@ struct EngineStats {
   std::atomic<uint64_t> bytes_pushed{0}, bytes_pulled{0}, ops_completed{0}, partitions_completed{0};
   std::atomic<uint64_t> local_reduce_ns{0}, gather_ns{0}, stage_ns{0};
   std::atomic<int64_t> queue_depth{0};
+  // Compressed pushes, and the bytes they would have taken uncompressed
+  // (bytes_pushed counts what went on the wire).
+  std::atomic<uint64_t> compressed_pushes{0}, bytes_before_compression{0};
   static constexpr int kMaxTrackedServers = 256;
   std::atomic<uint64_t> bytes_per_server[kMaxTrackedServers] = {};
 };

@@ -11,12 +11,23 @@
 #include "common/dtype.h"
 #include "common/partitioner.h"
 #include "common/status.h"
+#include "compression/compressor.h"
 #include "core/server_client.h"
 #include "local/local_reducer.h"
 
 namespace bps {
 
 struct TensorOp;
+
+// A compressed partition slice's worker state, per network key, kept across
+// steps: the error-feedback residual and the buffers of the push and its
+// answer (rounds of one key never overlap, so one of each suffices).
+struct CompressedSlice {
+  CodecHeader codec;
+  uint64_t wire_bytes = 0;
+  std::vector<float> residual;  // empty without error feedback
+  std::vector<char> send, answer;
+};
 
 // A partition's stages, in pipeline order (the engine's table of steps,
 // stage_pipeline.cc, says what each one does):
@@ -45,6 +56,8 @@ struct PartitionTask {
   bool staged = false;         // counted in entry->arrived for this round
   bool closed_round = false;   // failed: the reducer was told (CloseFailedRound)
   uint64_t net_start_us = 0;   // timeline only
+  CompressedSlice* compressed = nullptr;  // this round's push is compressed
+  char* answer_dst = nullptr;  // where the decompressed answer goes
   std::chrono::steady_clock::time_point last_progress;
 };
 
@@ -62,6 +75,7 @@ struct TensorOp {
   uint64_t signature = 0;
   int32_t priority = 0;
   bool average = false;
+  CompressionSpec compression;  // declared for its name (bps_declare_compression)
   // Device tensors: the GPU, and the caller's stream at submission (an
   // event the first collective waits for). The reducer of this op: the
   // device reducer, the host one, or null (one local rank, host memory).

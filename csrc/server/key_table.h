@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/dtype.h"
+#include "compression/compressor.h"
 #include "transport/tcp/connection.h"
 #include "transport/wire.h"
 
@@ -49,6 +50,8 @@ struct KeyState {
   uint64_t tensor_bytes = 0;
   uint32_t first_rank = 0;
   int contributions = 0;
+  bool compressed = false;  // the round's pushes are compressed (codec)
+  CodecHeader codec;
   std::shared_ptr<AlignedBuffer> acc;      // float32 for 16-bit types
   std::shared_ptr<AlignedBuffer> wire[2];  // response buffers, by round parity
   std::vector<std::pair<std::shared_ptr<Connection>, MessageHeader>> waiting;

@@ -1,6 +1,7 @@
 #include "server/round_agreement.h"
 
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 namespace bps {
@@ -58,11 +59,19 @@ std::string CheckPushTerms(const MessageHeader& push, const MessageHeader* first
                           " elements in different shapes (shape signatures " + Hex(a.signature) + " and " +
                           Hex(b.signature) + ")");
   }
+  const bool a_compressed = (a.flags & kFlagCompressed) != 0, b_compressed = (b.flags & kFlagCompressed) != 0;
+  if (a_compressed != b_compressed) {
+    differences.push_back(Rank(a) + (a_compressed ? " compresses it" : " sends it uncompressed") + " but " + Rank(b) +
+                          (b_compressed ? " compresses it" : " sends it uncompressed") +
+                          ": declare the same compression for it on every rank, with BYTEPS_MIN_COMPRESS_BYTES "
+                          "alike");
+  }
   if (a.partition_bytes != b.partition_bytes) {
     differences.push_back(Rank(a) + " cuts tensors into partitions of " + std::to_string(a.partition_bytes) +
                           " bytes but " + Rank(b) + " into " + std::to_string(b.partition_bytes) +
                           " bytes: set BYTEPS_PARTITION_BYTES alike on every process");
-  } else if (differences.empty() && a.payload_bytes != b.payload_bytes) {
+  } else if (differences.empty() && a.payload_bytes != b.payload_bytes && !(a_compressed && b_compressed)) {
+    // (Compressed sizes follow from the codecs, which CheckCodecTerms compares.)
     differences.push_back(Rank(a) + " pushed " + std::to_string(a.payload_bytes) + " bytes of partition " +
                           std::to_string(a.partition) + " but " + Rank(b) + " pushed " +
                           std::to_string(b.payload_bytes) + " bytes (different partition plans: check "
@@ -82,6 +91,15 @@ std::string CheckPushTerms(const MessageHeader& push, const MessageHeader* first
            std::to_string(a.round) + " is open (a rank skipped or repeated this tensor)";
   }
   return "";
+}
+
+std::string CheckCodecTerms(const MessageHeader& push, const CodecHeader& push_codec, const MessageHeader& first,
+                            const CodecHeader& first_codec) {
+  if (memcmp(&push_codec, &first_codec, sizeof(CodecHeader)) == 0) return "";
+  return "ranks disagree on this tensor's compression: " + Rank(first) + " compresses it with " +
+         DescribeCodec(first_codec) + " but " + Rank(push) + " with " + DescribeCodec(push_codec) +
+         " (of " + std::to_string(first_codec.count) + " and " + std::to_string(push_codec.count) +
+         " elements): pass the same compression to every rank";
 }
 
 }  // namespace bps

@@ -11,6 +11,7 @@
 #pragma once
 #include <string>
 
+#include "compression/compressor.h"
 #include "transport/wire.h"
 
 namespace bps {
@@ -27,5 +28,11 @@ struct ServerTerms {
 // does not know tensor names; the worker that receives the message adds the
 // name and its own shape.
 std::string CheckPushTerms(const MessageHeader& push, const MessageHeader* first, const ServerTerms& server);
+
+// Compressed pushes of one round (both kFlagCompressed) must use the same
+// compressor, k, seed and error feedback: "" when they do, else a message
+// naming both ranks' compressors.
+std::string CheckCodecTerms(const MessageHeader& push, const CodecHeader& push_codec, const MessageHeader& first,
+                            const CodecHeader& first_codec);
 
 }  // namespace bps

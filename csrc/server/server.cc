@@ -12,6 +12,7 @@
 #include "common/logging.h"
 #include "common/net_util.h"
 #include "common/reduce_kernels.h"
+#include "compression/compressor.h"
 #include "server/round_agreement.h"
 
 namespace bps {
@@ -353,12 +354,25 @@ void Server::HandlePush(IoLoop* loop, const std::shared_ptr<Connection>& conn, c
     return;
   }
   const DataType dtype = static_cast<DataType>(h.dtype);
-  const size_t count = h.payload_bytes / DataTypeSize(dtype);
+  const bool compressed = (h.flags & kFlagCompressed) != 0;
+  CodecHeader codec;
+  if (compressed) {
+    // Checked before anything decodes it: the indices it names are written.
+    std::string bad = dtype != DataType::kFloat32 ? std::string("a compressed push must carry float32 data")
+                                                  : ValidateCompressed(payload->data, h.payload_bytes);
+    if (!bad.empty()) {
+      SendError(conn, h.key, h.name_hash, "server " + std::to_string(server_id_) + ": " + bad);
+      loop->pool.Give(std::move(payload));
+      return;
+    }
+    memcpy(&codec, payload->data, sizeof(codec));
+  }
+  const size_t count = compressed ? codec.count : h.payload_bytes / DataTypeSize(dtype);
   const size_t acc_bytes = count * AccumulatorElementSize(dtype);
   KeyState& ks = *keys_.Get(h.key);
   std::lock_guard<std::mutex> key_lock(ks.mu);
   if (ks.initialized && ks.contributions == 0 && !config_.enable_async &&
-      (h.payload_bytes != ks.payload_bytes || dtype != ks.dtype)) {
+      (h.payload_bytes != ks.payload_bytes || dtype != ks.dtype || compressed != ks.compressed)) {
     // The tensor behind this key was resized (on every rank, or the round's
     // signature check below catches it): start over with fitting buffers.
     ks.acc.reset();
@@ -378,6 +392,9 @@ void Server::HandlePush(IoLoop* loop, const std::shared_ptr<Connection>& conn, c
   // sum would be silent garbage. Poison the tensor and tell every pusher.
   std::string mismatch = CheckPushTerms(h, ks.waiting.empty() ? nullptr : &ks.waiting.front().second,
                                         ServerTerms{server_id_, config_.enable_async});
+  if (mismatch.empty() && compressed && !ks.waiting.empty()) {
+    mismatch = CheckCodecTerms(h, codec, ks.waiting.front().second, ks.codec);
+  }
   if (mismatch.empty() && config_.enable_async && !fresh_key &&
       (h.signature != ks.signature || h.payload_bytes != ks.payload_bytes || dtype != ks.dtype)) {
     // Async rounds never wait: compare with the key's last push instead.
@@ -401,6 +418,14 @@ void Server::HandlePush(IoLoop* loop, const std::shared_ptr<Connection>& conn, c
     ks.tensor_bytes = h.tensor_bytes;
     ks.first_rank = h.sender_rank;
     ks.round = h.round;
+    ks.compressed = compressed;
+    ks.codec = codec;
+  }
+  if (compressed) {
+    // Async rounds never see one: workers with BYTEPS_ENABLE_ASYNC=1 do not
+    // compress, and CheckPushTerms refused the mix of modes above.
+    SumCompressed(loop, ks, conn, h, std::move(payload), count);
+    return;
   }
 
   if (config_.enable_async) {
@@ -464,6 +489,42 @@ void Server::HandlePush(IoLoop* loop, const std::shared_ptr<Connection>& conn, c
     m.header.sender_rank = static_cast<uint32_t>(server_id_);
     m.payload = wire->data;
     m.keepalive = wire;
+    bytes_out_.fetch_add(h.payload_bytes, std::memory_order_relaxed);
+    waiter.first->Send(std::move(m));
+  }
+  ks.waiting.clear();
+  ks.contributions = 0;
+  ks.round++;
+}
+
+void Server::SumCompressed(IoLoop* loop, KeyState& ks, const std::shared_ptr<Connection>& conn, const MessageHeader& h,
+                           std::shared_ptr<AlignedBuffer> payload, size_t count) {
+  const size_t acc_bytes = count * sizeof(float);
+  if (!ks.acc || ks.acc->size != acc_bytes) ks.acc = loop->pool.Take(acc_bytes);
+  float* acc = reinterpret_cast<float*>(ks.acc->data);
+  // The sum in float32 of what each machine's push decompresses to.
+  if (ks.contributions == 0) {
+    Decompress(payload->data, h.key, h.round, acc);
+  } else {
+    DecompressAdd(payload->data, h.key, h.round, acc);
+  }
+  loop->pool.Give(std::move(payload));
+  ks.contributions++;
+  ks.waiting.emplace_back(conn, h);
+  if (ks.contributions < h.num_contributors) return;
+  // Round complete: the sum, compressed by the same codec (no error feedback
+  // here: the server keeps no state across rounds), to every contributor from
+  // one buffer; the previous round's may still be on the wire, hence two.
+  auto& slot = ks.wire[ks.round & 1];
+  if (!slot || slot.use_count() > 1 || slot->size != h.payload_bytes) slot = std::make_shared<AlignedBuffer>(h.payload_bytes);
+  Compress(ks.codec, acc, nullptr, h.key, h.round, slot->data);
+  for (auto& waiter : ks.waiting) {
+    OutMessage m;
+    m.header = waiter.second;
+    m.header.type = static_cast<uint16_t>(MessageType::kResponse);
+    m.header.sender_rank = static_cast<uint32_t>(server_id_);
+    m.payload = slot->data;
+    m.keepalive = slot;
     bytes_out_.fetch_add(h.payload_bytes, std::memory_order_relaxed);
     waiter.first->Send(std::move(m));
   }

@@ -56,6 +56,10 @@ class Server {
   // On the connection's loop thread, once its payload is in `payload`.
   void HandlePush(IoLoop* loop, const std::shared_ptr<Connection>& conn, const MessageHeader& h,
                   std::shared_ptr<AlignedBuffer> payload);
+  // A compressed push: decompressed into the key's float32 sum; a complete
+  // round is answered compressed (csrc/compression).
+  void SumCompressed(IoLoop* loop, KeyState& ks, const std::shared_ptr<Connection>& conn, const MessageHeader& h,
+                     std::shared_ptr<AlignedBuffer> payload, size_t count);
   void OnControl(Connection* conn, const MessageHeader& h, const char* payload);
   void OnLinkClosed(Connection* conn, const Status& reason);
   void SendError(const std::shared_ptr<Connection>& conn, uint64_t key, uint64_t name_hash, const std::string& msg);

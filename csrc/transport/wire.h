@@ -14,7 +14,9 @@ namespace bps {
 constexpr uint32_t kWireMagic = 0x4E535042;  // "BPSN" little-endian
 // 2: the push header carries what every rank must agree on (flags,
 // partition size) and a 32-bit shape signature.
-constexpr uint16_t kWireVersion = 2;
+// 3: a push may be compressed (kFlagCompressed; the payload opens with the
+// codec's header, csrc/compression/compressor.h), and so is its answer.
+constexpr uint16_t kWireVersion = 3;
 // Largest data payload accepted from a peer: a partition slice. Bigger frames
 // close the connection (a peer that sends them is broken or hostile).
 constexpr uint64_t kMaxPayloadBytes = uint64_t(1) << 31;
@@ -33,6 +35,7 @@ enum WireFlags : uint8_t {
   kFlagAverage = 1,      // push: the sender averages (else sums) this tensor
   kFlagAsync = 2,        // push: the sender runs BYTEPS_ENABLE_ASYNC=1
   kFlagTensorError = 4,  // error: concerns the tensor `name_hash` only, not the job
+  kFlagCompressed = 8,   // push/response: the payload is compressed float32 (CodecHeader first)
 };
 
 // Every field sits at a multiple of its size, so the layout has no padding

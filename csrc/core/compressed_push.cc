@@ -1,0 +1,49 @@
+// The worker's half of compression through the servers (issue 29): which
+// pushes are compressed, and their per-key state (error feedback, buffers).
+// The stage table (stage_pipeline.cc) compresses in Push and decompresses the
+// answer in AwaitAnswer; the server's half is in csrc/server/server.cc.
+#include <cstring>
+
+#include "common/hashing.h"
+#include "core/engine.h"
+
+namespace bps {
+
+Status Engine::DeclareCompression(const std::string& name, const std::string& spec_text) {
+  if (name.empty()) return Status::Invalid("declare_compression needs a tensor name");
+  CompressionSpec spec;
+  BPS_RETURN_IF_ERROR(ParseCompressionSpec(spec_text, &spec).WithContext("tensor '" + name + "'"));
+  std::lock_guard<std::mutex> lock(compression_mu_);
+  if (spec.enabled()) {
+    compression_by_name_[HashName(name)] = spec;
+  } else {
+    compression_by_name_.erase(HashName(name));
+  }
+  return Status::OK();
+}
+
+CompressedSlice* Engine::CompressionFor(const TensorOp& op, uint64_t key, uint64_t count) {
+  const uint64_t tensor_bytes = static_cast<uint64_t>(op.count) * DataTypeSize(op.dtype);
+  // The same decision on every rank: it depends only on what they agree on
+  // (dtype, size, declaration, configuration), which the server checks.
+  if (!op.compression.enabled() || op.dtype != DataType::kFloat32 || config_.enable_async ||
+      tensor_bytes < static_cast<uint64_t>(config_.min_compress_bytes) || count == 0 || count > UINT32_MAX) {
+    return nullptr;
+  }
+  const CodecHeader codec = MakeCodecHeader(op.compression, count);
+  const uint64_t wire_bytes = CompressedBytes(codec);
+  if (wire_bytes >= count * sizeof(float)) return nullptr;  // tiny slices: no gain
+  auto& slot = compressed_slices_[key];
+  if (!slot || memcmp(&slot->codec, &codec, sizeof(codec)) != 0) {
+    // First use, or the tensor or its compressor changed: fresh state.
+    slot.reset(new CompressedSlice);
+    slot->codec = codec;
+    slot->wire_bytes = wire_bytes;
+    if (op.compression.error_feedback) slot->residual.assign(count, 0.0f);
+    slot->send.resize(wire_bytes);
+    slot->answer.resize(wire_bytes);
+  }
+  return slot.get();
+}
+
+}  // namespace bps

@@ -1,0 +1,127 @@
+"""NumPy reference of the engine's compressors (csrc/compression/compressor.h),
+written from the documented algorithm, not from the C++: what one worker sends
+for a slice (with error feedback), what the server answers for a round, and
+the engine's cut of a tensor into partitions with one local rank."""
+import numpy as np
+
+M64 = (1 << 64) - 1
+
+
+def hash_name(name):
+    h = 1469598103934665603
+    for c in name.encode():
+        h ^= c
+        h = (h * 1099511628211) & M64
+    h ^= h >> 33
+    h = (h * 0xff51afd7ed558ccd) & M64
+    h ^= h >> 33
+    h = (h * 0xc4ceb9fe1a85ec53) & M64
+    h ^= h >> 33
+    return h
+
+
+def mix_key(name_hash, partition, slice_index):
+    h = name_hash ^ ((partition * 0x9e3779b97f4a7c15) & M64) ^ ((slice_index * 0xc2b2ae3d27d4eb4f) & M64)
+    h ^= h >> 29
+    h = (h * 0xbf58476d1ce4e5b9) & M64
+    h ^= h >> 32
+    return h
+
+
+def plan_partitions(count, partition_bytes, num_servers, elem_size=4):
+    """csrc/common/partitioner.h PlanPartitions with one local rank."""
+    parts = max(1, -(-count * elem_size // partition_bytes))
+    if parts > 1 and num_servers > 1:
+        parts = -(-parts // num_servers) * num_servers
+    parts = min(parts, max(count, 1))
+    per = -(-count // parts)
+    aligned = max(16, -(-per // 16) * 16)
+    return [(off, min(aligned, count - off)) for off in range(0, count, aligned)]
+
+
+def random_indices(seed, key, rnd, n, k):
+    state = key ^ ((seed << 32) & M64) ^ ((rnd * 0xD1B54A32D192ED03) & M64)
+
+    def next_random():
+        nonlocal state
+        state = (state + 0x9E3779B97F4A7C15) & M64
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+        return z ^ (z >> 31)
+
+    chosen = set()
+    for j in range(n - k, n):  # Floyd's sampling
+        t = next_random() % (j + 1)
+        chosen.add(j if t in chosen else t)
+    return np.array(sorted(chosen), dtype=np.int64)
+
+
+def parse(spec):
+    kind, _, options = spec.partition(":")
+    opts = dict(item.split("=") for item in options.split(",") if item)
+    return kind, float(opts.get("ratio", 0.01)), opts.get("ef", "1") == "1", int(opts.get("seed", 0))
+
+
+def k_of(n, ratio):
+    return int(max(1.0, min(np.floor(n * ratio), n)))
+
+
+def compress(spec, c, key, rnd):
+    """Returns decompress(compress(c)) as float32: what the wire carries, dense."""
+    kind, ratio, _, seed = parse(spec)
+    n = c.size
+    if kind == "onebit":
+        scale = np.float32(np.abs(c.astype(np.float64)).sum() / n)
+        return np.where(c < 0, -scale, scale).astype(np.float32)
+    if kind == "topk":
+        order = np.lexsort((np.arange(n), -np.abs(c)))  # |c| descending, ties to the lower index
+        idx = np.sort(order[:k_of(n, ratio)])
+    else:
+        idx = random_indices(seed, key, rnd, n, k_of(n, ratio))
+    out = np.zeros(n, np.float32)
+    out[idx] = c[idx]
+    return out
+
+
+class Worker:
+    """One machine's compressor state: a residual per slice key."""
+
+    def __init__(self, spec):
+        self.spec = spec
+        self.residual = {}
+
+    def push(self, g, key, rnd):
+        _, _, ef, _ = parse(self.spec)
+        c = g.astype(np.float32)
+        if ef:
+            c = (self.residual.get(key, np.zeros_like(c)) + c).astype(np.float32)
+        sent = compress(self.spec, c, key, rnd)
+        if ef:
+            self.residual[key] = (c - sent).astype(np.float32)
+        return sent
+
+
+def server_answer(spec, pushes, key, rnd):
+    """Decompressed pushes summed in float32 (arrival order), then compressed."""
+    acc = pushes[0].copy()
+    for p in pushes[1:]:
+        acc = (acc + p).astype(np.float32)
+    return compress(spec, acc, key, rnd)
+
+
+def job_result(spec, gradients_per_step, name, partition_bytes, num_servers):
+    """What every rank of a job of machines with one local rank each receives
+    (sum) at every step; gradients_per_step[step][machine] is a float32 array."""
+    n = gradients_per_step[0][0].size
+    workers = [Worker(spec) for _ in gradients_per_step[0]]
+    name_hash = hash_name(name)
+    results = []
+    for rnd, grads in enumerate(gradients_per_step):
+        out = np.empty(n, np.float32)
+        for p, (off, cnt) in enumerate(plan_partitions(n, partition_bytes, num_servers)):
+            key = mix_key(name_hash, p, 0)
+            pushes = [w.push(g[off:off + cnt], key, rnd) for w, g in zip(workers, grads)]
+            out[off:off + cnt] = server_answer(spec, pushes, key, rnd)
+        results.append(out)
+    return results

@@ -1,0 +1,161 @@
+// The compressors (csrc/compression) against scalar references written here:
+// onebit's scale and signs, topk's choice and ties, randomk's indices, the
+// error-feedback identity across steps, the wire sizes, and the checks a
+// server runs before decoding a peer's payload. Lengths hit the AVX2 body and
+// the scalar tail. (tests/core/test_compression.py checks the same against
+// NumPy, and through a job's servers.)
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "compression/compressor.h"
+#include "compression/onebit_kernels.h"
+
+namespace bps {
+namespace {
+
+std::vector<float> Gradient(size_t n, int seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> x(n);
+  for (auto& v : x) v = d(rng);
+  return x;
+}
+
+CompressionSpec Spec(const std::string& text) {
+  CompressionSpec spec;
+  Status st = ParseCompressionSpec(text, &spec);
+  EXPECT_TRUE(st.ok()) << st.message();
+  return spec;
+}
+
+TEST(CompressionSpecTest, ParsesAndRefusesWithTheCause) {
+  EXPECT_EQ(Spec("onebit").kind, CompressorKind::kOneBit);
+  EXPECT_TRUE(Spec("onebit").error_feedback);
+  EXPECT_FALSE(Spec("onebit:ef=0").error_feedback);
+  CompressionSpec topk = Spec("topk:ratio=0.05");
+  EXPECT_EQ(topk.kind, CompressorKind::kTopK);
+  EXPECT_DOUBLE_EQ(topk.ratio, 0.05);
+  CompressionSpec randomk = Spec("randomk:ratio=0.1,seed=7,ef=0");
+  EXPECT_EQ(randomk.seed, 7u);
+  EXPECT_FALSE(randomk.error_feedback);
+  EXPECT_FALSE(Spec("").enabled());
+  EXPECT_FALSE(Spec("none").enabled());
+  CompressionSpec spec;
+  Status st = ParseCompressionSpec("twobit", &spec);
+  EXPECT_NE(st.message().find("unknown compressor 'twobit'"), std::string::npos) << st.message();
+  st = ParseCompressionSpec("topk:ratio=0.9", &spec);
+  EXPECT_NE(st.message().find("ratio must be in (0, 0.5]"), std::string::npos) << st.message();
+  st = ParseCompressionSpec("onebit:ratio=0.1", &spec);
+  EXPECT_NE(st.message().find("does not apply to onebit"), std::string::npos) << st.message();
+  st = ParseCompressionSpec("topk:ratio=x", &spec);
+  EXPECT_FALSE(st.ok());
+}
+
+TEST(OneBitTest, ScaleIsMeanAbsAndSignsArePacked) {
+  for (size_t n : {1u, 7u, 8u, 9u, 31u, 32u, 33u, 100u, 1027u}) {
+    std::vector<float> x = Gradient(n, static_cast<int>(n));
+    x[0] = -0.0f;  // negative zero counts as positive
+    CodecHeader h = MakeCodecHeader(Spec("onebit:ef=0"), n);
+    ASSERT_EQ(CompressedBytes(h), 16 + 4 + (n + 31) / 32 * 4);
+    std::vector<char> wire(CompressedBytes(h));
+    Compress(h, x.data(), nullptr, 1, 0, wire.data());
+    double abs_sum = 0;
+    for (float v : x) abs_sum += std::fabs(static_cast<double>(v));
+    const float scale = static_cast<float>(abs_sum / n);
+    std::vector<float> out(n);
+    Decompress(wire.data(), 1, 0, out.data());
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_FLOAT_EQ(out[i], x[i] < 0 ? -scale : scale) << "n=" << n << " i=" << i;
+    }
+    EXPECT_EQ(ValidateCompressed(wire.data(), wire.size()), "");
+  }
+}
+
+TEST(OneBitTest, KernelsMatchScalarLoops) {
+  for (size_t n : {0u, 5u, 8u, 64u, 77u, 1000u}) {
+    std::vector<float> x = Gradient(n, 3), acc = Gradient(n, 4);
+    std::vector<uint8_t> bits((n + 7) / 8 + 1, 0);
+    onebit::PackSigns(x.data(), n, bits.data());
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ((bits[i / 8] >> (i % 8)) & 1, x[i] < 0 ? 1 : 0);
+    std::vector<float> expect = acc;
+    for (size_t i = 0; i < n; ++i) expect[i] += x[i] < 0 ? -0.5f : 0.5f;
+    onebit::AddSigned(acc.data(), bits.data(), n, 0.5f);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(acc[i], expect[i]);
+    for (size_t i = 0; i < n; ++i) expect[i] -= x[i] < 0 ? -0.25f : 0.25f;
+    onebit::SubtractSigned(acc.data(), bits.data(), n, 0.25f);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(acc[i], expect[i]);
+  }
+  std::cout << "onebit kernels: " << onebit::KernelName() << std::endl;
+}
+
+// residual' = (x + residual) - decompress(compress(x + residual)), every step.
+void CheckErrorFeedback(const std::string& spec_text) {
+  const size_t n = 1003;
+  CodecHeader h = MakeCodecHeader(Spec(spec_text), n);
+  std::vector<float> residual(n, 0.0f);
+  std::vector<char> wire(CompressedBytes(h));
+  for (uint32_t round = 0; round < 5; ++round) {
+    std::vector<float> x = Gradient(n, 10 + round), corrected(n), sent(n);
+    for (size_t i = 0; i < n; ++i) corrected[i] = x[i] + residual[i];
+    Compress(h, x.data(), residual.data(), 42, round, wire.data());
+    Decompress(wire.data(), 42, round, sent.data());
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(residual[i], corrected[i] - sent[i]) << spec_text << " round " << round;
+  }
+}
+
+TEST(ErrorFeedbackTest, ResidualIsWhatTheCompressorDropped) {
+  CheckErrorFeedback("onebit");
+  CheckErrorFeedback("topk:ratio=0.01");
+  CheckErrorFeedback("randomk:ratio=0.02,seed=3");
+}
+
+TEST(TopKTest, LargestMagnitudesTiesToLowerIndex) {
+  std::vector<float> x = {0.5f, -3.0f, 2.0f, -2.0f, 2.0f, 0.0f, 1.0f, -0.1f, 9.0f, 0.2f};
+  CompressionSpec spec = Spec("topk:ratio=0.4,ef=0");  // k = 4
+  CodecHeader h = MakeCodecHeader(spec, x.size());
+  ASSERT_EQ(h.k, 4u);
+  std::vector<char> wire(CompressedBytes(h));
+  Compress(h, x.data(), nullptr, 0, 0, wire.data());
+  std::vector<uint32_t> indices(4);
+  memcpy(indices.data(), wire.data() + 16, 16);
+  EXPECT_EQ(indices, (std::vector<uint32_t>{1, 2, 3, 8}));  // |2.0| at 2, 3, 4: the lower two
+  std::vector<float> out(x.size());
+  Decompress(wire.data(), 0, 0, out.data());
+  EXPECT_EQ(out, (std::vector<float>{0, -3.0f, 2.0f, -2.0f, 0, 0, 0, 0, 9.0f, 0}));
+}
+
+TEST(RandomKTest, DistinctSortedAndSharedByEveryone) {
+  std::vector<uint32_t> a, b, c;
+  RandomIndices(7, 99, 3, 1000, 50, &a);
+  RandomIndices(7, 99, 3, 1000, 50, &b);
+  RandomIndices(7, 99, 4, 1000, 50, &c);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  EXPECT_EQ(std::set<uint32_t>(a.begin(), a.end()).size(), 50u);
+  EXPECT_TRUE(std::is_sorted(a.begin(), a.end()));
+  EXPECT_LT(a.back(), 1000u);
+  RandomIndices(1, 2, 0, 10, 10, &a);  // k = n: all of them
+  EXPECT_EQ(a, (std::vector<uint32_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+}
+
+TEST(CompressedPayloadTest, ServerRefusesMalformedPayloads) {
+  CodecHeader h = MakeCodecHeader(Spec("topk:ratio=0.5"), 8);
+  std::vector<float> x = Gradient(8, 1);
+  std::vector<char> wire(CompressedBytes(h));
+  Compress(h, x.data(), nullptr, 0, 0, wire.data());
+  EXPECT_EQ(ValidateCompressed(wire.data(), wire.size()), "");
+  EXPECT_NE(ValidateCompressed(wire.data(), wire.size() - 4), "");
+  EXPECT_NE(ValidateCompressed(wire.data(), 8), "");
+  const uint32_t far = 8;
+  memcpy(wire.data() + 16, &far, 4);
+  EXPECT_NE(ValidateCompressed(wire.data(), wire.size()).find("names element 8 of 8"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace bps
