@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <vector>
 
 #include "common/logging.h"
 #include "common/net_util.h"
@@ -68,11 +69,51 @@ Status ClaimServerId(Store* store, const Config& config, int* id) {
   return Status::OK();
 }
 
+// Every rank publishes its machine's local size under machine/<DMLC_WORKER_ID>
+// and reads every machine's, filling config->machine_local_sizes.
+static Status MeetMachineSizes(Store* store, Config* config) {
+  const Config& c = *config;
+  BPS_RETURN_IF_ERROR(store->Set("machine/" + std::to_string(c.worker_id), std::to_string(c.local_size)));
+  std::vector<int> sizes(static_cast<size_t>(c.num_worker), 0);
+  const auto started = Clock::now();
+  const auto deadline = started + std::chrono::duration<double>(c.rendezvous_timeout_seconds);
+  for (int m = 0; m < c.num_worker; ++m) {
+    std::string value;
+    double left = std::max(0.0, std::chrono::duration<double>(deadline - Clock::now()).count());
+    Status st = store->Get("machine/" + std::to_string(m), std::min(left, 1.0), &value);
+    if (st.code() == BPS_TIMEOUT && Clock::now() < deadline) {
+      std::string why;
+      if (store->Get("abort", 0, &why).ok()) return Status::PeerFailure("job aborted: " + why);
+      --m;
+      continue;
+    }
+    if (st.code() == BPS_TIMEOUT) {
+      return Status::Timeout("rendezvous timed out after " +
+                             std::to_string(static_cast<int>(c.rendezvous_timeout_seconds)) + " s: machine " +
+                             std::to_string(m) + " (DMLC_WORKER_ID=" + std::to_string(m) +
+                             ") never arrived; check DMLC_NUM_WORKER on every machine");
+    }
+    BPS_RETURN_IF_ERROR(st);
+    sizes[m] = atoi(value.c_str());
+    if (m == c.worker_id && sizes[m] != c.local_size) {
+      return Status::Invalid("machine " + std::to_string(m) + " has local ranks that disagree on BYTEPS_LOCAL_SIZE (" +
+                             value + " and " + std::to_string(c.local_size) +
+                             ", or two machines share DMLC_WORKER_ID=" + std::to_string(m) +
+                             "): set it alike on the machine's ranks");
+    }
+  }
+  config->machine_local_sizes = sizes;
+  return Status::OK();
+}
+
 Status RendezvousWorkers(Store* store, Config* config) {
   const Config& c = *config;
   if (c.job_id.empty()) {
     BPS_RETURN_IF_ERROR(PublishOnce(store, "job_id", RandomHex(4), c.rendezvous_timeout_seconds, &config->job_id));
   }
+  // Machines may differ in size (issue 29): each publishes its local size,
+  // and a rank's global rank is its local rank plus the earlier machines' sizes.
+  BPS_RETURN_IF_ERROR(MeetMachineSizes(store, config));
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
   // A rank claimed twice (two machines with one DMLC_WORKER_ID) would run
@@ -104,6 +145,7 @@ Status RendezvousWorkers(Store* store, Config* config) {
   BPS_RETURN_IF_ERROR(store->Set("worker/" + std::to_string(c.rank()),
                                   std::to_string(c.local_size) + " " + host + " " + std::to_string(getpid()) + " " +
                                       std::to_string(c.partition_bytes) + " " + (c.enable_async ? "1" : "0")));
+  BPS_RETURN_IF_ERROR(store->Set("machine_count", std::to_string(c.num_worker)));  // the scheduler checks it
   BPS_RETURN_IF_ERROR(store->Set("size", std::to_string(c.size())));  // servers wait for this many
   int64_t joined = 0;
   BPS_RETURN_IF_ERROR(store->Add("workers_joined", 1, &joined));
@@ -139,12 +181,6 @@ Status RendezvousWorkers(Store* store, Config* config) {
                              " is missing; check DMLC_NUM_WORKER / BYTEPS_LOCAL_SIZE on every machine)");
     }
     BPS_RETURN_IF_ERROR(st);
-    int their_local = atoi(value.c_str());
-    if (their_local != c.local_size) {
-      return Status::Invalid("rank " + std::to_string(q) + " runs with local size " + std::to_string(their_local) +
-                             " but this rank with " + std::to_string(c.local_size) +
-                             ": every machine must run the same number of local ranks");
-    }
     long long their_partition = 0;
     int their_async = 0;
     if (sscanf(value.c_str(), "%*d %*s %*d %lld %d", &their_partition, &their_async) == 2) {
