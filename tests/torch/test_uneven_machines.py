@@ -19,5 +19,9 @@ def test_uneven_machines_sum_exactly_and_report_their_ranks(tmp_path, layout):
             assert r["group_rank"] == machine, r
             assert (r["rank"], r["size"], r["bps_rank"], r["bps_size"]) == (first + local_rank, world) * 2, r
             assert (r["bps_local_rank"], r["bps_local_size"]) == (local_rank, local_size), r
+            # Horovod's cross communicator: the machines that have this local rank
+            assert r["cross_size"] == sum(1 for size in layout if size > local_rank), r
+            assert r["cross_rank"] == sum(1 for size in layout[:machine] if size > local_rank), r
+            assert r["homogeneous"] is False, r
             assert set(r["checks"].values()) == {"ok"}, r["checks"]
         first += local_size

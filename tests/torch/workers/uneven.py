@@ -57,6 +57,8 @@ def main():
         check("small", small)
     report(rank, {"checks": checks, "rank": rank, "size": n, "bps_rank": bps.rank(), "bps_size": bps.size(),
                   "bps_local_rank": bps.local_rank(), "bps_local_size": bps.local_size(),
+                  "cross_rank": bps.cross_rank(), "cross_size": bps.cross_size(),
+                  "homogeneous": bps.is_homogeneous(),
                   "env_rank": int(os.environ["RANK"]), "group_rank": int(os.environ["GROUP_RANK"])})
     dist.destroy_process_group()
 
