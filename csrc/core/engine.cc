@@ -90,6 +90,7 @@ Status Engine::StartSteps() {
   }
   BPS_RETURN_IF_ERROR(RendezvousWorkers(store_.get(), &config_));
   SetLogIdentity("worker " + std::to_string(config_.rank()));  // machines of different sizes: known now
+  if (transport_) transport_->SetIdentityRank(config_.rank());  // the servers count ranks by it
   if (config_.local_size > 1) {
     BPS_RETURN_IF_ERROR(CreateLocalReducer(options_.local_reducer, config_, store_.get(), &reducer_));
   }

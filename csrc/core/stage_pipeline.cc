@@ -161,7 +161,9 @@ void Engine::PlanPushes(PartitionTask& t) {
   t.pushes_sent = 0;
   for (size_t i = 0; i < slices.size(); ++i) {
     const Range& s = slices[i];
+    // An empty tensor's one (empty) slice: pushed by local rank 0 of each machine.
     const bool mine = sizes.size() == 1 ? static_cast<int>(i) == (R ? config_.local_rank : 0)
+                      : n == 0          ? config_.local_rank == 0
                                         : s.offset >= own.offset && s.offset + s.count <= own.offset + own.count;
     if (!mine || (s.count == 0 && n > 0)) continue;  // an empty slice is empty everywhere: nothing to send
     NetworkPush push;
