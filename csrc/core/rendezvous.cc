@@ -73,6 +73,9 @@ Status ClaimServerId(Store* store, const Config& config, int* id) {
 // and reads every machine's, filling config->machine_local_sizes.
 static Status MeetMachineSizes(Store* store, Config* config) {
   const Config& c = *config;
+  // The scheduler checks the machine count at once (a worker waiting for a
+  // machine that never comes then ends with its verdict, not a timeout).
+  BPS_RETURN_IF_ERROR(store->Set("machine_count", std::to_string(c.num_worker)));
   BPS_RETURN_IF_ERROR(store->Set("machine/" + std::to_string(c.worker_id), std::to_string(c.local_size)));
   std::vector<int> sizes(static_cast<size_t>(c.num_worker), 0);
   const auto started = Clock::now();
@@ -145,7 +148,6 @@ Status RendezvousWorkers(Store* store, Config* config) {
   BPS_RETURN_IF_ERROR(store->Set("worker/" + std::to_string(c.rank()),
                                   std::to_string(c.local_size) + " " + host + " " + std::to_string(getpid()) + " " +
                                       std::to_string(c.partition_bytes) + " " + (c.enable_async ? "1" : "0")));
-  BPS_RETURN_IF_ERROR(store->Set("machine_count", std::to_string(c.num_worker)));  // the scheduler checks it
   BPS_RETURN_IF_ERROR(store->Set("size", std::to_string(c.size())));  // servers wait for this many
   int64_t joined = 0;
   BPS_RETURN_IF_ERROR(store->Add("workers_joined", 1, &joined));

@@ -164,11 +164,21 @@ void TcpStoreServer::CheckPublished(const std::string& key, const std::string& v
     local_size_by_peer_[peer.Describe()] = atoi(value.c_str());
     return;
   }
-  if (key == "machine_count") {  // a worker's DMLC_NUM_WORKER (rendezvous)
+  if (key == "machine_count") {  // a worker's DMLC_NUM_WORKER, published first at rendezvous
     std::string why;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      why = MismatchWithSchedulerCount(value, peer);
+      if (job_machines_.empty()) {
+        job_machines_ = value;
+        job_machines_from_ = peer.Describe();
+        // Later counts must equal this one, so checking the first against
+        // the scheduler's own count checks them all.
+        why = MismatchWithSchedulerCount(value, peer);
+      } else if (value != job_machines_) {
+        why = "processes disagree on the job's size: " + job_machines_from_ + " has " + job_machines_ +
+              " machines but " + peer.Describe() + " has " + value +
+              " (DMLC_NUM_WORKER): set the same DMLC_NUM_WORKER on every process";
+      }
     }
     if (!why.empty()) FailJob(why);
     return;
