@@ -80,6 +80,7 @@ static Status MeetMachineSizes(Store* store, Config* config) {
   std::vector<int> sizes(static_cast<size_t>(c.num_worker), 0);
   const auto started = Clock::now();
   const auto deadline = started + std::chrono::duration<double>(c.rendezvous_timeout_seconds);
+  auto next_note = started + std::chrono::seconds(kWaitNoteSeconds);
   for (int m = 0; m < c.num_worker; ++m) {
     std::string value;
     double left = std::max(0.0, std::chrono::duration<double>(deadline - Clock::now()).count());
@@ -87,14 +88,24 @@ static Status MeetMachineSizes(Store* store, Config* config) {
     if (st.code() == BPS_TIMEOUT && Clock::now() < deadline) {
       std::string why;
       if (store->Get("abort", 0, &why).ok()) return Status::PeerFailure("job aborted: " + why);
+      if (Clock::now() >= next_note) {
+        next_note += std::chrono::seconds(kWaitNoteSeconds);
+        if (c.local_rank == 0) {
+          BPS_LOG(Warning) << "waiting for the other workers: machine " << m << " (DMLC_WORKER_ID=" << m
+                           << ") has not arrived; still waiting " << WaitProgress(started, c.rendezvous_timeout_seconds);
+        }
+      }
       --m;
       continue;
     }
     if (st.code() == BPS_TIMEOUT) {
+      int arrived = 0;
+      for (int q = 0; q < c.num_worker; ++q) arrived += q < m || store->Get("machine/" + std::to_string(q), 0, &value).ok();
       return Status::Timeout("rendezvous timed out after " +
-                             std::to_string(static_cast<int>(c.rendezvous_timeout_seconds)) + " s: machine " +
-                             std::to_string(m) + " (DMLC_WORKER_ID=" + std::to_string(m) +
-                             ") never arrived; check DMLC_NUM_WORKER on every machine");
+                             std::to_string(static_cast<int>(c.rendezvous_timeout_seconds)) + " s: " +
+                             std::to_string(arrived) + " of " + std::to_string(c.num_worker) +
+                             " workers arrived (machine " + std::to_string(m) + ", DMLC_WORKER_ID=" +
+                             std::to_string(m) + ", is missing; check DMLC_NUM_WORKER on every machine)");
     }
     BPS_RETURN_IF_ERROR(st);
     sizes[m] = atoi(value.c_str());
