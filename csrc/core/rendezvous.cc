@@ -91,8 +91,8 @@ static Status MeetMachineSizes(Store* store, Config* config) {
       if (Clock::now() >= next_note) {
         next_note += std::chrono::seconds(kWaitNoteSeconds);
         if (c.local_rank == 0) {
-          BPS_LOG(Warning) << "waiting for the other workers: machine " << m << " (DMLC_WORKER_ID=" << m
-                           << ") has not arrived; still waiting " << WaitProgress(started, c.rendezvous_timeout_seconds);
+          BPS_LOG(Warning) << "waiting for the other workers: " << MachinesArrived(store) << " (machine " << m
+                           << " not yet); still waiting " << WaitProgress(started, c.rendezvous_timeout_seconds);
         }
       }
       --m;

@@ -134,9 +134,11 @@ void TcpStoreServer::NoteWaitingForWorkers(std::chrono::steady_clock::time_point
   std::string size, joined;
   store_.Get("size", 0, &size);
   store_.Get("workers_joined", 0, &joined);
+  const std::string machines = MachinesArrived(&store_);
   std::string arrived =
-      size.empty() ? "no worker has arrived yet (DMLC_NUM_WORKER=" + std::to_string(expected_machines_) + " machines)"
-                   : (joined.empty() ? std::string("0") : joined) + " of " + size + " worker ranks arrived";
+      !size.empty()     ? (joined.empty() ? std::string("0") : joined) + " of " + size + " worker ranks arrived"
+      : !machines.empty() ? machines
+                          : "no worker has arrived yet (DMLC_NUM_WORKER=" + std::to_string(expected_machines_) + " machines)";
   BPS_LOG(Warning) << "waiting for workers: " << arrived << "; still waiting "
                    << WaitProgress(started, rendezvous_timeout_seconds_);
 }
