@@ -125,17 +125,17 @@ Status RendezvousWorkers(Store* store, Config* config) {
   if (c.job_id.empty()) {
     BPS_RETURN_IF_ERROR(PublishOnce(store, "job_id", RandomHex(4), c.rendezvous_timeout_seconds, &config->job_id));
   }
-  // Machines may differ in size (issue 29): each publishes its local size,
-  // and a rank's global rank is its local rank plus the earlier machines' sizes.
-  BPS_RETURN_IF_ERROR(MeetMachineSizes(store, config));
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
   // A rank claimed twice (two machines with one DMLC_WORKER_ID) would run
   // with a rank missing and silently wrong sums: refuse it, and tell everyone.
+  // Claimed by machine and local rank, before the machines meet: the global
+  // rank needs every machine's size, and a duplicate must not wait for them.
+  const std::string member = std::to_string(c.worker_id) + "/" + std::to_string(c.local_rank);
   int64_t claims = 0;
-  BPS_RETURN_IF_ERROR(store->Add("worker_claim/" + std::to_string(c.rank()), 1, &claims));
-  std::string first;  // "local_size host pid partition_bytes async" of the earlier claim
-  if (claims > 1) store->Get("worker/" + std::to_string(c.rank()), 5, &first);
+  BPS_RETURN_IF_ERROR(store->Add("worker_claim/" + member, 1, &claims));
+  std::string first;  // "local_size host pid" of the earlier claim
+  if (claims > 1) store->Get("member/" + member, 5, &first);
   char first_host[256] = {0};
   long long first_pid = 0;
   if (sscanf(first.c_str(), "%*d %255s %lld", first_host, &first_pid) == 2) {
@@ -154,6 +154,11 @@ Status RendezvousWorkers(Store* store, Config* config) {
     store->Set("abort", why);  // every member's watcher fails with this
     return Status::Invalid(why);
   }
+  BPS_RETURN_IF_ERROR(
+      store->Set("member/" + member, std::to_string(c.local_size) + " " + host + " " + std::to_string(getpid())));
+  // Machines may differ in size (issue 29): each publishes its local size,
+  // and a rank's global rank is its local rank plus the earlier machines' sizes.
+  BPS_RETURN_IF_ERROR(MeetMachineSizes(store, config));
   // Settings every worker must share ride along, so a difference fails every
   // rank here, naming both values, instead of as a size mismatch per tensor.
   BPS_RETURN_IF_ERROR(store->Set("worker/" + std::to_string(c.rank()),
