@@ -25,14 +25,7 @@ import subprocess
 import sys
 import time
 
-UNITS = {"KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "B": 1}
-
-
-def parse_size(text):
-    for unit, mult in UNITS.items():
-        if text.upper().endswith(unit):
-            return int(float(text[: -len(unit)]) * mult)
-    return int(text)
+from push_pull import parse_size  # benchmarks/ is this script's folder, first on sys.path
 
 
 def timed_calls(all_reduce, tensor, count, barrier):

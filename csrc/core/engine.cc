@@ -166,7 +166,13 @@ Status Engine::Submit(const bps_tensor& input, void* output, const std::string& 
     // Checked under the lock the engine thread drains with: once Shutdown
     // stopped accepting, nothing is enqueued that the thread would miss.
     std::lock_guard<std::mutex> lock(submit_mu_);
-    if (!accepting_) return Status(BPS_NOT_INITIALIZED, "byteps is not initialised: call init() first");
+    if (!accepting_) {
+      // Shut down meanwhile: a queued op's event goes back. A fused
+      // collective already launched keeps its event (freed with the
+      // reducer's events) and leaks its few bytes of bookkeeping.
+      if (op->ready_event && !op->fused) op->reducer->ReturnReady(op->ready_event);
+      return Status(BPS_NOT_INITIALIZED, "byteps is not initialised: call init() first");
+    }
     op->seq = next_seq_++;
     submitted_.push_back(std::move(op));
   }

@@ -64,6 +64,7 @@ Status SequencedLocalReducer::Acquire(uint64_t key, uint64_t bytes, DataType dty
   if (!slot) {
     slot.reset(new Partition());
     slot->key = key;
+    keys_++;
   }
   *out = reinterpret_cast<LocalPartition*>(slot.get());
   return Status::OK();

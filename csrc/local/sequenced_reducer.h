@@ -65,7 +65,7 @@ class SequencedLocalReducer : public LocalReducer {
   void Leave() override {}
 
   uint64_t staging_bytes() override { return collectives_->staging_bytes(); }
-  uint64_t keys_used() override { return partitions_.size(); }
+  uint64_t keys_used() override { return keys_.load(); }  // read by the stats, any thread
 
  private:
   struct Partition;
@@ -79,7 +79,8 @@ class SequencedLocalReducer : public LocalReducer {
   std::unique_ptr<Collectives> collectives_;
   MachineLink link_;
   CollectiveOrder order_;
-  std::unordered_map<uint64_t, std::unique_ptr<Partition>> partitions_;  // by key
+  std::unordered_map<uint64_t, std::unique_ptr<Partition>> partitions_;  // by key (engine thread)
+  std::atomic<uint64_t> keys_{0};
   // Rounds whose steps this rank announced, by (key, round): where a decision lands.
   std::map<std::pair<uint64_t, uint32_t>, Partition*> announced_;
   // Rounds failed by a decision before this rank got to them.

@@ -428,7 +428,26 @@ Status LocalSharedMemory::EnsureSlot(ShmEntry* e, int q, uint64_t bytes) {
   control_->arena_in_use.fetch_add(bytes);
   e->slot_offset[q] = offset;
   e->slot_bytes[q] = bytes;
+  // The owner writes the slot next: map its pages now, in one call, instead
+  // of one fault per page on the first round (a new key's first push_pull
+  // was ~6x a warm one: 8 us a fault on tmpfs).
+  Populate(offset, bytes, /*for_write=*/true);
   return Status::OK();
+}
+
+void LocalSharedMemory::Populate(uint64_t offset, uint64_t bytes, bool for_write) {
+#if defined(MADV_POPULATE_READ) && defined(MADV_POPULATE_WRITE)
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t start = offset / page * page;
+  const uint64_t end = (offset + bytes + page - 1) / page * page;
+  // Best effort: an older kernel (before 5.14) says EINVAL and the pages
+  // fault in on first touch, as before.
+  madvise(arena_ + start, end - start, for_write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
+#else
+  (void)offset;
+  (void)bytes;
+  (void)for_write;
+#endif
 }
 
 void LocalSharedMemory::Ring() {

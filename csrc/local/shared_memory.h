@@ -132,6 +132,10 @@ class LocalSharedMemory {
 
   // Makes rank q's slot of `e` at least `bytes` (between rounds only).
   Status EnsureSlot(ShmEntry* e, int q, uint64_t bytes);
+  // Maps the arena's pages of [offset, offset + bytes) into this process
+  // now (MADV_POPULATE_*), so the first pass over a new slot does not fault
+  // page by page. Best effort.
+  void Populate(uint64_t offset, uint64_t bytes, bool for_write);
 
   void Ring();  // wake every local rank's engine
   void WaitDoorbell(int local_rank, uint32_t seen, int timeout_ms);

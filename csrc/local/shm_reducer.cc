@@ -140,13 +140,23 @@ Status ShmLocalReducer::ReduceOwnSlice(LocalPartition* p, uint32_t round, const 
     int n = 0;
     inputs[n++] = c.input + s.offset * esz;
     for (int q = 0; q < L; ++q) {
-      if (q != me) inputs[n++] = Slot(e, q) + s.offset * esz;
+      if (q != me) inputs[n++] = PeerSlot(e, q) + s.offset * esz;
     }
     ReduceInputs(inputs, n, static_cast<size_t>(s.count), c.dtype, Slot(e, me) + s.offset * esz,
                  also_into ? also_into + s.offset * esz : nullptr, divisor);
   }
   *progress = LocalProgress::kDone;
   return Status::OK();
+}
+
+const char* ShmLocalReducer::PeerSlot(ShmEntry* e, int q) {
+  const uint64_t offset = e->slot_offset[q], bytes = e->slot_bytes[q];
+  uint64_t& mapped = populated_[offset];
+  if (mapped < bytes) {
+    shm_->Populate(offset, bytes, /*for_write=*/false);
+    mapped = bytes;
+  }
+  return shm_->arena() + offset;
 }
 
 char* ShmLocalReducer::OwnSlice(LocalPartition* p, const LocalContribution& c) {
@@ -170,7 +180,10 @@ Status ShmLocalReducer::Gather(LocalPartition* p, uint32_t round, const LocalCon
     if (*gathered & (1u << q)) continue;
     if (e->ready[q].load(std::memory_order_acquire) < round + 1) continue;
     Range s = bps::SliceOf(c.count, L, q);
-    if (s.count > 0) CopyScaled(output + s.offset * esz, Slot(e, q) + s.offset * esz, s.count, c.dtype, divisor);
+    if (s.count > 0) {
+      const char* slot = q == local_rank_ ? Slot(e, q) : PeerSlot(e, q);
+      CopyScaled(output + s.offset * esz, slot + s.offset * esz, s.count, c.dtype, divisor);
+    }
     *gathered |= 1u << q;
   }
   const uint32_t all = (L >= 32) ? 0xffffffffu : ((1u << L) - 1);

@@ -13,6 +13,7 @@
 //              (released += 1)
 #pragma once
 #include <memory>
+#include <unordered_map>
 
 #include "local/local_reducer.h"
 #include "local/shared_memory.h"
@@ -58,8 +59,12 @@ class ShmLocalReducer : public LocalReducer {
  private:
   ShmLocalReducer() = default;
   char* Slot(ShmEntry* e, int q) { return shm_->arena() + e->slot_offset[q]; }
+  // Another rank's slot, read: its pages are mapped here in one call the
+  // first time this process reads that slot (LocalSharedMemory::Populate).
+  const char* PeerSlot(ShmEntry* e, int q);
 
   std::unique_ptr<LocalSharedMemory> shm_;
+  std::unordered_map<uint64_t, uint64_t> populated_;  // peer slots mapped here: offset -> bytes
   int local_rank_ = 0;
   int local_size_ = 1;
   int machine_ = 0;

@@ -251,3 +251,88 @@ TEST(CollectiveOrderCpuBuild, ADeviceTensorWithoutADeviceReducerIsRefusedNamingT
 
 }  // namespace
 }  // namespace bps
+
+namespace bps {
+namespace {
+
+// Local ranks disagreeing on a device tensor's shape: local rank 0 finds it
+// in the announcements and no collective is issued; every rank's op fails
+// naming both shapes, and the next tensor still goes through.
+TEST(CollectiveOrderFailures, LocalRanksDisagreeingOnAShapeAllFailNamingBothAndTheJobGoesOn) {
+  SetDeviceReducerFactory(&testing_support::MakeEmulatedDeviceReducer);
+  EmulatedOrderMode() = CollectiveOrder::Mode::kMachineOrder;
+  JobShape shape{2, 2, 1};
+  InProcessJob job(shape);
+  ASSERT_TRUE(job.Start().ok());
+  auto submit = [&](int r, const std::string& name, std::vector<float>& v, Completion* done) {
+    bps_tensor t{};
+    t.data = v.data();
+    t.dtype = BPS_FLOAT32;
+    t.num_elements = static_cast<int64_t>(v.size());
+    t.device = 0;
+    return job.rank(r).Submit(t, v.data(), name, 0, BPS_REDUCE_SUM, Completion::Callback, done);
+  };
+  std::vector<std::vector<float>> bad(4), good(4);
+  std::vector<Completion> bad_done(4), good_done(4);
+  for (int r = 0; r < 4; ++r) {
+    bad[r].assign(r == 1 ? 600 : 500, 1.0f);  // rank 1 (machine 0, local rank 1) disagrees
+    good[r].assign(300, static_cast<float>(r + 1));
+    ASSERT_TRUE(submit(r, "bad", bad[r], &bad_done[r]).ok());
+  }
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_TRUE(bad_done[r].Wait(20)) << "rank " << r << " hung on the disagreeing tensor";
+    EXPECT_NE(bad_done[r].code, BPS_OK) << "rank " << r;
+  }
+  // Machine 0's ranks name both shapes; machine 1's learn it through the servers.
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(bad_done[r].message.find("[500]"), std::string::npos) << bad_done[r].message;
+    EXPECT_NE(bad_done[r].message.find("[600]"), std::string::npos) << bad_done[r].message;
+  }
+  for (int r = 0; r < 4; ++r) ASSERT_TRUE(submit(r, "good", good[r], &good_done[r]).ok());
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_TRUE(good_done[r].Wait(20));
+    ASSERT_EQ(good_done[r].code, BPS_OK) << good_done[r].message;
+    EXPECT_EQ(good[r][0], 10.0f);
+    EXPECT_EQ(good[r][299], 10.0f);
+  }
+  job.Stop();
+  SetDeviceReducerFactory(nullptr);
+}
+
+}  // namespace
+}  // namespace bps
+
+namespace bps {
+namespace {
+
+// A local rank that goes away while its peers wait in the machine's order:
+// they fail within the timeout naming what they waited for, never hang.
+TEST(CollectiveOrderFailures, ALocalRankLeavingMidRoundFailsItsPeersNamingTheWait) {
+  SetDeviceReducerFactory(&testing_support::MakeEmulatedDeviceReducer);
+  EmulatedOrderMode() = CollectiveOrder::Mode::kMachineOrder;
+  JobShape shape{2, 2, 1};
+  shape.timeout_seconds = 3;
+  InProcessJob job(shape);
+  ASSERT_TRUE(job.Start().ok());
+  std::vector<std::vector<float>> v(4, std::vector<float>(1000, 1.0f));
+  std::vector<Completion> done(4);
+  for (int r : {0, 2, 3}) {
+    bps_tensor t{};
+    t.data = v[r].data();
+    t.dtype = BPS_FLOAT32;
+    t.num_elements = 1000;
+    t.device = 0;
+    ASSERT_TRUE(job.rank(r).Submit(t, v[r].data(), "w", 0, BPS_REDUCE_SUM, Completion::Callback, &done[r]).ok());
+  }
+  job.rank(1).Shutdown();  // local rank 1 of machine 0 never submits "w"
+  for (int r : {0, 2, 3}) {
+    ASSERT_TRUE(done[r].Wait(15)) << "rank " << r << " hung";
+    EXPECT_NE(done[r].code, BPS_OK) << "rank " << r;
+  }
+  EXPECT_NE(done[0].message.find("reduce-scatter waits for every local rank"), std::string::npos) << done[0].message;
+  job.Stop();
+  SetDeviceReducerFactory(nullptr);
+}
+
+}  // namespace
+}  // namespace bps
