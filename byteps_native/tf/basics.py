@@ -2,19 +2,22 @@
 answers that hold here, and BytePS calls the engine makes unnecessary."""
 import tensorflow as tf
 
-from byteps_native import horovod_basics
 from byteps_native.horovod_basics import (  # noqa: F401  (re-exported)
-    ccl_built, check_num_rank_power_of_2, ddl_built, gloo_built, gloo_enabled, is_homogeneous, mpi_built, mpi_enabled,
+    ccl_built, check_num_rank_power_of_2, ddl_built, gloo_built, gloo_enabled, mpi_built, mpi_enabled,
     mpi_threads_supported, nccl_built, rocm_built, start_timeline, stop_timeline)
 from byteps_native.tf import engine
 
 
 def cross_size():
-    return horovod_basics.cross_size(engine.size(), engine.local_size())
+    return engine.cross_size()  # machines may differ in size (issue 29)
 
 
 def cross_rank():
-    return horovod_basics.cross_rank(engine.rank(), engine.local_size())
+    return engine.cross_rank()
+
+
+def is_homogeneous():
+    return engine.is_homogeneous()
 
 
 def cuda_built():

@@ -168,6 +168,18 @@ def local_size():
     return _topology("local_size")
 
 
+def cross_rank():
+    return _topology("cross_rank")
+
+
+def cross_size():
+    return _topology("cross_size")
+
+
+def is_homogeneous():
+    return _topology("is_homogeneous") == 1
+
+
 def stats_json():
     """The engine's counters as a JSON string (format owned by the engine)."""
     lib = library()

@@ -48,7 +48,9 @@ def sizes_in_names():
     asynchronous = os.environ.get("BYTEPS_ENABLE_ASYNC", "0").lower() not in ("", "0", "false", "no")
     if not engine.is_initialized():
         return False  # the op will fail, naming the missing init()
-    return engine.local_size() > 1 or asynchronous
+    # A job-wide answer: machines of different sizes (issue 29) have some
+    # machine with several processes, and every process must name alike.
+    return engine.local_size() > 1 or not engine.is_homogeneous() or asynchronous
 
 
 def describe(dtype, shape):

@@ -1,8 +1,7 @@
 """Horovod's and BytePS's capability and topology queries that have a fixed
 answer here, and BytePS calls that the engine makes unnecessary."""
-from byteps_native import horovod_basics
 from byteps_native.horovod_basics import (  # noqa: F401  (re-exported)
-    ccl_built, ddl_built, gloo_built, gloo_enabled, is_homogeneous, mpi_built, mpi_enabled, mpi_threads_supported,
+    ccl_built, ddl_built, gloo_built, gloo_enabled, mpi_built, mpi_enabled, mpi_threads_supported,
     nccl_built, rocm_built, start_timeline, stop_timeline)
 from byteps_native.torch import ops
 from byteps_native.torch.extension import _c10d
@@ -13,11 +12,15 @@ def is_initialized():
 
 
 def cross_size():
-    return horovod_basics.cross_size(ops.size(), ops.local_size())
+    return _c10d.cross_size()  # machines may differ in size (issue 29)
 
 
 def cross_rank():
-    return horovod_basics.cross_rank(ops.rank(), ops.local_size())
+    return _c10d.cross_rank()
+
+
+def is_homogeneous():
+    return _c10d.is_homogeneous()
 
 
 def cuda_built():

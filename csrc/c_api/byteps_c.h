@@ -104,6 +104,12 @@ BPS_EXPORT int bps_rank(void);
 BPS_EXPORT int bps_size(void);
 BPS_EXPORT int bps_local_rank(void);
 BPS_EXPORT int bps_local_size(void);
+/* Horovod's cross communicator: the processes with this local rank, one per
+ * machine that has it (machines may run different numbers of ranks). */
+BPS_EXPORT int bps_cross_rank(void);
+BPS_EXPORT int bps_cross_size(void);
+/* 1 when every machine runs the same number of local ranks. */
+BPS_EXPORT int bps_is_homogeneous(void);
 
 /* Thread-local text of the last failed bps_* call on this thread. */
 BPS_EXPORT const char* bps_last_error(void);

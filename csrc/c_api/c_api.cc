@@ -80,6 +80,31 @@ int bps_local_size(void) {
   return engine ? engine->config().local_size : -1;
 }
 
+// Horovod's cross ranks: the machines that have this local rank, in machine order.
+int bps_cross_rank(void) {
+  auto engine = RunningEngine();
+  if (!engine) return -1;
+  const bps::Config& c = engine->config();
+  if (c.machine_local_sizes.empty()) return c.worker_id;
+  int rank = 0;
+  for (int m = 0; m < c.worker_id; ++m) rank += c.machine_local_sizes[m] > c.local_rank;
+  return rank;
+}
+int bps_cross_size(void) {
+  auto engine = RunningEngine();
+  if (!engine) return -1;
+  const bps::Config& c = engine->config();
+  if (c.machine_local_sizes.empty()) return c.num_worker;
+  int size = 0;
+  for (int l : c.machine_local_sizes) size += l > c.local_rank;
+  return size;
+}
+int bps_is_homogeneous(void) {
+  auto engine = RunningEngine();
+  if (!engine) return -1;
+  return engine->config().distinct_local_sizes().size() == 1 ? 1 : 0;
+}
+
 const char* bps_last_error(void) { return g_last_error.c_str(); }
 
 int bps_push_pull_async(const bps_tensor* input, void* output, const char* name, int32_t priority,

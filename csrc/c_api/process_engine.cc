@@ -19,10 +19,23 @@ Status ApplyInitOptions(const bps_init_options* options, Config* c) {
   if (!options) return Status::OK();
   if (options->local_size > 0) c->local_size = options->local_size;
   if (options->local_rank >= 0) c->local_rank = options->local_rank;
+  // Machines may run different numbers of ranks (issue 29): torchrun names
+  // the machine (GROUP_RANK of GROUP_WORLD_SIZE); without it, ranks are
+  // numbered machine by machine with equal machines. The rendezvous then
+  // derives the global rank from the machines' sizes, and Init checks it.
+  const char* group_rank = getenv("GROUP_RANK");
+  const char* group_size = getenv("GROUP_WORLD_SIZE");
+  if (options->size > 0 && group_rank && group_size && *group_rank && *group_size) {
+    c->worker_id = atoi(group_rank);
+    c->num_worker = atoi(group_size);
+    return Status::OK();
+  }
   if (options->size > 0) {
     if (options->size % c->local_size != 0) {
       return Status::Invalid("world size " + std::to_string(options->size) + " is not a multiple of local size " +
-                             std::to_string(c->local_size) + ": every machine must run the same number of ranks");
+                             std::to_string(c->local_size) +
+                             ": with machines of different sizes, set GROUP_RANK and GROUP_WORLD_SIZE "
+                             "(torchrun does) to this machine's index and the machine count");
     }
     c->num_worker = options->size / c->local_size;
   }
@@ -146,6 +159,17 @@ Status ProcessEngine::InitSteps(const bps_init_options* options) {
       return Status::PeerFailure(early_abort_ + " (then: " + started.message() + ")");
     }
     return started;
+  }
+  // Machines of different sizes: the rendezvous numbered the ranks machine by
+  // machine; the adapter's ranks (torchrun's) must agree, or sums would mix.
+  if (options && ((options->rank >= 0 && options->rank != engine->rank()) ||
+                  (options->size > 0 && options->size != engine->size()))) {
+    const std::string why = "the launcher says rank " + std::to_string(options->rank) + " of " +
+                            std::to_string(options->size) + " but the machines' local sizes make it rank " +
+                            std::to_string(engine->rank()) + " of " + std::to_string(engine->size()) +
+                            ": number ranks machine by machine (GROUP_RANK order)";
+    engine->Shutdown();
+    return Status::Invalid(why);
   }
   std::atomic_store(&engine_, engine);
   return Status::OK();

@@ -161,6 +161,27 @@ void WarnAboutUnknownVariables() {
   }
 }
 
+int Config::size() const {
+  if (machine_local_sizes.empty()) return num_worker * local_size;
+  int total = 0;
+  for (int l : machine_local_sizes) total += l;
+  return total;
+}
+
+int Config::rank_offset() const {
+  if (machine_local_sizes.empty()) return worker_id * local_size;
+  int offset = 0;
+  for (int m = 0; m < worker_id && m < static_cast<int>(machine_local_sizes.size()); ++m) offset += machine_local_sizes[m];
+  return offset;
+}
+
+std::vector<int> Config::distinct_local_sizes() const {
+  std::vector<int> sizes = machine_local_sizes.empty() ? std::vector<int>{local_size} : machine_local_sizes;
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  return sizes;
+}
+
 std::string FormatSeconds(double seconds) {
   char text[32];
   snprintf(text, sizeof(text), "%g", seconds);

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
@@ -41,8 +42,18 @@ struct Config {
   // (docs/performance.md, multi-host).
   std::string tcp_congestion = "cubic";
 
-  int rank() const { return worker_id * local_size + local_rank; }
-  int size() const { return num_worker * local_size; }
+  // Machines may run different numbers of local ranks (issue 29): the
+  // rendezvous fills every machine's local size, by DMLC_WORKER_ID. Empty
+  // (before it, or a process that never rendezvoused): every machine runs
+  // local_size ranks.
+  std::vector<int> machine_local_sizes;
+
+  int rank() const { return rank_offset() + local_rank; }
+  int size() const;
+  // Global rank of this machine's local rank 0: the earlier machines' ranks.
+  int rank_offset() const;
+  // The distinct local sizes of the job's machines, ascending ({local_size} when equal).
+  std::vector<int> distinct_local_sizes() const;
   // Servers are needed only across machines (or when forced).
   bool distributed() const { return num_worker > 1 || force_distributed; }
 };

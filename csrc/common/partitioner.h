@@ -60,6 +60,47 @@ inline Range SliceOf(int64_t n, int local_size, int q) {
   return Range{off, std::min(per, n - off)};
 }
 
+// Machines of different sizes (issue 29): a machine of L local ranks cuts a
+// partition into its L slices; the job's network slices are the common
+// refinement of every distinct L's cuts, so each network slice lies inside
+// one local slice of every machine and the servers see one contribution per
+// machine per network slice. With equal machines they are the L slices
+// themselves (empty ones included), as before. `slice_of(n, L, q)` is the
+// reducer's geometry (host and device slices round differently).
+template <typename SliceFn>
+std::vector<Range> NetworkSlices(int64_t n, const std::vector<int>& local_sizes, SliceFn slice_of) {
+  std::vector<Range> out;
+  if (local_sizes.size() == 1) {
+    for (int q = 0; q < local_sizes[0]; ++q) out.push_back(slice_of(n, local_sizes[0], q));
+    return out;
+  }
+  std::vector<int64_t> cuts{0, n};
+  for (int L : local_sizes) {
+    for (int q = 0; q < L; ++q) cuts.push_back(std::min(n, slice_of(n, L, q).offset));
+  }
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  for (size_t i = 0; i + 1 < cuts.size(); ++i) out.push_back(Range{cuts[i], cuts[i + 1] - cuts[i]});
+  if (out.empty()) out.push_back(Range{0, 0});
+  return out;
+}
+
+// The most network slices a partition can have: the ServerFor stride (L
+// with equal machines, so their servers stay as before).
+inline int NetworkSliceStride(const std::vector<int>& local_sizes) {
+  int stride = 1;
+  for (int L : local_sizes) stride += L - 1;
+  return stride;
+}
+
+// The least common multiple of the local sizes: the device path's partition
+// unit (lcm * 16 elements) so every machine's equal slices tile its partitions alike.
+inline int64_t LocalSizesLcm(const std::vector<int>& local_sizes) {
+  int64_t l = 1;
+  for (int L : local_sizes) l = std::lcm<int64_t>(l, L);
+  return l;
+}
+
 // Consecutive slices of a tensor go round-robin over servers, starting at a
 // name-derived server so small tensors spread too.
 inline int ServerFor(uint64_t name_hash, uint32_t partition, int slice, int local_size, int num_servers) {

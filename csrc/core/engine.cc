@@ -89,6 +89,8 @@ Status Engine::StartSteps() {
     BPS_RETURN_IF_ERROR(colocated_server_->Start());
   }
   BPS_RETURN_IF_ERROR(RendezvousWorkers(store_.get(), &config_));
+  SetLogIdentity("worker " + std::to_string(config_.rank()));  // machines of different sizes: known now
+  if (transport_) transport_->SetIdentityRank(config_.rank());  // the servers count ranks by it
   if (config_.local_size > 1) {
     BPS_RETURN_IF_ERROR(CreateLocalReducer(options_.local_reducer, config_, store_.get(), &reducer_));
   }
@@ -193,8 +195,10 @@ void Engine::Activate(std::unique_ptr<TensorOp> op) {
   LocalReducer* R = op->reducer;
   const std::vector<Range> ranges =
       op->fused ? std::vector<Range>{Range{0, op->count}}
-      : R       ? R->PlanPartitions(op->count, static_cast<int64_t>(esz), config_.partition_bytes, num_servers_)
-                : PlanPartitions(op->count, static_cast<int64_t>(esz), config_.partition_bytes, 1, num_servers_);
+      : R ? R->PlanPartitions(op->count, static_cast<int64_t>(esz), config_.partition_bytes, num_servers_,
+                              config_.distinct_local_sizes())
+          : PlanPartitions(op->count, static_cast<int64_t>(esz), config_.partition_bytes,
+                           NetworkSliceStride(config_.distinct_local_sizes()), num_servers_);
   TensorOp* raw = op.get();
   // After a mismatch every rank uses fresh keys for the name (shared-memory
   // entries, server rounds): the failed round's leftovers cannot block it.

@@ -136,6 +136,7 @@ class Engine {
   Step WaitTurn(PartitionTask& t);
   Step StageIn(PartitionTask& t);
   Step ReduceLocally(PartitionTask& t);
+  void PlanPushes(PartitionTask& t);
   Step Push(PartitionTask& t);
   Step AwaitAnswer(PartitionTask& t);
   Step Gather(PartitionTask& t);

@@ -32,7 +32,9 @@ void Engine::FailOp(TensorOp* op, const Status& st) {
   // Cancel every pull of the op: its receive's callback (which releases it)
   // runs only once nothing more can land in its buffer. done() waits for it.
   for (auto& t : op->parts) {
-    if (t->pull) t->pull->Cancel(t->net_key);
+    for (auto& push : t->pushes) {
+      if (push.pull) push.pull->Cancel(push.key);
+    }
   }
 }
 

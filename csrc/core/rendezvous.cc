@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <vector>
 
 #include "common/logging.h"
 #include "common/net_util.h"
@@ -68,6 +69,57 @@ Status ClaimServerId(Store* store, const Config& config, int* id) {
   return Status::OK();
 }
 
+// Every rank publishes its machine's local size under machine/<DMLC_WORKER_ID>
+// and reads every machine's, filling config->machine_local_sizes.
+static Status MeetMachineSizes(Store* store, Config* config) {
+  const Config& c = *config;
+  // The scheduler checks the machine count at once (a worker waiting for a
+  // machine that never comes then ends with its verdict, not a timeout).
+  BPS_RETURN_IF_ERROR(store->Set("machine_count", std::to_string(c.num_worker)));
+  BPS_RETURN_IF_ERROR(store->Set("machine/" + std::to_string(c.worker_id), std::to_string(c.local_size)));
+  std::vector<int> sizes(static_cast<size_t>(c.num_worker), 0);
+  const auto started = Clock::now();
+  const auto deadline = started + std::chrono::duration<double>(c.rendezvous_timeout_seconds);
+  auto next_note = started + std::chrono::seconds(kWaitNoteSeconds);
+  for (int m = 0; m < c.num_worker; ++m) {
+    std::string value;
+    double left = std::max(0.0, std::chrono::duration<double>(deadline - Clock::now()).count());
+    Status st = store->Get("machine/" + std::to_string(m), std::min(left, 1.0), &value);
+    if (st.code() == BPS_TIMEOUT && Clock::now() < deadline) {
+      std::string why;
+      if (store->Get("abort", 0, &why).ok()) return Status::PeerFailure("job aborted: " + why);
+      if (Clock::now() >= next_note) {
+        next_note += std::chrono::seconds(kWaitNoteSeconds);
+        if (c.local_rank == 0) {
+          BPS_LOG(Warning) << "waiting for the other workers: " << MachinesArrived(store) << " (machine " << m
+                           << " not yet); still waiting " << WaitProgress(started, c.rendezvous_timeout_seconds);
+        }
+      }
+      --m;
+      continue;
+    }
+    if (st.code() == BPS_TIMEOUT) {
+      int arrived = 0;
+      for (int q = 0; q < c.num_worker; ++q) arrived += q < m || store->Get("machine/" + std::to_string(q), 0, &value).ok();
+      return Status::Timeout("rendezvous timed out after " +
+                             std::to_string(static_cast<int>(c.rendezvous_timeout_seconds)) + " s: " +
+                             std::to_string(arrived) + " of " + std::to_string(c.num_worker) +
+                             " workers arrived (machine " + std::to_string(m) + ", DMLC_WORKER_ID=" +
+                             std::to_string(m) + ", is missing; check DMLC_NUM_WORKER on every machine)");
+    }
+    BPS_RETURN_IF_ERROR(st);
+    sizes[m] = atoi(value.c_str());
+    if (m == c.worker_id && sizes[m] != c.local_size) {
+      return Status::Invalid("machine " + std::to_string(m) + " has local ranks that disagree on BYTEPS_LOCAL_SIZE (" +
+                             value + " and " + std::to_string(c.local_size) +
+                             ", or two machines share DMLC_WORKER_ID=" + std::to_string(m) +
+                             "): set it alike on the machine's ranks");
+    }
+  }
+  config->machine_local_sizes = sizes;
+  return Status::OK();
+}
+
 Status RendezvousWorkers(Store* store, Config* config) {
   const Config& c = *config;
   if (c.job_id.empty()) {
@@ -77,10 +129,13 @@ Status RendezvousWorkers(Store* store, Config* config) {
   gethostname(host, sizeof(host) - 1);
   // A rank claimed twice (two machines with one DMLC_WORKER_ID) would run
   // with a rank missing and silently wrong sums: refuse it, and tell everyone.
+  // Claimed by machine and local rank, before the machines meet: the global
+  // rank needs every machine's size, and a duplicate must not wait for them.
+  const std::string member = std::to_string(c.worker_id) + "/" + std::to_string(c.local_rank);
   int64_t claims = 0;
-  BPS_RETURN_IF_ERROR(store->Add("worker_claim/" + std::to_string(c.rank()), 1, &claims));
-  std::string first;  // "local_size host pid partition_bytes async" of the earlier claim
-  if (claims > 1) store->Get("worker/" + std::to_string(c.rank()), 5, &first);
+  BPS_RETURN_IF_ERROR(store->Add("worker_claim/" + member, 1, &claims));
+  std::string first;  // "local_size host pid" of the earlier claim
+  if (claims > 1) store->Get("member/" + member, 5, &first);
   char first_host[256] = {0};
   long long first_pid = 0;
   if (sscanf(first.c_str(), "%*d %255s %lld", first_host, &first_pid) == 2) {
@@ -99,6 +154,11 @@ Status RendezvousWorkers(Store* store, Config* config) {
     store->Set("abort", why);  // every member's watcher fails with this
     return Status::Invalid(why);
   }
+  BPS_RETURN_IF_ERROR(
+      store->Set("member/" + member, std::to_string(c.local_size) + " " + host + " " + std::to_string(getpid())));
+  // Machines may differ in size (issue 29): each publishes its local size,
+  // and a rank's global rank is its local rank plus the earlier machines' sizes.
+  BPS_RETURN_IF_ERROR(MeetMachineSizes(store, config));
   // Settings every worker must share ride along, so a difference fails every
   // rank here, naming both values, instead of as a size mismatch per tensor.
   BPS_RETURN_IF_ERROR(store->Set("worker/" + std::to_string(c.rank()),
@@ -139,12 +199,6 @@ Status RendezvousWorkers(Store* store, Config* config) {
                              " is missing; check DMLC_NUM_WORKER / BYTEPS_LOCAL_SIZE on every machine)");
     }
     BPS_RETURN_IF_ERROR(st);
-    int their_local = atoi(value.c_str());
-    if (their_local != c.local_size) {
-      return Status::Invalid("rank " + std::to_string(q) + " runs with local size " + std::to_string(their_local) +
-                             " but this rank with " + std::to_string(c.local_size) +
-                             ": every machine must run the same number of local ranks");
-    }
     long long their_partition = 0;
     int their_async = 0;
     if (sscanf(value.c_str(), "%*d %*s %*d %lld %d", &their_partition, &their_async) == 2) {

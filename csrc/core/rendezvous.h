@@ -28,8 +28,9 @@ Status PublishOnce(Store* store, const std::string& key, const std::string& prop
 // Servers take ids in registration order; more than DMLC_NUM_SERVER is an error.
 Status ClaimServerId(Store* store, const Config& config, int* id);
 
-// Every worker registers and waits for all others, checking that every
-// machine runs the same local size; fills config->job_id if unset.
+// Every worker registers and waits for all others; machines may run
+// different local sizes (config->machine_local_sizes is filled, and with it
+// rank() and size()); fills config->job_id if unset.
 Status RendezvousWorkers(Store* store, Config* config);
 
 }  // namespace bps

@@ -140,77 +140,121 @@ Engine::Step Engine::ReduceLocally(PartitionTask& t) {
   return Step::kMoved;
 }
 
+// The network slices this rank pushes for a partition of n elements: with
+// equal machines its one local slice; with machines of different sizes the
+// job's network slices inside its local slice (every machine derives the same
+// slices, so the servers add one contribution per machine per slice).
+void Engine::PlanPushes(PartitionTask& t) {
+  TensorOp* op = t.op;
+  LocalReducer* R = op->reducer;
+  const int64_t n = t.range.count;
+  const std::vector<int> sizes = config_.distinct_local_sizes();
+  const int stride = NetworkSliceStride(sizes);
+  const Range own = R ? R->SliceOf(n, config_.local_rank) : Range{0, n};
+  std::vector<Range> slices;
+  if (R) {
+    slices = NetworkSlices(n, sizes, [R](int64_t count, int L, int q) { return R->SliceOfLayout(count, L, q); });
+  } else {
+    slices = NetworkSlices(n, sizes, [](int64_t count, int L, int q) { return SliceOf(count, L, q); });
+  }
+  t.pushes.clear();
+  t.pushes_sent = 0;
+  for (size_t i = 0; i < slices.size(); ++i) {
+    const Range& s = slices[i];
+    // An empty tensor's one (empty) slice: pushed by local rank 0 of each machine.
+    const bool mine = sizes.size() == 1 ? static_cast<int>(i) == (R ? config_.local_rank : 0)
+                      : n == 0          ? config_.local_rank == 0
+                                        : s.offset >= own.offset && s.offset + s.count <= own.offset + own.count;
+    if (!mine || (s.count == 0 && n > 0)) continue;  // an empty slice is empty everywhere: nothing to send
+    NetworkPush push;
+    push.slice = s;
+    push.key = MixKey(op->name_hash, t.index, static_cast<uint32_t>(i));
+    push.server = ServerFor(op->name_hash, t.index, static_cast<int>(i), stride, num_servers_);
+    t.pushes.push_back(push);
+  }
+}
+
 Engine::Step Engine::Push(PartitionTask& t) {
   TensorOp* op = t.op;
   LocalReducer* R = op->reducer;
   const size_t esz = DataTypeSize(op->dtype);
-  const Range s = R ? R->SliceOf(t.range.count, config_.local_rank) : Range{0, t.range.count};
-  if (s.count == 0 && t.range.count > 0) {
-    // Empty slice: empty on every machine too (same plan), nothing to send.
+  if (t.pushes_sent == 0) PlanPushes(t);
+  if (t.pushes.empty()) {
     if (t.entry) R->PublishOwnSlice(t.entry, t.round);
     t.stage = Stage::kGather;
     return Step::kMoved;
   }
-  const int slice = R ? config_.local_rank : 0;
-  const uint64_t key = MixKey(op->name_hash, t.index, static_cast<uint32_t>(slice));
-  const uint64_t raw_bytes = static_cast<uint64_t>(s.count) * esz;
-  CompressedSlice* z = CompressionFor(*op, key, static_cast<uint64_t>(s.count));
-  const uint64_t bytes = z ? z->wire_bytes : raw_bytes;
-  if (!credits_.TryAdmit(bytes)) return Step::kWait;  // wait for queued bytes to leave
   // Several local ranks: the reducer's own slice, answered in place; one:
   // straight from the input into the output.
   LocalContribution mine = ContributionOf(*op, &t);
-  PushRequest r;
-  r.key = key;
-  r.server = ServerFor(op->name_hash, t.index, slice, config_.local_size, num_servers_);
-  r.name_hash = op->name_hash;
-  r.round = t.round;
-  r.partition = t.index;
-  r.dtype = op->dtype;
-  r.average = op->average;
-  r.signature = op->signature;
-  r.tensor_bytes = static_cast<uint64_t>(op->count) * esz;
-  r.data = t.entry ? R->OwnSlice(t.entry, mine) : mine.input;
-  r.dst = t.entry ? R->OwnSlice(t.entry, mine) : mine.output;
-  r.bytes = bytes;
-  r.io = t.io;
-  t.compressed = z;
-  if (z) {
-    // The slice (this machine's sum) plus what earlier steps dropped; the
-    // answer comes compressed into the slot and is decompressed on arrival.
-    Compress(z->codec, reinterpret_cast<const float*>(r.data), z->residual.empty() ? nullptr : z->residual.data(),
-             r.key, t.round, z->send.data());
-    t.answer_dst = r.dst;
-    r.data = z->send.data();
-    r.dst = z->answer.data();
-    r.compressed = true;
-    stats_.compressed_pushes++;
-    stats_.bytes_before_compression += raw_bytes;
+  const int64_t own_offset = R ? R->SliceOf(t.range.count, config_.local_rank).offset : 0;
+  const char* own_data = t.entry ? R->OwnSlice(t.entry, mine) : mine.input;
+  char* own_dst = t.entry ? R->OwnSlice(t.entry, mine) : mine.output;
+  if (t.pushes_sent == 0) t.net_start_us = timeline_.Tracing(t.round) ? Timeline::NowMicros() : 0;
+  while (t.pushes_sent < t.pushes.size()) {
+    NetworkPush& push = t.pushes[t.pushes_sent];
+    const Range& s = push.slice;
+    const uint64_t raw_bytes = static_cast<uint64_t>(s.count) * esz;
+    CompressedSlice* z = CompressionFor(*op, push.key, static_cast<uint64_t>(s.count));
+    const uint64_t bytes = z ? z->wire_bytes : raw_bytes;
+    if (!credits_.TryAdmit(bytes)) return t.pushes_sent > 0 ? Step::kMoved : Step::kWait;
+    const size_t within = static_cast<size_t>(s.offset - own_offset) * esz;
+    PushRequest r;
+    r.key = push.key;
+    r.server = push.server;
+    r.name_hash = op->name_hash;
+    r.round = t.round;
+    r.partition = t.index;
+    r.dtype = op->dtype;
+    r.average = op->average;
+    r.signature = op->signature;
+    r.tensor_bytes = static_cast<uint64_t>(op->count) * esz;
+    r.data = own_data + within;
+    r.dst = own_dst + within;
+    r.bytes = bytes;
+    r.io = t.io;
+    push.compressed = z;
+    if (z) {
+      // The slice (this machine's sum) plus what earlier steps dropped; the
+      // answer comes compressed into the slot and is decompressed on arrival.
+      Compress(z->codec, reinterpret_cast<const float*>(r.data), z->residual.empty() ? nullptr : z->residual.data(),
+               r.key, t.round, z->send.data());
+      push.answer_dst = r.dst;
+      r.data = z->send.data();
+      r.dst = z->answer.data();
+      r.compressed = true;
+      stats_.compressed_pushes++;
+      stats_.bytes_before_compression += raw_bytes;
+    }
+    stats_.bytes_pushed += bytes;
+    if (push.server < EngineStats::kMaxTrackedServers) stats_.bytes_per_server[push.server] += bytes;
+    push.pull = servers_->Push(r, [this, bytes] { credits_.Release(bytes); });
+    ++t.pushes_sent;
   }
-  t.net_key = r.key;
-  t.server = r.server;
-  t.net_start_us = timeline_.Tracing(t.round) ? Timeline::NowMicros() : 0;
-  stats_.bytes_pushed += bytes;
-  if (t.server < EngineStats::kMaxTrackedServers) stats_.bytes_per_server[t.server] += bytes;
-  t.pull = servers_->Push(r, [this, bytes] { credits_.Release(bytes); });
   t.stage = Stage::kAwait;
   return Step::kMoved;
 }
 
 Engine::Step Engine::AwaitAnswer(PartitionTask& t) {
   TensorOp* op = t.op;
-  const int state = t.pull->state.load(std::memory_order_acquire);
-  if (state == 0) return Step::kWait;
-  // The push's on_sent may still be pending: the input is read until then.
-  if (state == 1 && t.io->in_flight.load(std::memory_order_acquire) != 0) return Step::kWait;
-  if (state == 2) {
-    op->mismatch_from_server = true;
-    FailOp(op, Status::Mismatch("tensor '" + op->name + "' (" + DataTypeName(op->dtype) + " " + op->shape +
-                                " on rank " + std::to_string(rank()) + "): " + t.pull->error));
-    return Step::kMoved;
+  for (const NetworkPush& push : t.pushes) {
+    const int state = push.pull->state.load(std::memory_order_acquire);
+    if (state == 0) return Step::kWait;
+    if (state == 2) {
+      op->mismatch_from_server = true;
+      FailOp(op, Status::Mismatch("tensor '" + op->name + "' (" + DataTypeName(op->dtype) + " " + op->shape +
+                                  " on rank " + std::to_string(rank()) + "): " + push.pull->error));
+      return Step::kMoved;
+    }
   }
-  stats_.bytes_pulled += t.pull->bytes;
-  if (t.compressed) Decompress(t.compressed->answer.data(), t.net_key, t.round, reinterpret_cast<float*>(t.answer_dst));
+  // The pushes' on_sent may still be pending: the input is read until then.
+  if (t.io->in_flight.load(std::memory_order_acquire) != 0) return Step::kWait;
+  for (const NetworkPush& push : t.pushes) {
+    stats_.bytes_pulled += push.pull->bytes;
+    if (push.compressed) {
+      Decompress(push.compressed->answer.data(), push.key, t.round, reinterpret_cast<float*>(push.answer_dst));
+    }
+  }
   if (t.net_start_us) timeline_.Record(op->name, t.index, t.round, "push_pull", t.net_start_us, Timeline::NowMicros());
   if (t.entry) op->reducer->PublishOwnSlice(t.entry, t.round);
   t.stage = Stage::kGather;

@@ -40,6 +40,17 @@ struct CompressedSlice {
 enum class Stage { kWaitTurn, kStage, kReduce, kPush, kAwait, kGather, kDone };
 const char* StageName(Stage stage);
 
+// One push of a partition: a network slice this rank owns (one with equal
+// machines; several when machines differ in size, issue 29).
+struct NetworkPush {
+  Range slice;                 // elements of the partition
+  uint64_t key = 0;
+  int server = -1;
+  std::shared_ptr<PendingPull> pull;
+  CompressedSlice* compressed = nullptr;  // this round's push is compressed
+  char* answer_dst = nullptr;  // where the decompressed answer goes
+};
+
 struct PartitionTask {
   TensorOp* op = nullptr;
   uint32_t index = 0;
@@ -49,15 +60,12 @@ struct PartitionTask {
   uint32_t round = 0;
   LocalPartition* entry = nullptr;  // the local reducer's state; null with one local rank
   uint32_t gathered_mask = 0;  // slices already copied to the output
-  uint64_t net_key = 0;
-  int server = -1;
-  std::shared_ptr<PendingPull> pull;
+  std::vector<NetworkPush> pushes;  // this round's, in slice order; sent up to `pushes_sent`
+  size_t pushes_sent = 0;
   std::shared_ptr<PartitionIo> io = std::make_shared<PartitionIo>();
   bool staged = false;         // counted in entry->arrived for this round
   bool closed_round = false;   // failed: the reducer was told (CloseFailedRound)
   uint64_t net_start_us = 0;   // timeline only
-  CompressedSlice* compressed = nullptr;  // this round's push is compressed
-  char* answer_dst = nullptr;  // where the decompressed answer goes
   std::chrono::steady_clock::time_point last_progress;
 };
 

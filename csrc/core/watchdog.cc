@@ -25,9 +25,17 @@ std::string Engine::DescribeWait(const PartitionTask& t) {
       return what + "waited for local ranks to submit it (" +
              (t.op->reducer ? t.op->reducer->DescribeStaging(t.entry, t.round) : std::string("?")) + ")";
     case Stage::kPush: return what + "waited for a scheduling credit";
-    case Stage::kAwait:
-      return what + "waited for server " + std::to_string(t.server) + " (" + servers_->address(t.server) +
+    case Stage::kAwait: {
+      int server = -1;  // the first push still unanswered
+      for (const auto& push : t.pushes) {
+        if (push.pull && push.pull->state.load(std::memory_order_acquire) == 0) {
+          server = push.server;
+          break;
+        }
+      }
+      return what + "waited for server " + std::to_string(server) + " (" + servers_->address(server) +
              ") to answer: other machines have not pushed it";
+    }
     case Stage::kGather:
       if (t.op->device >= 0) {
         return what + "waited for its device all-gather (" +

@@ -86,12 +86,16 @@ class LocalReducer {
 
   // Geometry: how a tensor is cut into partitions and a partition into the
   // local ranks' slices. Every machine derives the same plan from the size
-  // alone, so the servers see the same slices. NCCL wants equal slices.
+  // and the job's distinct local sizes alone (machines may differ, issue
+  // 29), so the servers see the same network slices. NCCL wants equal slices.
   virtual std::vector<Range> PlanPartitions(int64_t count, int64_t elem_size, int64_t partition_bytes,
-                                            int num_servers) const {
-    return bps::PlanPartitions(count, elem_size, partition_bytes, local_size(), num_servers);
+                                            int num_servers, const std::vector<int>& job_local_sizes) const {
+    return bps::PlanPartitions(count, elem_size, partition_bytes, NetworkSliceStride(job_local_sizes), num_servers);
   }
-  virtual Range SliceOf(int64_t count, int q) const { return bps::SliceOf(count, local_size(), q); }
+  // Slice q of a partition on a machine of L local ranks (this machine's or
+  // another's: the network slices refine every machine's slices).
+  virtual Range SliceOfLayout(int64_t count, int L, int q) const { return bps::SliceOf(count, L, q); }
+  Range SliceOf(int64_t count, int q) const { return SliceOfLayout(count, local_size(), q); }
 
   // Issues whatever steps the machine's order allows now (the ordering rule
   // above); called once per pass of the engine thread. True when anything

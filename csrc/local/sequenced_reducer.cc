@@ -44,13 +44,17 @@ Status MakeSequencedReducer(const Config& config, std::unique_ptr<Collectives> c
   return Status::OK();
 }
 
+// Partitions in units of lcm(local sizes) * 16 elements: every machine's
+// equal NCCL slices of a full partition are then whole multiples of 16, and
+// all machines cut the same partitions (with equal machines, L * 16 as before).
 std::vector<Range> SequencedLocalReducer::PlanPartitions(int64_t count, int64_t elem_size, int64_t partition_bytes,
-                                                         int num_servers) const {
-  return PlanEqualSlicePartitions(count, elem_size, partition_bytes, local_size_);
+                                                         int num_servers, const std::vector<int>& job_local_sizes) const {
+  return PlanEqualSlicePartitions(count, elem_size, partition_bytes, static_cast<int>(LocalSizesLcm(job_local_sizes)));
 }
 
-Range SequencedLocalReducer::SliceOf(int64_t count, int q) const {
-  const int64_t slice = (count + local_size_ - 1) / local_size_;
+// NCCL's equal slices of a machine of L ranks (the last partition padded).
+Range SequencedLocalReducer::SliceOfLayout(int64_t count, int L, int q) const {
+  const int64_t slice = (count + L - 1) / L;
   const int64_t off = std::min(count, slice * q);
   return Range{off, std::min(slice, count - off)};
 }

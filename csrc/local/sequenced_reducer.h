@@ -32,9 +32,9 @@ class SequencedLocalReducer : public LocalReducer {
   int local_rank() const override { return local_rank_; }
   int local_size() const override { return local_size_; }
 
-  std::vector<Range> PlanPartitions(int64_t count, int64_t elem_size, int64_t partition_bytes,
-                                    int num_servers) const override;
-  Range SliceOf(int64_t count, int q) const override;
+  std::vector<Range> PlanPartitions(int64_t count, int64_t elem_size, int64_t partition_bytes, int num_servers,
+                                    const std::vector<int>& job_local_sizes) const override;
+  Range SliceOfLayout(int64_t count, int L, int q) const override;
   bool Progress() override;
   bool Settled(LocalPartition* p, uint32_t round) override;
   bool fuses_one_machine() const override { return true; }

@@ -150,9 +150,11 @@ Status Server::Wait(double timeout_seconds) {
                               std::lock_guard<std::mutex> lock(mu_);
                               if (!failure_.ok() || aborted_) return false;
                             }
-                            BPS_LOG(Warning) << "server " << server_id_
-                                             << " is waiting for the workers: none has joined the rendezvous yet; "
-                                             << "still waiting " << WaitProgress(started, get_timeout);
+                            const std::string machines = MachinesArrived(store_.get());
+                            BPS_LOG(Warning) << "server " << server_id_ << " is waiting for the workers: "
+                                             << (machines.empty() ? std::string("none has joined the rendezvous yet")
+                                                                  : machines)
+                                             << "; still waiting " << WaitProgress(started, get_timeout);
                             return true;
                           },
                           &size_text);

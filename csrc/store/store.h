@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <cstdlib>
 #include <string>
 
 #include "common/status.h"
@@ -26,6 +27,18 @@ class Store {
 // seconds what they wait for: after each slice that ended without the key,
 // `still_waiting()` writes its note and returns whether to go on (false: give
 // up now, returning the Timeout).
+// "1 of 2 machines arrived" while workers meet (rendezvous publishes
+// machine_count, then machine/<id>, before the job's rank count is known:
+// machines may differ in size); empty before any worker came.
+inline std::string MachinesArrived(Store* store) {
+  std::string count_text, ignored;
+  if (!store->Get("machine_count", 0, &count_text).ok()) return "";
+  const int count = atoi(count_text.c_str());
+  int arrived = 0;
+  for (int m = 0; m < count; ++m) arrived += store->Get("machine/" + std::to_string(m), 0, &ignored).ok();
+  return std::to_string(arrived) + " of " + std::to_string(count) + " machines arrived";
+}
+
 inline Status GetInSlices(Store* store, const std::string& key, double timeout_seconds, double slice_seconds,
                           const std::function<bool()>& still_waiting, std::string* value) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_seconds);

@@ -148,9 +148,11 @@ void TcpStoreServer::NoteWaitingForWorkers(std::chrono::steady_clock::time_point
   std::string size, joined;
   store_.Get("size", 0, &size);
   store_.Get("workers_joined", 0, &joined);
+  const std::string machines = MachinesArrived(&store_);
   std::string arrived =
-      size.empty() ? "no worker has arrived yet (DMLC_NUM_WORKER=" + std::to_string(expected_machines_) + " machines)"
-                   : (joined.empty() ? std::string("0") : joined) + " of " + size + " worker ranks arrived";
+      !size.empty()     ? (joined.empty() ? std::string("0") : joined) + " of " + size + " worker ranks arrived"
+      : !machines.empty() ? machines
+                          : "no worker has arrived yet (DMLC_NUM_WORKER=" + std::to_string(expected_machines_) + " machines)";
   BPS_LOG(Warning) << "waiting for workers: " << arrived << "; still waiting "
                    << WaitProgress(started, rendezvous_timeout_seconds_);
 }
@@ -178,36 +180,48 @@ void TcpStoreServer::CheckPublished(const std::string& key, const std::string& v
     local_size_by_peer_[peer.Describe()] = atoi(value.c_str());
     return;
   }
-  if (key != "size") return;  // workers publish DMLC_NUM_WORKER x BYTEPS_LOCAL_SIZE there (rendezvous)
+  if (key == "machine_count") {  // a worker's DMLC_NUM_WORKER, published first at rendezvous
+    std::string why;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (job_machines_.empty()) {
+        job_machines_ = value;
+        job_machines_from_ = peer.Describe();
+        // Later counts must equal this one, so checking the first against
+        // the scheduler's own count checks them all.
+        why = MismatchWithSchedulerCount(value, peer);
+      } else if (value != job_machines_) {
+        why = "processes disagree on the job's size: " + job_machines_from_ + " has " + job_machines_ +
+              " machines but " + peer.Describe() + " has " + value +
+              " (DMLC_NUM_WORKER): set the same DMLC_NUM_WORKER on every process";
+      }
+    }
+    if (!why.empty()) FailJob(why);
+    return;
+  }
+  if (key != "size") return;  // workers publish the sum of the machines' local sizes there (rendezvous)
   std::string why;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (job_size_.empty()) {
       job_size_ = value;
       job_size_from_ = peer.Describe();
-      // Later sizes must equal this one, so checking the first against the
-      // scheduler's own count checks them all.
-      why = MismatchWithSchedulerCount(value, peer);
     } else if (value != job_size_) {
       why = "processes disagree on the job's size: " + job_size_from_ + " has " + job_size_ + " ranks but " +
             peer.Describe() + " has " + value +
-            " (ranks = DMLC_NUM_WORKER x BYTEPS_LOCAL_SIZE): set the same values on every process";
+            " (ranks = the sum of the machines' BYTEPS_LOCAL_SIZE): set the same DMLC_NUM_WORKER on every process";
     }
   }
   if (!why.empty()) FailJob(why);
 }
 
-std::string TcpStoreServer::MismatchWithSchedulerCount(const std::string& size, const PeerIdentity& peer) {
-  auto local = local_size_by_peer_.find(peer.Describe());
-  if (expected_machines_ <= 0 || local == local_size_by_peer_.end() || local->second <= 0) return "";
-  const long long ranks = atoll(size.c_str());
-  if (ranks == static_cast<long long>(expected_machines_) * local->second) return "";
-  const std::string theirs =
-      ranks % local->second == 0 ? "DMLC_NUM_WORKER=" + std::to_string(ranks / local->second) : size + " ranks";
+std::string TcpStoreServer::MismatchWithSchedulerCount(const std::string& machines, const PeerIdentity& peer) {
+  // Machines may run different local sizes (issue 29), so the machine count
+  // is what the scheduler's DMLC_NUM_WORKER can check, not the rank count.
+  if (expected_machines_ <= 0 || atoll(machines.c_str()) == static_cast<long long>(expected_machines_)) return "";
   return "processes disagree on the job's size: the scheduler has DMLC_NUM_WORKER=" +
-         std::to_string(expected_machines_) + " but " + peer.Describe() + " has " + theirs + " (" + size +
-         " ranks = DMLC_NUM_WORKER x BYTEPS_LOCAL_SIZE=" + std::to_string(local->second) +
-         "): set the same DMLC_NUM_WORKER on every process, the scheduler's included";
+         std::to_string(expected_machines_) + " but " + peer.Describe() + " has DMLC_NUM_WORKER=" + machines +
+         ": set the same DMLC_NUM_WORKER on every process, the scheduler's included";
 }
 
 void TcpStoreServer::AdmitClient(int fd, const PeerIdentity& peer) {

@@ -98,6 +98,7 @@ class TcpStoreServer {
   std::chrono::steady_clock::time_point failed_at_;  // when first_failure_ was set
   double rendezvous_timeout_seconds_ = -1;  // < 0: none
   std::string job_size_, job_size_from_;   // the first "size" published, and by whom
+  std::string job_machines_, job_machines_from_;  // the first DMLC_NUM_WORKER a worker published
   int expected_machines_ = 0;
   // BYTEPS_LOCAL_SIZE each worker connection published (in "worker/<rank>",
   // just before its "size"), to say which DMLC_NUM_WORKER a size implies.

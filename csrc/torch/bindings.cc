@@ -138,6 +138,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("size", [] { return bps_size(); });
   m.def("local_rank", [] { return bps_local_rank(); });
   m.def("local_size", [] { return bps_local_size(); });
+  m.def("cross_rank", [] { return bps_cross_rank(); });
+  m.def("cross_size", [] { return bps_cross_size(); });
+  m.def("is_homogeneous", [] { return bps_is_homogeneous() == 1; });
   m.def("build_info", [] { return std::string(bps_build_info()); });
 
   m.def("push_pull_async", &PushPullAsync, py::arg("tensor"), py::arg("name"),

@@ -138,11 +138,11 @@ Topology TopologyFromTorchrunEnv(int rank, int size) {
     topology.local_rank = rank;
     topology.local_size = size;
   }
-  TORCH_CHECK(topology.local_rank < topology.local_size && topology.local_size <= size &&
-                  size % topology.local_size == 0,
+  // Machines may run different numbers of processes (issue 29): the engine
+  // takes the machine's index from torchrun's GROUP_RANK / GROUP_WORLD_SIZE.
+  TORCH_CHECK(topology.local_rank < topology.local_size && topology.local_size <= size,
               "inconsistent topology: LOCAL_RANK=", topology.local_rank, " LOCAL_WORLD_SIZE=",
-              topology.local_size, " for rank ", rank, " of ", size,
-              "; byteps needs the same number of processes on every machine");
+              topology.local_size, " for rank ", rank, " of ", size);
   return topology;
 }
 

@@ -94,6 +94,9 @@ class Transport {
   virtual Status Connect(const std::string& address, const std::string& peer_name, double timeout_seconds,
                          Handlers handlers, std::shared_ptr<Connection>* out) = 0;
   virtual Status RegisterMemory(void* data, size_t bytes, MemoryRegion* out) = 0;
+  // The rank later connections authenticate as: with machines of different
+  // sizes a worker's global rank is known only after the rendezvous.
+  virtual void SetIdentityRank(int32_t rank) = 0;
 };
 
 struct TransportOptions {

@@ -165,8 +165,17 @@ TEST_P(CollectiveOrderTest, TheMachineOrderGivesExactSumsWhateverOrderRanksSubmi
 INSTANTIATE_TEST_SUITE_P(Layouts, CollectiveOrderTest,
                          ::testing::Values(JobShape{2, 2, 2},   // two machines of two GPUs
                                            JobShape{2, 3, 1},   // three local ranks, padded slices
-                                           JobShape{2, 1, 2}),  // one GPU per machine: no local collective peers
+                                           JobShape{2, 1, 2},   // one GPU per machine: no local collective peers
+                                           // machines of different sizes (issue 29): lcm-unit partitions
+                                           JobShape{0, 0, 1, 4096, 20, 8192, {2, 1}},
+                                           JobShape{0, 0, 2, 4096, 20, 8192, {3, 1}},
+                                           JobShape{0, 0, 2, 4096, 20, 8192, {2, 3}}),
                          [](const ::testing::TestParamInfo<JobShape>& info) {
+                           if (!info.param.local_sizes.empty()) {
+                             std::string name = "uneven";
+                             for (int l : info.param.local_sizes) name += "_" + std::to_string(l);
+                             return name + "local";
+                           }
                            return std::to_string(info.param.machines) + "machines_x" +
                                   std::to_string(info.param.local_size) + "local";
                          });

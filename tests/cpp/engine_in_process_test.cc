@@ -24,6 +24,11 @@ using testing_support::JobShape;
 
 std::string ShapeName(const ::testing::TestParamInfo<JobShape>& info) {
   const JobShape& s = info.param;
+  if (!s.local_sizes.empty()) {
+    std::string name = "uneven";
+    for (int l : s.local_sizes) name += "_" + std::to_string(l);
+    return name + "local_" + std::to_string(s.servers) + "servers";
+  }
   return std::to_string(s.machines) + "machines_x" + std::to_string(s.local_size) + "local_" +
          std::to_string(s.servers) + "servers";
 }
@@ -59,6 +64,10 @@ TEST_P(EngineInProcess, EveryRankGetsTheExactSum) {
   Status st = job.Start();
   ASSERT_TRUE(st.ok()) << st.message();
   const int world = job.size();
+  for (int r = 0; r < world; ++r) {  // machines of different sizes too: global ranks in machine order
+    ASSERT_EQ(job.rank(r).rank(), r);
+    ASSERT_EQ(job.rank(r).size(), world);
+  }
   const std::vector<TensorCase> tensors = {
       {"scalar", 1, BPS_FLOAT32, BPS_REDUCE_SUM},
       {"weights", 5000, BPS_FLOAT32, BPS_REDUCE_SUM},   // ~5 partitions of 4 KB
@@ -132,7 +141,11 @@ INSTANTIATE_TEST_SUITE_P(Layouts, EngineInProcess,
                          ::testing::Values(JobShape{1, 2, 0},   // one machine: shared memory only
                                            JobShape{2, 1, 1},   // two machines, one server
                                            JobShape{3, 1, 2},   // three machines, two servers
-                                           JobShape{2, 2, 2}),  // shared memory and servers
+                                           JobShape{2, 2, 2},   // shared memory and servers
+                                           // machines of different sizes (issue 29)
+                                           JobShape{0, 0, 1, 4096, 20, 8192, {2, 1}},
+                                           JobShape{0, 0, 2, 4096, 20, 8192, {3, 1}},
+                                           JobShape{0, 0, 2, 4096, 20, 8192, {1, 2, 3}}),
                          ShapeName);
 
 // Runs one push_pull of `name` on every rank in `ranks` and waits for it.

@@ -30,10 +30,22 @@ struct JobShape {
   int64_t partition_bytes = 4096;  // small: a test tensor spans many partitions
   double timeout_seconds = 20;
   int key_table_size = 8192;  // BYTEPS_LOCAL_KEY_TABLE_SIZE
+  // Machines of different sizes (issue 29): machine m runs local_sizes[m]
+  // ranks; when set, `machines` and `local_size` are ignored.
+  std::vector<int> local_sizes;
+
+  int machine_count() const { return local_sizes.empty() ? machines : static_cast<int>(local_sizes.size()); }
+  int local_size_of(int m) const { return local_sizes.empty() ? local_size : local_sizes[m]; }
 };
 
 inline void PrintTo(const JobShape& s, std::ostream* os) {
-  *os << s.machines << " machines x " << s.local_size << " local ranks, " << s.servers << " servers";
+  if (s.local_sizes.empty()) {
+    *os << s.machines << " machines x " << s.local_size << " local ranks, " << s.servers << " servers";
+    return;
+  }
+  *os << "machines of";
+  for (int l : s.local_sizes) *os << " " << l;
+  *os << " local ranks, " << s.servers << " servers";
 }
 
 // One push_pull's completion, waited for by the test.
@@ -68,15 +80,22 @@ class InProcessJob {
   }
   ~InProcessJob() { Stop(); }
 
-  int size() const { return shape_.machines * shape_.local_size; }
+  int size() const {
+    int total = 0;
+    for (int m = 0; m < shape_.machine_count(); ++m) total += shape_.local_size_of(m);
+    return total;
+  }
   Engine& rank(int r) { return *engines_[r]; }
   const JobShape& shape() const { return shape_; }
 
   Config WorkerConfig(int rank) const {
     Config c = BaseConfig();
     c.role = Role::kWorker;
-    c.worker_id = rank / shape_.local_size;
-    c.local_rank = rank % shape_.local_size;
+    int m = 0, first = 0;
+    while (rank >= first + shape_.local_size_of(m)) first += shape_.local_size_of(m++);
+    c.worker_id = m;
+    c.local_size = shape_.local_size_of(m);
+    c.local_rank = rank - first;
     return c;
   }
 
@@ -92,7 +111,7 @@ class InProcessJob {
     for (int r = 0; r < size(); ++r) {
       Config c = WorkerConfig(r);
       transport::TransportOptions options;
-      options.auth = transport::PeerAuth{c.job_token, Role::kWorker, c.rank()};
+      options.auth = transport::PeerAuth{c.job_token, Role::kWorker, r};
       options.liveness_seconds = c.timeout_seconds;
       std::unique_ptr<transport::Transport> transport;
       BPS_RETURN_IF_ERROR(transport::CreateTransport("tcp", options, &transport));
@@ -118,10 +137,10 @@ class InProcessJob {
  private:
   Config BaseConfig() const {
     Config c;
-    c.num_worker = shape_.machines;
-    c.local_size = shape_.local_size;
+    c.num_worker = shape_.machine_count();
+    c.local_size = shape_.local_size_of(0);
     c.num_server = shape_.servers;
-    c.force_distributed = shape_.servers > 0 && shape_.machines == 1;
+    c.force_distributed = shape_.servers > 0 && shape_.machine_count() == 1;
     c.partition_bytes = shape_.partition_bytes;
     c.server_engine_threads = 1;
     c.timeout_seconds = shape_.timeout_seconds;

@@ -83,10 +83,14 @@ def _stop(proc):
             proc.wait()
 
 
-def run_job(worker_script, num_workers=2, num_servers=1, args=(), env=None, timeout=240):
-    """Run `workers/<worker_script>` on every worker; return WorkerOutcomes by rank."""
+def run_job(worker_script, num_workers=2, num_servers=1, args=(), env=None, timeout=240, local_sizes=None):
+    """Run `workers/<worker_script>` on every worker; return WorkerOutcomes by
+    process index. `local_sizes`: machine m runs local_sizes[m] processes
+    (machines of different sizes, issue 29); default one per machine."""
     out_dir = tempfile.mkdtemp(prefix="bps_tf_test_")
-    base = job_env(num_workers, num_servers, dict(env or {}, BPS_TF_TEST_OUT=out_dir))
+    machines = len(local_sizes) if local_sizes else num_workers
+    base = job_env(machines, num_servers, dict(env or {}, BPS_TF_TEST_OUT=out_dir))
+    placement = [(m, l, size) for m, size in enumerate(local_sizes or [1] * num_workers) for l in range(size)]
     procs = []  # (kind, proc, log, log_path)
     try:
         for role, count in (("scheduler", 1), ("server", num_servers)):
@@ -96,10 +100,11 @@ def run_job(worker_script, num_workers=2, num_servers=1, args=(), env=None, time
                                    dict(base, DMLC_ROLE=role), path)
                 procs.append((role, proc, log, path))
         workers = []
-        for rank in range(num_workers):
+        for rank, (machine, local_rank, local_size) in enumerate(placement):
             path = os.path.join(out_dir, f"worker{rank}.log")
             proc, log = _spawn([sys.executable, os.path.join(WORKERS_DIR, worker_script), *args],
-                               dict(base, DMLC_ROLE="worker", DMLC_WORKER_ID=str(rank)), path)
+                               dict(base, DMLC_ROLE="worker", DMLC_WORKER_ID=str(machine),
+                                    BYTEPS_LOCAL_RANK=str(local_rank), BYTEPS_LOCAL_SIZE=str(local_size)), path)
             procs.append(("worker", proc, log, path))
             workers.append((rank, proc, path))
         deadline = time.monotonic() + timeout

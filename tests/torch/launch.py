@@ -51,12 +51,14 @@ def torchrun(result_dir, worker, nproc, args=(), env=None, timeout=240, expect_o
 def torchrun_machines(result_dir, worker, machines, nproc_per_machine, args=(), env=None, timeout=240):
     """`machines` torchrun agents on this host, each a "machine" of
     `nproc_per_machine` ranks (LOCAL_WORLD_SIZE < WORLD_SIZE), so the engine
-    runs its multi-machine path: a server colocated on each machine's local rank 0."""
+    runs its multi-machine path: a server colocated on each machine's local rank 0.
+    `nproc_per_machine` may be a list: machines of different sizes (issue 29)."""
     port = free_port()
     agents = []
+    per_machine = nproc_per_machine if isinstance(nproc_per_machine, (list, tuple)) else [nproc_per_machine] * machines
     for machine in range(machines):
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(machines), "--node_rank",
-               str(machine), "--nproc_per_node", str(nproc_per_machine), "--master_addr", "127.0.0.1",
+               str(machine), "--nproc_per_node", str(per_machine[machine]), "--master_addr", "127.0.0.1",
                "--master_port", str(port), os.path.join(WORKERS, worker), *map(str, args)]
         agents.append(subprocess.Popen(cmd, env=_env(result_dir, env), cwd=REPO, stdout=subprocess.PIPE,
                                        stderr=subprocess.PIPE, text=True))

@@ -338,6 +338,8 @@ class TcpTransport final : public Transport {
     return Status::OK();
   }
 
+  void SetIdentityRank(int32_t rank) override { options_.auth.rank = rank; }
+
   Status RegisterMemory(void* data, size_t bytes, MemoryRegion* out) override {
     out->data = data;  // TCP reads and writes any memory
     out->bytes = bytes;
