@@ -327,10 +327,11 @@ Status Engine::Shutdown() {
     // them to notice (a stopped one never does). The server tells its
     // workers this rank's cause and its Wait returns at once (issue 30).
     colocated_server_->Abort(failure_.status());
-    result = colocated_server_->Wait(config_.timeout_seconds);
+    result = colocated_server_->Wait(config_.timeout_seconds, config_.size());
   } else if (colocated_server_) {
-    // Other machines may still be pushing to our server: serve them out.
-    result = colocated_server_->Wait(config_.timeout_seconds);
+    // Other machines may still be pushing to our server: serve them out. (A
+    // rank whose op failed through its machine may not be failed itself.)
+    result = colocated_server_->Wait(config_.timeout_seconds, config_.size());
   }
   ReleaseResources();
   return result;

@@ -40,7 +40,10 @@ class Server {
   // connections left (orderly: OK; any died: PeerFailure naming it) or
   // `timeout_seconds` passes (< 0: none). After a failure (with a timeout)
   // it waits at most kFailureGraceSeconds more for the connections to leave.
-  Status Wait(double timeout_seconds);
+  // `job_ranks` > 0: the job's size is known (a colocated server's engine
+  // knows it), so the store is not asked -- a stopped store host (torch's
+  // TCPStore client waits on it without bound) must not hold the shutdown.
+  Status Wait(double timeout_seconds, int job_ranks = 0);
   void Stop();
   // The job failed elsewhere (scheduler abort): tell connected workers, end Wait().
   void Abort(const Status& why);
