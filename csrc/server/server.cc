@@ -484,19 +484,7 @@ void Server::HandlePush(IoLoop* loop, const std::shared_ptr<Connection>& conn, c
     wire = std::move(ks.acc);
     ks.wire[0] = wire;
   }
-  for (auto& waiter : ks.waiting) {
-    OutMessage m;
-    m.header = waiter.second;
-    m.header.type = static_cast<uint16_t>(MessageType::kResponse);
-    m.header.sender_rank = static_cast<uint32_t>(server_id_);
-    m.payload = wire->data;
-    m.keepalive = wire;
-    bytes_out_.fetch_add(h.payload_bytes, std::memory_order_relaxed);
-    waiter.first->Send(std::move(m));
-  }
-  ks.waiting.clear();
-  ks.contributions = 0;
-  ks.round++;
+  AnswerRound(ks, h, wire);
 }
 
 void Server::SumCompressed(IoLoop* loop, KeyState& ks, const std::shared_ptr<Connection>& conn, const MessageHeader& h,
@@ -520,13 +508,18 @@ void Server::SumCompressed(IoLoop* loop, KeyState& ks, const std::shared_ptr<Con
   auto& slot = ks.wire[ks.round & 1];
   if (!slot || slot.use_count() > 1 || slot->size != h.payload_bytes) slot = std::make_shared<AlignedBuffer>(h.payload_bytes);
   Compress(ks.codec, acc, nullptr, h.key, h.round, slot->data);
+  AnswerRound(ks, h, slot);
+}
+
+void Server::AnswerRound(KeyState& ks, const MessageHeader& h, const std::shared_ptr<AlignedBuffer>& wire) {
+  // Every contributor gets the round's answer from one buffer.
   for (auto& waiter : ks.waiting) {
     OutMessage m;
     m.header = waiter.second;
     m.header.type = static_cast<uint16_t>(MessageType::kResponse);
     m.header.sender_rank = static_cast<uint32_t>(server_id_);
-    m.payload = slot->data;
-    m.keepalive = slot;
+    m.payload = wire->data;
+    m.keepalive = wire;
     bytes_out_.fetch_add(h.payload_bytes, std::memory_order_relaxed);
     waiter.first->Send(std::move(m));
   }

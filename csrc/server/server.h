@@ -61,6 +61,9 @@ class Server {
                   std::shared_ptr<AlignedBuffer> payload);
   // A compressed push: decompressed into the key's float32 sum; a complete
   // round is answered compressed (csrc/compression).
+  // The round of `ks` is complete: `wire` goes to every contributor, and the
+  // key moves to its next round.
+  void AnswerRound(KeyState& ks, const MessageHeader& h, const std::shared_ptr<AlignedBuffer>& wire);
   void SumCompressed(IoLoop* loop, KeyState& ks, const std::shared_ptr<Connection>& conn, const MessageHeader& h,
                      std::shared_ptr<AlignedBuffer> payload, size_t count);
   void OnControl(Connection* conn, const MessageHeader& h, const char* payload);
