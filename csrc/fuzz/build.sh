@@ -15,7 +15,7 @@ mkdir -p "$OUT"
 
 FLAGS=(-std=c++17 -g -O1 -fno-omit-frame-pointer -pthread -I"$ROOT/csrc"
        -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
-COMMON=(common/logging.cc common/net_util.cc common/sha256.cc common/config.cc)
+COMMON=(common/logging.cc common/net_util.cc common/sha256.cc common/config.cc common/job_verdict.cc)
 
 declare -A HARNESS_SOURCES=(
   [frame_decoder_fuzz]="transport/wire.cc transport/tcp/connection.cc transport/tcp/event_loop.cc"
