@@ -12,11 +12,14 @@ client nonce | role | rank).
 import os
 import hashlib
 import hmac
+import re
 import socket
 import struct
 
 MAGIC = 0x4E535042
-VERSION = 2
+# The engine's wire version, from the header it is built from (it moves with the protocol).
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "csrc", "transport", "wire.h")) as _f:
+    VERSION = int(re.search(r"kWireVersion = (\d+);", _f.read()).group(1))
 CHALLENGE, HELLO, ACCEPT, REJECT = 100, 101, 102, 103
 FRAME = struct.Struct("<IHHHHi32s80s")
 assert FRAME.size == 128
