@@ -89,13 +89,22 @@ def randomk(ratio=0.01, seed=0, error_feedback=True):
     return EngineCompressor("randomk" + _options(error_feedback, ratio=float(ratio), seed=int(seed)))
 
 
+ENGINE_COMPRESSORS = ("onebit", "topk", "randomk")
+
+
 def as_engine_spec(compression):
     """The engine spec of `compression` (an EngineCompressor or a spec string such as
-    "onebit" or "topk:ratio=0.01"), or None when the engine does not compress it."""
+    "onebit" or "topk:ratio=0.01"), or None when the engine does not compress it.
+    A string naming no engine compressor is an error, not "uncompressed"."""
     if compression is None:
         return None
     if isinstance(compression, str):
-        return compression or None
+        if compression in ("", "none"):
+            return None
+        if compression.split(":", 1)[0] not in ENGINE_COMPRESSORS:
+            raise ValueError(f"unknown compression {compression!r}: the engine's compressors are "
+                             f"{', '.join(ENGINE_COMPRESSORS)} (e.g. 'topk:ratio=0.01'; docs/compression.md)")
+        return compression
     return getattr(compression, "engine_spec", None)
 
 
