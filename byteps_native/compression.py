@@ -101,9 +101,11 @@ def as_engine_spec(compression):
     if isinstance(compression, str):
         if compression in ("", "none"):
             return None
-        if compression.split(":", 1)[0] not in ENGINE_COMPRESSORS:
-            raise ValueError(f"unknown compression {compression!r}: the engine's compressors are "
-                             f"{', '.join(ENGINE_COMPRESSORS)} (e.g. 'topk:ratio=0.01'; docs/compression.md)")
+        name = compression.split(":", 1)[0]
+        if name not in ENGINE_COMPRESSORS:
+            raise ValueError(f"unknown compressor {name!r} in compression {compression!r}: the engine's "
+                             f"compressors are {', '.join(ENGINE_COMPRESSORS)} (e.g. 'topk:ratio=0.01'; "
+                             f"docs/compression.md)")
         return compression
     return getattr(compression, "engine_spec", None)
 
