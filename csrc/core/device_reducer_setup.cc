@@ -1,5 +1,5 @@
 // Device tensors' reducer: made on a rank's first device tensor (its GPU is
-// known then), through the factory the CUDA build registered, and linked to
+// known then), through the engine's factory (EngineOptions), and linked to
 // the machine's order channel in the host reducer's shared memory.
 #include "common/logging.h"
 #include "core/engine.h"
@@ -14,7 +14,7 @@ Status Engine::EnsureDeviceReducer(int device) {
                            " but got one on cuda:" + std::to_string(device) +
                            ": byteps runs one GPU per process (the local rank's)");
   }
-  DeviceReducerFactory factory = GetDeviceReducerFactory();
+  DeviceReducerFactory factory = options_.device_reducer;
   if (!factory) {
     return Status::Invalid("it is on CUDA device " + std::to_string(device) +
                            " but this engine was built without CUDA (see `python -m byteps_native.info`)");
@@ -34,7 +34,7 @@ Status Engine::EnsureDeviceReducer(int device) {
 }
 
 bool Engine::DeviceStreamOrdered() const {
-  return initialized_ && !config_.distributed() && GetDeviceReducerFactory() != nullptr;
+  return initialized_ && !config_.distributed() && options_.device_reducer != nullptr;
 }
 
 }  // namespace bps

@@ -92,7 +92,7 @@ Status Engine::StartSteps() {
   SetLogIdentity("worker " + std::to_string(config_.rank()));  // machines of different sizes: known now
   if (transport_) transport_->SetIdentityRank(config_.rank());  // the servers count ranks by it
   if (config_.local_size > 1) {
-    BPS_RETURN_IF_ERROR(CreateLocalReducer(options_.local_reducer, config_, store_.get(), &reducer_));
+    BPS_RETURN_IF_ERROR(options_.host_reducer(config_, store_.get(), &reducer_));
   }
   ServerClient::Callbacks callbacks;
   callbacks.ring = [this] { Ring(); };

@@ -52,9 +52,14 @@ struct EngineOptions {
   bool colocated_servers = false;
   // Where a colocated server listens (ChooseListenHost, by the bootstrap).
   std::string colocated_server_host = "127.0.0.1";
-  // The machine-local reduce-scatter / all-gather among local ranks
-  // (csrc/local/local_reducer.h), by name.
-  std::string local_reducer = "shm";
+  // The machine-local reducers (csrc/local/local_reducer.h) the engine takes.
+  // Factories, not objects: a reducer joins the machine's other local ranks,
+  // which are known only after the job's rendezvous (machines may differ),
+  // and a device reducer needs the rank's GPU, known at its first device
+  // tensor. Host tensors: shared memory. Device tensors: what the CUDA build
+  // registered (NCCL), or a test's; null refuses device tensors.
+  HostReducerFactory host_reducer = &CreateShmLocalReducer;
+  DeviceReducerFactory device_reducer = GetDeviceReducerFactory();
   // The timeline (off unless the bootstrap read BYTEPS_TRACE_ON=1).
   TraceSettings trace;
 };

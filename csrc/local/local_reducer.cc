@@ -1,5 +1,5 @@
-// Which reducer serves which tensors: host tensors by name (shm), device
-// tensors by the factory the CUDA build (or a test) registered.
+// The default reducers of an engine: shared memory for host tensors, and the
+// device factory the CUDA build registered at load time.
 #include "local/local_reducer.h"
 
 #include <atomic>
@@ -11,10 +11,8 @@ namespace {
 std::atomic<DeviceReducerFactory> g_device_reducer_factory{nullptr};
 }  // namespace
 
-Status CreateLocalReducer(const std::string& name, const Config& config, Store* store,
-                          std::unique_ptr<LocalReducer>* out) {
-  if (name == "shm") return ShmLocalReducer::Create(config, store, out);
-  return Status::Invalid("unknown local reducer '" + name + "' (this build has: shm)");
+Status CreateShmLocalReducer(const Config& config, Store* store, std::unique_ptr<LocalReducer>* out) {
+  return ShmLocalReducer::Create(config, store, out);
 }
 
 void SetDeviceReducerFactory(DeviceReducerFactory factory) { g_device_reducer_factory.store(factory); }

@@ -181,10 +181,11 @@ class LocalReducer {
   virtual CollectiveOrderShm* order_channel() { return nullptr; }
 };
 
-// The reducer named `name` ("shm") for this rank, joined with the machine's
-// other local ranks through `store` (after the job's rendezvous).
-Status CreateLocalReducer(const std::string& name, const Config& config, Store* store,
-                          std::unique_ptr<LocalReducer>* out);
+// Host tensors' reducer for this rank, joined with the machine's other local
+// ranks through `store` (after the job's rendezvous): EngineOptions takes one.
+using HostReducerFactory = Status (*)(const Config& config, Store* store, std::unique_ptr<LocalReducer>* out);
+// POSIX shared memory between the machine's processes (shm_reducer.h).
+Status CreateShmLocalReducer(const Config& config, Store* store, std::unique_ptr<LocalReducer>* out);
 
 // What a device reducer shares with the machine's host reducer: the order
 // channel in its shared control segment (null with one local rank) and the
@@ -196,8 +197,9 @@ struct MachineLink {
 
 // Device tensors' reducer, made when a rank first submits one (its GPU is
 // known then); a collective among the machine's local ranks. The CUDA build
-// registers NCCL's at load time, the C++ tests an emulation; without one,
-// device tensors are refused with a clear error.
+// registers NCCL's at load time (EngineOptions' default); the C++ tests pass
+// an emulation to their engines; without one, device tensors are refused
+// with a clear error.
 using DeviceReducerFactory = Status (*)(const Config& config, Store* store, int device, const MachineLink& link,
                                         std::unique_ptr<LocalReducer>* out);
 void SetDeviceReducerFactory(DeviceReducerFactory factory);

@@ -18,6 +18,7 @@
 
 #include "emulated_collectives.h"
 #include "in_process_job.h"
+#include "shuffled_device_job.h"
 
 namespace bps {
 namespace {
@@ -25,139 +26,39 @@ namespace {
 using testing_support::Completion;
 using testing_support::EmulatedOrderMode;
 using testing_support::InProcessJob;
+using testing_support::HostAsDeviceMemory;
 using testing_support::JobShape;
+using testing_support::ShuffledOutcome;
+using testing_support::ShuffledValue;
 
-struct DeviceTensor {
-  std::string name;
-  int64_t count;
-  int32_t dtype;
-  int32_t reduce_op;
-  int32_t priority;
-};
-
-const std::vector<DeviceTensor>& Tensors() {
-  static const std::vector<DeviceTensor> tensors = {
-      {"layer0.weight", 5000, BPS_FLOAT32, BPS_REDUCE_SUM, 0},    // several partitions of 4 KB
-      {"layer0.bias", 3001, BPS_FLOAT32, BPS_REDUCE_AVERAGE, 0},  // odd: padded slices
-      {"layer1.weight", 2048, BPS_INT32, BPS_REDUCE_SUM, 0},
-      {"layer1.bias", 7, BPS_FLOAT32, BPS_REDUCE_SUM, 0},         // smaller than the local ranks' slices
-      {"embedding", 9000, BPS_FLOAT32, BPS_REDUCE_AVERAGE, 0},
-  };
-  return tensors;
+// The emulation's engines: every device tensor through its sequenced reducer.
+EngineOptions Emulated() {
+  EngineOptions options;
+  options.device_reducer = &testing_support::MakeEmulatedDeviceReducer;
+  return options;
 }
 
-// Rank r's element i in round k: exact in float32 and int32 for every sum.
-double Value(int rank, int64_t i, int round) { return (rank + 1) * (i % 7 + 1) + round; }
-
-struct Outcome {
-  int completed = 0;
-  int failed = 0;
-  int64_t wrong = 0;
-  bool hung = false;
-  std::string first_error;
-};
-
-// Every rank submits kRounds rounds of Tensors() as device tensors (host
-// memory: the emulation's "device"), each rank in its own shuffled order
-// with pauses of up to 2 ms; then waits for all of them.
-Outcome RunShuffled(InProcessJob& job, uint32_t seed, bool distinct_priorities) {
-  constexpr int kRounds = 3;
-  const int world = job.size();
-  const auto& tensors = Tensors();
-  struct Slot {
-    std::vector<float> fin, fout;
-    std::vector<int32_t> iin, iout;
-    Completion done;
-  };
-  std::vector<std::vector<std::unique_ptr<Slot>>> slots(world);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < world; ++r) {
-    slots[r].resize(kRounds * tensors.size());
-    ranks.emplace_back([&, r] {
-      std::mt19937 rng(seed * 7919u + static_cast<uint32_t>(r));
-      for (int round = 0; round < kRounds; ++round) {
-        std::vector<size_t> order(tensors.size());
-        for (size_t k = 0; k < order.size(); ++k) order[k] = k;
-        std::shuffle(order.begin(), order.end(), rng);
-        for (size_t k : order) {
-          const DeviceTensor& tc = tensors[k];
-          auto slot = std::make_unique<Slot>();
-          bps_tensor t{};
-          t.dtype = tc.dtype;
-          t.num_elements = tc.count;
-          t.device = 0;
-          void* out = nullptr;
-          if (tc.dtype == BPS_FLOAT32) {
-            for (int64_t i = 0; i < tc.count; ++i) slot->fin.push_back(static_cast<float>(Value(r, i, round)));
-            slot->fout.assign(tc.count, -1);
-            t.data = slot->fin.data();
-            out = slot->fout.data();
-          } else {
-            for (int64_t i = 0; i < tc.count; ++i) slot->iin.push_back(static_cast<int32_t>(Value(r, i, round)));
-            slot->iout.assign(tc.count, -1);
-            t.data = slot->iin.data();
-            out = slot->iout.data();
-          }
-          const int32_t priority = distinct_priorities ? -static_cast<int32_t>(k) : tc.priority;
-          Status st = job.rank(r).Submit(t, out, tc.name, priority, tc.reduce_op, Completion::Callback, &slot->done);
-          if (!st.ok()) Completion::Callback(&slot->done, st.code(), st.message().c_str());
-          slots[r][round * tensors.size() + k] = std::move(slot);
-          std::this_thread::sleep_for(std::chrono::microseconds(rng() % 2000));
-        }
-      }
-    });
-  }
-  for (auto& t : ranks) t.join();
-  Outcome outcome;
-  for (int r = 0; r < world; ++r) {
-    for (int round = 0; round < kRounds; ++round) {
-      for (size_t k = 0; k < tensors.size(); ++k) {
-        Slot& slot = *slots[r][round * tensors.size() + k];
-        if (!slot.done.Wait(30)) {
-          outcome.hung = true;
-          continue;
-        }
-        if (slot.done.code != BPS_OK) {
-          outcome.failed++;
-          if (outcome.first_error.empty()) outcome.first_error = slot.done.message;
-          continue;
-        }
-        if (!slot.fin.empty() || !slot.iin.empty()) outcome.completed++;
-        const DeviceTensor& tc = tensors[k];
-        const bool average = tc.reduce_op == BPS_REDUCE_AVERAGE;
-        for (int64_t i = 0; i < tc.count; ++i) {
-          double sum = 0;
-          for (int q = 0; q < world; ++q) sum += Value(q, i, round);
-          const bool ok = tc.dtype == BPS_FLOAT32 ? slot.fout[i] == static_cast<float>(average ? sum / world : sum)
-                                                  : slot.iout[i] == static_cast<int32_t>(sum);
-          outcome.wrong += !ok;
-        }
-      }
-    }
-  }
-  return outcome;
+ShuffledOutcome RunShuffled(InProcessJob& job, uint32_t seed, bool distinct_priorities) {
+  HostAsDeviceMemory memory;
+  return testing_support::RunShuffled(job, memory, seed, distinct_priorities);
 }
 
 class CollectiveOrderTest : public ::testing::TestWithParam<JobShape> {
  protected:
-  void SetUp() override { SetDeviceReducerFactory(&testing_support::MakeEmulatedDeviceReducer); }
-  void TearDown() override {
-    SetDeviceReducerFactory(nullptr);
-    EmulatedOrderMode() = CollectiveOrder::Mode::kMachineOrder;
-  }
+  void TearDown() override { EmulatedOrderMode() = CollectiveOrder::Mode::kMachineOrder; }
 };
 
 TEST_P(CollectiveOrderTest, TheMachineOrderGivesExactSumsWhateverOrderRanksSubmitIn) {
   EmulatedOrderMode() = CollectiveOrder::Mode::kMachineOrder;
   for (uint32_t seed : {1u, 2u, 3u}) {
-    InProcessJob job(GetParam());
+    InProcessJob job(GetParam(), Emulated());
     Status st = job.Start();
     ASSERT_TRUE(st.ok()) << st.message();
-    Outcome o = RunShuffled(job, seed, /*distinct_priorities=*/seed == 3);
+    ShuffledOutcome o = RunShuffled(job, seed, /*distinct_priorities=*/seed == 3);
     EXPECT_FALSE(o.hung) << "seed " << seed;
     EXPECT_EQ(o.failed, 0) << "seed " << seed << ": " << o.first_error;
-    EXPECT_EQ(o.wrong, 0) << "seed " << seed;
-    EXPECT_EQ(o.completed, job.size() * 3 * static_cast<int>(Tensors().size())) << "seed " << seed;
+    EXPECT_EQ(o.wrong, 0) << "seed " << seed << ": " << o.first_wrong;
+    EXPECT_EQ(o.completed, job.size() * 3 * static_cast<int>(testing_support::ShuffledTensors().size())) << "seed " << seed;
     job.Stop();
   }
 }
@@ -181,16 +82,14 @@ INSTANTIATE_TEST_SUITE_P(Layouts, CollectiveOrderTest,
                          });
 
 TEST(CollectiveOrderOwnOrder, EachRankIssuingInItsOwnOrderBreaksTheContractAndFailsLoudly) {
-  SetDeviceReducerFactory(&testing_support::MakeEmulatedDeviceReducer);
   EmulatedOrderMode() = CollectiveOrder::Mode::kOwnOrder;
   JobShape shape{2, 2, 2};
   shape.timeout_seconds = 10;
-  InProcessJob job(shape);
+  InProcessJob job(shape, Emulated());
   Status st = job.Start();
   ASSERT_TRUE(st.ok()) << st.message();
-  Outcome o = RunShuffled(job, 1, false);
+  ShuffledOutcome o = RunShuffled(job, 1, false);
   job.Stop();
-  SetDeviceReducerFactory(nullptr);
   EmulatedOrderMode() = CollectiveOrder::Mode::kMachineOrder;
   // With NCCL this is the 2 x 2 stall: each GPU waits inside its first
   // collective for a peer that issued another one.
@@ -200,16 +99,15 @@ TEST(CollectiveOrderOwnOrder, EachRankIssuingInItsOwnOrderBreaksTheContractAndFa
 }
 
 TEST(CollectiveOrderOneMachine, TheFusedPathReducesWholeTensorsInSubmissionOrder) {
-  SetDeviceReducerFactory(&testing_support::MakeEmulatedDeviceReducer);
   EmulatedOrderMode() = CollectiveOrder::Mode::kMachineOrder;
-  InProcessJob job(JobShape{1, 3, 0});
+  InProcessJob job(JobShape{1, 3, 0}, Emulated());
   ASSERT_TRUE(job.Start().ok());
   EXPECT_TRUE(job.rank(0).DeviceStreamOrdered());
   constexpr int64_t kCount = 3001;
   std::vector<std::vector<float>> in(3), out(3);
   std::vector<Completion> done(3);
   for (int r = 0; r < 3; ++r) {
-    for (int64_t i = 0; i < kCount; ++i) in[r].push_back(static_cast<float>(Value(r, i, 0)));
+    for (int64_t i = 0; i < kCount; ++i) in[r].push_back(static_cast<float>(ShuffledValue(r, i, 0)));
     out[r].assign(kCount, -1);
     bps_tensor t{};
     t.data = in[r].data();
@@ -223,17 +121,17 @@ TEST(CollectiveOrderOneMachine, TheFusedPathReducesWholeTensorsInSubmissionOrder
     ASSERT_TRUE(done[r].Wait(20));
     ASSERT_EQ(done[r].code, BPS_OK) << done[r].message;
     for (int64_t i = 0; i < kCount; ++i) {
-      const double sum = Value(0, i, 0) + Value(1, i, 0) + Value(2, i, 0);
+      const double sum = ShuffledValue(0, i, 0) + ShuffledValue(1, i, 0) + ShuffledValue(2, i, 0);
       ASSERT_EQ(out[r][i], static_cast<float>(sum / 3)) << "rank " << r << " element " << i;
     }
   }
   job.Stop();
-  SetDeviceReducerFactory(nullptr);
 }
 
 TEST(CollectiveOrderCpuBuild, ADeviceTensorWithoutADeviceReducerIsRefusedNamingTheBuild) {
-  SetDeviceReducerFactory(nullptr);
-  InProcessJob job(JobShape{1, 2, 0});
+  EngineOptions cpu_only;
+  cpu_only.device_reducer = nullptr;  // what a build without CUDA has
+  InProcessJob job(JobShape{1, 2, 0}, cpu_only);
   ASSERT_TRUE(job.Start().ok());
   std::vector<float> v(10, 1.0f);
   bps_tensor t{};
@@ -259,10 +157,9 @@ namespace {
 // in the announcements and no collective is issued; every rank's op fails
 // naming both shapes, and the next tensor still goes through.
 TEST(CollectiveOrderFailures, LocalRanksDisagreeingOnAShapeAllFailNamingBothAndTheJobGoesOn) {
-  SetDeviceReducerFactory(&testing_support::MakeEmulatedDeviceReducer);
   EmulatedOrderMode() = CollectiveOrder::Mode::kMachineOrder;
   JobShape shape{2, 2, 1};
-  InProcessJob job(shape);
+  InProcessJob job(shape, Emulated());
   ASSERT_TRUE(job.Start().ok());
   auto submit = [&](int r, const std::string& name, std::vector<float>& v, Completion* done) {
     bps_tensor t{};
@@ -296,7 +193,6 @@ TEST(CollectiveOrderFailures, LocalRanksDisagreeingOnAShapeAllFailNamingBothAndT
     EXPECT_EQ(good[r][299], 10.0f);
   }
   job.Stop();
-  SetDeviceReducerFactory(nullptr);
 }
 
 }  // namespace
@@ -308,11 +204,10 @@ namespace {
 // A local rank that goes away while its peers wait in the machine's order:
 // they fail within the timeout naming what they waited for, never hang.
 TEST(CollectiveOrderFailures, ALocalRankLeavingMidRoundFailsItsPeersNamingTheWait) {
-  SetDeviceReducerFactory(&testing_support::MakeEmulatedDeviceReducer);
   EmulatedOrderMode() = CollectiveOrder::Mode::kMachineOrder;
   JobShape shape{2, 2, 1};
   shape.timeout_seconds = 3;
-  InProcessJob job(shape);
+  InProcessJob job(shape, Emulated());
   ASSERT_TRUE(job.Start().ok());
   std::vector<std::vector<float>> v(4, std::vector<float>(1000, 1.0f));
   std::vector<Completion> done(4);
@@ -331,7 +226,6 @@ TEST(CollectiveOrderFailures, ALocalRankLeavingMidRoundFailsItsPeersNamingTheWai
   }
   EXPECT_NE(done[0].message.find("reduce-scatter waits for every local rank"), std::string::npos) << done[0].message;
   job.Stop();
-  SetDeviceReducerFactory(nullptr);
 }
 
 }  // namespace

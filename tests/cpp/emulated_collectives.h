@@ -84,6 +84,27 @@ class EmulatedCommunicator {
 
   uint64_t order_violations() const { return violations_.load(); }
 
+  // ncclCommAbort: every collective in flight, and every later one, ends
+  // with an error instead of waiting for a peer that will never issue it.
+  void Abort(int rank) {
+    std::vector<std::function<void()>> rings;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (broken_.empty()) broken_ = "the communicator was aborted by local rank " + std::to_string(rank);
+      for (auto& entry : calls_) {
+        for (auto& p : entry.second.parts) {
+          if (!p.ticket || p.ticket->done) continue;
+          p.ticket->error = broken_;
+          p.ticket->done = true;
+        }
+      }
+      rings = rings_;
+    }
+    for (auto& ring : rings) {
+      if (ring) ring();
+    }
+  }
+
  private:
   struct Part {
     Kind kind = kReduceScatter;
@@ -211,7 +232,7 @@ class EmulatedCollectives : public Collectives {
     return Status::OK();
   }
   void ReturnReady(void* event) override {}
-  void Abort() override {}
+  void Abort() override { comm_->Abort(rank_); }
 
  private:
   struct State {

@@ -74,7 +74,9 @@ class InProcessJob {
  public:
   static constexpr const char* kToken = "in-process-job-token";
 
-  explicit InProcessJob(const JobShape& shape) : shape_(shape), store_(std::make_shared<MemoryStore>()) {
+  // `options`: how every engine is wired (its device reducer, say).
+  explicit InProcessJob(const JobShape& shape, EngineOptions options = EngineOptions())
+      : shape_(shape), options_(options), store_(std::make_shared<MemoryStore>()) {
     static std::atomic<int> jobs{0};
     job_id_ = "ipj" + std::to_string(getpid()) + "x" + std::to_string(jobs++);
   }
@@ -115,7 +117,7 @@ class InProcessJob {
       options.liveness_seconds = c.timeout_seconds;
       std::unique_ptr<transport::Transport> transport;
       BPS_RETURN_IF_ERROR(transport::CreateTransport("tcp", options, &transport));
-      engines_.emplace_back(new Engine(c, store_, std::move(transport)));
+      engines_.emplace_back(new Engine(c, store_, std::move(transport), options_));
     }
     std::vector<Status> results(size());
     std::vector<std::thread> starters;
@@ -152,6 +154,7 @@ class InProcessJob {
   }
 
   JobShape shape_;
+  EngineOptions options_;
   std::string job_id_;
   std::shared_ptr<MemoryStore> store_;
   std::vector<std::unique_ptr<Server>> servers_;

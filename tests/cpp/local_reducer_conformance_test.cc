@@ -1,6 +1,7 @@
-// The LocalReducer conformance suite: one generic set of cases, instantiated
-// per reducer implementation (add a name to the INSTANTIATE line below when
-// adding a reducer). L local ranks are L reducer objects of one machine; a
+// The LocalReducer conformance suite of host reducers: one generic set of
+// cases, instantiated per implementation (add one to the INSTANTIATE line
+// below when adding one). Reducers whose steps are collectives have their
+// own suite, sequenced_reducer_conformance.h (emulated and NCCL). L local ranks are L reducer objects of one machine; a
 // single test thread drives all of their non-blocking steps round-robin, as
 // independent engine threads would, so no case depends on timing.
 #include <gtest/gtest.h>
@@ -22,6 +23,7 @@ namespace {
 
 struct Case {
   std::string reducer;
+  HostReducerFactory create;
   int local_size;
 };
 
@@ -45,7 +47,7 @@ class LocalReducerConformance : public ::testing::TestWithParam<Case> {
         c.local_size = L;
         c.job_id = "lrc" + std::to_string(getpid()) + "g" + std::to_string(groups.load());
         c.rendezvous_timeout_seconds = 20;
-        results[q] = CreateLocalReducer(GetParam().reducer, c, store_.get(), &reducers_[q]);
+        results[q] = GetParam().create(c, store_.get(), &reducers_[q]);
       });
     }
     for (auto& t : joiners) t.join();
@@ -305,7 +307,9 @@ TEST_P(LocalReducerConformance, TheDoorbellWakesAWaitingRank) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Reducers, LocalReducerConformance,
-                         ::testing::Values(Case{"shm", 2}, Case{"shm", 3}, Case{"shm", 4}), CaseName);
+                         ::testing::Values(Case{"shm", &CreateShmLocalReducer, 2}, Case{"shm", &CreateShmLocalReducer, 3},
+                                           Case{"shm", &CreateShmLocalReducer, 4}),
+                         CaseName);
 
 }  // namespace
 }  // namespace bps
