@@ -89,7 +89,10 @@ Status NcclCollectives::Create(const Config& config, Store* store, int device, s
   // One local rank needs no communicator: its "reduce-scatter" is a copy.
   // (NCCL 2.28.9's one-rank reduce-scatter and all-reduce with an average
   // left the last element of odd sizes unwritten: 300001 float32 on 2 x 1.)
-  if (c->local_size_ > 1) BPS_RETURN_IF_ERROR(CreateLocalCommunicator(*store, config, &c->comm_));
+  if (c->local_size_ > 1) {
+    BPS_RETURN_IF_ERROR(CreateLocalCommunicator(*store, config, &c->comm_));
+    BPS_RETURN_IF_ERROR(c->ConnectPeers());
+  }
   *out = std::move(c);
   return Status::OK();
 }
@@ -107,6 +110,28 @@ NcclCollectives::~NcclCollectives() {
     }
   }
   for (cudaEvent_t e : all_events_) cudaEventDestroy(e);
+}
+
+// NCCL connects its peers lazily, inside the first collective's
+// ncclGroupEnd, which then blocks the calling thread until every peer issued
+// it: a local rank that died before its first collective would hold the
+// engine thread (and the watchdog on it) inside NCCL. Every local rank is in
+// this set-up anyway: connect the reduce-scatter, all-gather and all-reduce
+// paths now, with one element per rank.
+Status NcclCollectives::ConnectPeers() {
+  void* buffer = nullptr;
+  BPS_CUDA_RETURN(cudaMalloc(&buffer, sizeof(float) * local_size_));
+  float* all = static_cast<float*>(buffer);
+  Status st;
+  if (ncclReduceScatter(all, all + local_rank_, 1, ncclFloat32, ncclSum, comm_, nccl_stream_) != ncclSuccess ||
+      ncclAllGather(all + local_rank_, all, 1, ncclFloat32, comm_, nccl_stream_) != ncclSuccess ||
+      ncclAllReduce(all, all, local_size_, ncclFloat32, ncclSum, comm_, nccl_stream_) != ncclSuccess) {
+    st = Status::Internal("NCCL's first collectives among the local ranks failed");
+  } else {
+    st = CudaStatus(cudaStreamSynchronize(nccl_stream_), "connecting the local ranks (cudaStreamSynchronize)");
+  }
+  cudaFree(buffer);
+  return st;
 }
 
 void CUDART_CB NcclCollectives::RingFromStream(void* self) {

@@ -61,6 +61,7 @@ class NcclCollectives : public Collectives {
     bool gather;  // else reduce-scatter
   };
   NcclCollectives() = default;
+  Status ConnectPeers();  // the first collectives, at set-up (NCCL connects lazily)
   WorkState* StateOf(CollectiveWork* w);
   Status Launch(const Queued& q);       // the NCCL call, inside the batch's group
   Status Before(const Queued& q);       // waits and copies the call needs first

@@ -16,9 +16,21 @@ struct SequencedLocalReducer::Partition {
   bool issued_reduce = false;
   bool issued_gather = false;
   bool fused = false;
+  bool prescaled = false;  // the own slice's average applied on the host (once)
   bool failed = false;
   Status failure;
 };
+
+// Where an average is divided must be the same on every machine of a job:
+// the servers add the machines' shares, so either every share is already
+// divided or none is. Floating point of at most 32 bits is divided before
+// the network (on the device where the library can, NCCL's pre-multiplied
+// sum; else here, on the host staging: a machine of one GPU has no
+// collective to do it in); integers and float64 divide the total after it.
+// (Machines of different sizes once disagreed: 2 + 1 GPUs averaged 4 for 2.)
+static bool DividesBeforeTheNetwork(DataType dtype) {
+  return dtype == DataType::kFloat32 || dtype == DataType::kFloat16 || dtype == DataType::kBFloat16;
+}
 
 SequencedLocalReducer::SequencedLocalReducer(const Config& config, std::unique_ptr<Collectives> collectives,
                                              const MachineLink& link, CollectiveOrder::Mode mode)
@@ -89,6 +101,7 @@ LocalProgress SequencedLocalReducer::StageIn(LocalPartition* lp, uint32_t round,
   Partition* p = Of(lp);
   const void* ready = c.ready_event;
   p->round = round;
+  p->prescaled = false;
   p->waiting_reduce = p->waiting_gather = p->issued_reduce = p->issued_gather = false;
   p->failed = false;
   p->failure = Status::OK();
@@ -188,6 +201,7 @@ Status SequencedLocalReducer::ReduceOwnSlice(LocalPartition* lp, uint32_t round,
   Partition* p = Of(lp);
   *progress = LocalProgress::kWaiting;
   if (p->failed) return p->failure;
+  BPS_RETURN_IF_ERROR(BrokenStatus());
   if (!p->issued_reduce) return Status::OK();
   bool done = false;
   Status st = collectives_->Poll(&p->work, CollectivePhase::kReduced, &done);
@@ -195,7 +209,16 @@ Status SequencedLocalReducer::ReduceOwnSlice(LocalPartition* lp, uint32_t round,
     Break(st);
     return st;
   }
-  if (done) *progress = LocalProgress::kDone;
+  if (!done) return Status::OK();
+  // A library that issued nothing (EndBatch failed) reports unrecorded
+  // events as done: only a healthy reducer's reduce is.
+  BPS_RETURN_IF_ERROR(BrokenStatus());
+  CollectiveWork& w = p->work;
+  if (w.divisor > 1 && DividesBeforeTheNetwork(w.dtype) && !collectives_->ScalesAverage(w.dtype) && !p->prescaled) {
+    CopyScaled(w.staging, w.staging, w.own_count, w.dtype, w.divisor);
+  }
+  p->prescaled = true;
+  *progress = LocalProgress::kDone;
   return Status::OK();
 }
 
@@ -205,9 +228,8 @@ void SequencedLocalReducer::PublishOwnSlice(LocalPartition* lp, uint32_t round) 
   Partition* p = Of(lp);
   if (p->failed) return;
   CollectiveWork& w = p->work;
-  // Most averages were pre-multiplied in the reduce-scatter (on the device);
-  // the others divide the total here, as the host path does.
-  if (w.divisor > 1 && !collectives_->ScalesAverage(w.dtype)) CopyScaled(w.staging, w.staging, w.own_count, w.dtype, w.divisor);
+  // Integers and float64 divide the machines' total here (DividesBeforeTheNetwork).
+  if (w.divisor > 1 && !DividesBeforeTheNetwork(w.dtype)) CopyScaled(w.staging, w.staging, w.own_count, w.dtype, w.divisor);
   Status st = collectives_->Upload(&w);
   if (!st.ok()) {
     Break(st);
@@ -225,6 +247,7 @@ Status SequencedLocalReducer::Gather(LocalPartition* lp, uint32_t round, const L
   Partition* p = Of(lp);
   *progress = LocalProgress::kWaiting;
   if (p->failed) return p->failure;
+  BPS_RETURN_IF_ERROR(BrokenStatus());
   if (!p->issued_gather) return Status::OK();
   bool done = false;
   Status st = collectives_->Poll(&p->work, CollectivePhase::kGathered, &done);
@@ -232,6 +255,7 @@ Status SequencedLocalReducer::Gather(LocalPartition* lp, uint32_t round, const L
     Break(st);
     return st;
   }
+  if (done) BPS_RETURN_IF_ERROR(BrokenStatus());
   if (done) {
     *gathered = local_size_ >= 32 ? ~0u : (1u << local_size_) - 1;
     *progress = LocalProgress::kDone;
@@ -310,11 +334,18 @@ Status SequencedLocalReducer::CheckPeers(bool check_alive) {
   return st;
 }
 
+Status SequencedLocalReducer::BrokenStatus() {
+  if (!is_broken_.load(std::memory_order_acquire)) return Status::OK();
+  std::lock_guard<std::mutex> lock(broken_mu_);
+  return broken_;
+}
+
 void SequencedLocalReducer::Break(const Status& why) {
   {
     std::lock_guard<std::mutex> lock(broken_mu_);
     if (!broken_.ok()) return;
     broken_ = why;
+    is_broken_.store(true, std::memory_order_release);
   }
   BPS_LOG(Error) << collectives_->name() << " local reducer failed: " << why.message();
   link_.ring();
@@ -324,6 +355,15 @@ void SequencedLocalReducer::FailMachine(const std::string& why) {
   // The job failed: stop this rank's collectives so no kernel waits for a
   // peer that will never issue its side.
   if (aborted_.exchange(true)) return;
+  {
+    // Nothing completes as a success after this: an aborted collective's
+    // events complete with whatever the buffers held.
+    std::lock_guard<std::mutex> lock(broken_mu_);
+    if (broken_.ok()) {
+      broken_ = Status::PeerFailure(why);
+      is_broken_.store(true, std::memory_order_release);
+    }
+  }
   collectives_->Abort();
 }
 

@@ -72,6 +72,8 @@ class SequencedLocalReducer : public LocalReducer {
   Partition* Of(LocalPartition* p) { return reinterpret_cast<Partition*>(p); }
   void Issue(const CollectiveOrder::Step& step);
   void Break(const Status& why);
+  // The reducer's failure (a collective that failed to launch, an abort), or OK.
+  Status BrokenStatus();
 
   const Config config_;
   const int local_rank_;
@@ -88,6 +90,7 @@ class SequencedLocalReducer : public LocalReducer {
   std::mutex fused_mu_;  // one fused launch at a time: one order on this rank
   std::mutex broken_mu_;
   Status broken_;
+  std::atomic<bool> is_broken_{false};  // broken_ set: the hot path's check without the lock
   std::atomic<bool> aborted_{false};  // set by FailMachine, from any thread
 };
 

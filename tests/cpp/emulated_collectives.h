@@ -83,6 +83,14 @@ class EmulatedCommunicator {
   }
 
   uint64_t order_violations() const { return violations_.load(); }
+  int local_size() const { return local_size_; }
+
+  // As NCCL's library: floating point of at most 32 bits is averaged in the
+  // reduce-scatter, except by a machine of one rank (no collective to do it in).
+  static bool ScalesAverage(int local_size, DataType dtype) {
+    return local_size > 1 &&
+           (dtype == DataType::kFloat32 || dtype == DataType::kFloat16 || dtype == DataType::kBFloat16);
+  }
 
   // ncclCommAbort: every collective in flight, and every later one, ends
   // with an error instead of waiting for a peer that will never issue it.
@@ -162,6 +170,10 @@ class EmulatedCommunicator {
           break;
         }
         CollectiveWork* owner = call.parts[r].work;
+        // NCCL's pre-multiplied sum (ScalesAverage): the average divided here.
+        if (ScalesAverage(local_size_, first.work->dtype) && first.work->divisor > 1 && len > 0) {
+          CopyScaled(sum.data(), sum.data(), len, first.work->dtype, first.work->divisor);
+        }
         std::memcpy(owner->output + off * esz, sum.data(), sum.size());
         // The device-to-host copy of the slice that NCCL's path queues after it.
         if (owner->own_count > 0) std::memcpy(owner->staging, owner->output + off * esz, owner->own_count * esz);
@@ -205,7 +217,9 @@ class EmulatedCollectives : public Collectives {
   }
   Status AllGather(CollectiveWork* w) override { return PostPhase(w, EmulatedCommunicator::kAllGather); }
   Status AllReduce(CollectiveWork* w, void* stream) override { return PostPhase(w, EmulatedCommunicator::kAllReduce); }
-  bool ScalesAverage(DataType dtype) const override { return false; }
+  bool ScalesAverage(DataType dtype) const override {
+    return EmulatedCommunicator::ScalesAverage(comm_->local_size(), dtype);
+  }
   Status Poll(CollectiveWork* w, CollectivePhase phase, bool* done) override {
     *done = false;
     auto* s = static_cast<State*>(w->state);

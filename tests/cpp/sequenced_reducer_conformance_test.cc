@@ -10,7 +10,8 @@ namespace {
 
 CollectivesKit Emulated() {
   return CollectivesKit{"emulated", &MakeEmulatedDeviceReducer,
-                        [] { return std::unique_ptr<DeviceMemory>(new HostAsDeviceMemory()); }, [] { return 64; }};
+                        [] { return std::unique_ptr<DeviceMemory>(new HostAsDeviceMemory()); }, [] { return 64; },
+                        [](int, double) { return true; }};  // no device: its tickets end with the abort
 }
 
 INSTANTIATE_TEST_SUITE_P(Emulated, SequencedReducerConformance,

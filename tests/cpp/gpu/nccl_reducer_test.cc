@@ -10,9 +10,25 @@ namespace bps {
 namespace testing_support {
 namespace {
 
+// Whether `device` finishes all its work within `seconds`: a kernel left
+// spinning for a dead peer never does (the waiting thread is then abandoned).
+bool DeviceIdle(int device, double seconds) {
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  std::thread([device, done] {
+    cudaSetDevice(device);
+    cudaDeviceSynchronize();
+    *done = true;
+  }).detach();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!*done && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return *done;
+}
+
 CollectivesKit Nccl() {
   return CollectivesKit{"nccl", &gpu::MakeNcclLocalReducer,
-                        [] { return std::unique_ptr<DeviceMemory>(new CudaMemory()); }, &CudaDeviceCount};
+                        [] { return std::unique_ptr<DeviceMemory>(new CudaMemory()); }, &CudaDeviceCount, &DeviceIdle};
 }
 
 INSTANTIATE_TEST_SUITE_P(Nccl, SequencedReducerConformance,
