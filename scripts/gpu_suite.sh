@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole GPU suite on a GPU machine: CUDA build, tests/gpu, benchmarks.
+# The whole GPU suite on a GPU machine: CUDA build, tests/gpu and the C++
+# suites over NCCL (tests/cpp/gpu), benchmarks.
 #
 #   scripts/gpu_suite.sh                 # build + tests + benchmarks
 #   scripts/gpu_suite.sh --no-bench      # build + tests
@@ -80,6 +81,13 @@ if [ "$RUN_TESTS" = 1 ]; then
   # shellcheck disable=SC2086
   "$PY" -m pytest -q -rs tests/gpu ${GPU_SUITE_PYTEST_ARGS:-} 2>&1 | tee "$LOG/tests.log"
   status=${PIPESTATUS[0]}
+  echo "== tests/cpp/gpu (the C++ suites over NCCL)"
+  # GoogleTest: installed, else sources in $BPS_GTEST_SOURCE (e.g. a copy of
+  # a Debian machine's /usr/src/googletest carried into the tree).
+  # shellcheck disable=SC2086
+  CC="$BUILD_CC" CXX="$BUILD_CXX" scripts/gpu_cpp_tests.sh ${BPS_GTEST_SOURCE:-} 2>&1 | tee "$LOG/cpp_gpu.log" |
+    grep -E "^\[  (PASSED|FAILED)|own order on NCCL"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
   echo "tests: $(( $(date +%s) - start )) s"
 fi
 

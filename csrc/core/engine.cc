@@ -1,10 +1,10 @@
 // The engine's wiring: start (rendezvous, local reducer, servers, thread),
 // submission, the engine thread's loop, shutdown. What a partition does in
-// each stage is in stage_pipeline.cc, what a failed op does in op_failure.cc.
+// each stage is in stage_pipeline.cc, how an op becomes partitions in
+// op_activation.cc, what a failed op does in op_failure.cc.
 #include "core/engine.h"
 
 #include <algorithm>
-#include <sstream>
 
 #include "common/futex.h"
 #include "common/hashing.h"
@@ -16,23 +16,6 @@ namespace bps {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string ShapeString(const bps_tensor& t) {
-  std::ostringstream s;
-  s << "[";
-  if (t.shape && t.ndim > 0) {
-    for (int i = 0; i < t.ndim; ++i) s << (i ? ", " : "") << t.shape[i];
-  } else {
-    s << t.num_elements;
-  }
-  s << "]";
-  return s.str();
-}
-
-// What local ranks compare in shared memory and servers across machines.
-uint64_t SignatureOf(DataType dtype, const std::string& shape, bool average) {
-  return HashName(std::string(DataTypeName(dtype)) + shape + (average ? " average" : " sum"));
-}
 
 }  // namespace
 
@@ -125,19 +108,7 @@ Status Engine::Submit(const bps_tensor& input, void* output, const std::string& 
   if (!initialized_) return Status(BPS_NOT_INITIALIZED, "byteps is not initialised: call init() first");
   BPS_RETURN_IF_ERROR(failure_.status());
   BPS_RETURN_IF_ERROR(ValidatePushPull(input, output, name, reduce_op, done));
-  auto op = std::make_unique<TensorOp>();
-  op->failure = Status::OK();
-  op->name = name;
-  op->name_hash = HashName(name);
-  op->input = static_cast<const char*>(input.data);
-  op->output = static_cast<char*>(output);
-  op->dtype = static_cast<DataType>(input.dtype);
-  op->count = input.num_elements;
-  op->shape = ShapeString(input);
-  op->signature = SignatureOf(op->dtype, op->shape, reduce_op == BPS_REDUCE_AVERAGE);
-  op->priority = priority;
-  op->average = reduce_op == BPS_REDUCE_AVERAGE;
-  op->shape_and_op = op->shape + (op->average ? " (average)" : " (sum)");
+  std::unique_ptr<TensorOp> op = TensorOp::FromSubmission(input, output, name, priority, reduce_op);
   {
     std::lock_guard<std::mutex> lock(compression_mu_);
     auto declared = compression_by_name_.find(op->name_hash);
@@ -188,47 +159,6 @@ void Engine::Ring() {
     local_doorbell_.fetch_add(1);
     FutexWakeAll(&local_doorbell_);
   }
-}
-
-void Engine::Activate(std::unique_ptr<TensorOp> op) {
-  const size_t esz = DataTypeSize(op->dtype);
-  LocalReducer* R = op->reducer;
-  const std::vector<Range> ranges =
-      op->fused ? std::vector<Range>{Range{0, op->count}}
-      : R ? R->PlanPartitions(op->count, static_cast<int64_t>(esz), config_.partition_bytes, num_servers_,
-                              config_.distinct_local_sizes())
-          : PlanPartitions(op->count, static_cast<int64_t>(esz), config_.partition_bytes,
-                           NetworkSliceStride(config_.distinct_local_sizes()), num_servers_);
-  TensorOp* raw = op.get();
-  // After a mismatch every rank uses fresh keys for the name (shared-memory
-  // entries, server rounds): the failed round's leftovers cannot block it.
-  const auto generation = mismatch_generation_.find(raw->name_hash);
-  if (generation != mismatch_generation_.end()) raw->name_hash = MixKey(raw->name_hash, generation->second, 0xfffe);
-  raw->name_op = ops_of_name_[raw->name_hash]++;
-  for (size_t i = 0; i < ranges.size(); ++i) {
-    auto t = std::make_unique<PartitionTask>();
-    t->op = raw;
-    t->index = static_cast<uint32_t>(i);
-    t->range = ranges[i];
-    t->local_key = MixKey(raw->name_hash, t->index, 0xffff);
-    t->last_progress = Clock::now();
-    if (raw->fused) {
-      // Launched at submission: only its completion is left to see.
-      t->entry = raw->fused_handle;
-      t->stage = Stage::kGather;
-    } else {
-      t->round = next_round_[t->local_key]++;
-    }
-    raw->parts.push_back(std::move(t));
-  }
-  raw->remaining = static_cast<int>(raw->parts.size());
-  // Every machine sends a tensor's partitions in the same order: partition p
-  // then completes on its server as early as possible, so replies flow while
-  // later pushes are still going out. Consecutive partitions go to different
-  // servers (ServerFor), so a credit window of >= servers partitions keeps
-  // every server link busy.
-  for (auto& t : raw->parts) active_.Insert(PartitionOrder{raw->priority, raw->seq, t->index}, t.get());
-  ops_.push_back(std::move(op));
 }
 
 void Engine::Loop() {

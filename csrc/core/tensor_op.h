@@ -102,6 +102,11 @@ struct TensorOp {
   Status failure;              // why, reported by done() once every partition retired
   int unretired = 0;           // failed op: partitions whose I/O or round is still open
   std::vector<std::unique_ptr<PartitionTask>> parts;
+
+  // A validated submission's op: its name, buffers, shape and the signature
+  // the local ranks and the servers compare (tensor_op.cc).
+  static std::unique_ptr<TensorOp> FromSubmission(const bps_tensor& input, void* output, const std::string& name,
+                                                  int32_t priority, int32_t reduce_op);
 };
 
 }  // namespace bps

@@ -1,0 +1,52 @@
+// An op taken in by the engine thread: cut into partitions by its reducer's
+// plan (or the host plan without one), keyed by name, generation and index,
+// given its round, and queued in scheduling order.
+#include "common/hashing.h"
+#include "core/engine.h"
+
+namespace bps {
+
+using Clock = std::chrono::steady_clock;
+
+void Engine::Activate(std::unique_ptr<TensorOp> op) {
+  const size_t esz = DataTypeSize(op->dtype);
+  LocalReducer* R = op->reducer;
+  const std::vector<Range> ranges =
+      op->fused ? std::vector<Range>{Range{0, op->count}}
+      : R ? R->PlanPartitions(op->count, static_cast<int64_t>(esz), config_.partition_bytes, num_servers_,
+                              config_.distinct_local_sizes())
+          : PlanPartitions(op->count, static_cast<int64_t>(esz), config_.partition_bytes,
+                           NetworkSliceStride(config_.distinct_local_sizes()), num_servers_);
+  TensorOp* raw = op.get();
+  // After a mismatch every rank uses fresh keys for the name (shared-memory
+  // entries, server rounds): the failed round's leftovers cannot block it.
+  const auto generation = mismatch_generation_.find(raw->name_hash);
+  if (generation != mismatch_generation_.end()) raw->name_hash = MixKey(raw->name_hash, generation->second, 0xfffe);
+  raw->name_op = ops_of_name_[raw->name_hash]++;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    auto t = std::make_unique<PartitionTask>();
+    t->op = raw;
+    t->index = static_cast<uint32_t>(i);
+    t->range = ranges[i];
+    t->local_key = MixKey(raw->name_hash, t->index, 0xffff);
+    t->last_progress = Clock::now();
+    if (raw->fused) {
+      // Launched at submission: only its completion is left to see.
+      t->entry = raw->fused_handle;
+      t->stage = Stage::kGather;
+    } else {
+      t->round = next_round_[t->local_key]++;
+    }
+    raw->parts.push_back(std::move(t));
+  }
+  raw->remaining = static_cast<int>(raw->parts.size());
+  // Every machine sends a tensor's partitions in the same order: partition p
+  // then completes on its server as early as possible, so replies flow while
+  // later pushes are still going out. Consecutive partitions go to different
+  // servers (ServerFor), so a credit window of >= servers partitions keeps
+  // every server link busy.
+  for (auto& t : raw->parts) active_.Insert(PartitionOrder{raw->priority, raw->seq, t->index}, t.get());
+  ops_.push_back(std::move(op));
+}
+
+}  // namespace bps
