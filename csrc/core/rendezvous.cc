@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 #include <chrono>
 #include <vector>
 
@@ -69,6 +70,44 @@ Status ClaimServerId(Store* store, const Config& config, int* id) {
   return Status::OK();
 }
 
+// Waits for one rendezvous key (another member's entry) until the
+// rendezvous deadline, in slices of a second so that a job aborted meanwhile
+// (a duplicate rank, the scheduler's verdict) ends the wait with its reason;
+// local rank 0 says every kWaitNoteSeconds what it still waits for. A
+// timeout returns BPS_TIMEOUT: the caller names what was missing.
+class RendezvousWait {
+ public:
+  RendezvousWait(Store* store, const Config& config)
+      : store_(store), config_(config), started_(Clock::now()),
+        deadline_(started_ + std::chrono::duration_cast<Clock::duration>(
+                                 std::chrono::duration<double>(config.rendezvous_timeout_seconds))),
+        next_note_(started_ + std::chrono::seconds(kWaitNoteSeconds)) {}
+
+  Status Get(const std::string& key, std::string* value, const std::function<std::string()>& waiting_for) {
+    for (;;) {
+      const double left = std::max(0.0, std::chrono::duration<double>(deadline_ - Clock::now()).count());
+      Status st = store_->Get(key, std::min(left, 1.0), value);
+      if (st.code() != BPS_TIMEOUT || Clock::now() >= deadline_) return st;
+      std::string why;
+      if (store_->Get("abort", 0, &why).ok()) return Status::PeerFailure("job aborted: " + why);
+      if (Clock::now() >= next_note_) {
+        next_note_ += std::chrono::seconds(kWaitNoteSeconds);
+        // One line per machine: its ranks all wait for the same ones.
+        if (config_.local_rank == 0) {
+          BPS_LOG(Warning) << "waiting for the other workers: " << waiting_for() << "; still waiting "
+                           << WaitProgress(started_, config_.rendezvous_timeout_seconds);
+        }
+      }
+    }
+  }
+
+ private:
+  Store* store_;
+  const Config& config_;
+  const Clock::time_point started_, deadline_;
+  Clock::time_point next_note_;
+};
+
 // Every rank publishes its machine's local size under machine/<DMLC_WORKER_ID>
 // and reads every machine's, filling config->machine_local_sizes.
 static Status MeetMachineSizes(Store* store, Config* config) {
@@ -78,26 +117,12 @@ static Status MeetMachineSizes(Store* store, Config* config) {
   BPS_RETURN_IF_ERROR(store->Set("machine_count", std::to_string(c.num_worker)));
   BPS_RETURN_IF_ERROR(store->Set("machine/" + std::to_string(c.worker_id), std::to_string(c.local_size)));
   std::vector<int> sizes(static_cast<size_t>(c.num_worker), 0);
-  const auto started = Clock::now();
-  const auto deadline = started + std::chrono::duration<double>(c.rendezvous_timeout_seconds);
-  auto next_note = started + std::chrono::seconds(kWaitNoteSeconds);
+  RendezvousWait wait(store, c);
   for (int m = 0; m < c.num_worker; ++m) {
     std::string value;
-    double left = std::max(0.0, std::chrono::duration<double>(deadline - Clock::now()).count());
-    Status st = store->Get("machine/" + std::to_string(m), std::min(left, 1.0), &value);
-    if (st.code() == BPS_TIMEOUT && Clock::now() < deadline) {
-      std::string why;
-      if (store->Get("abort", 0, &why).ok()) return Status::PeerFailure("job aborted: " + why);
-      if (Clock::now() >= next_note) {
-        next_note += std::chrono::seconds(kWaitNoteSeconds);
-        if (c.local_rank == 0) {
-          BPS_LOG(Warning) << "waiting for the other workers: " << MachinesArrived(store) << " (machine " << m
-                           << " not yet); still waiting " << WaitProgress(started, c.rendezvous_timeout_seconds);
-        }
-      }
-      --m;
-      continue;
-    }
+    Status st = wait.Get("machine/" + std::to_string(m), &value, [&] {
+      return MachinesArrived(store) + " (machine " + std::to_string(m) + " not yet)";
+    });
     if (st.code() == BPS_TIMEOUT) {
       int arrived = 0;
       for (int q = 0; q < c.num_worker; ++q) arrived += q < m || store->Get("machine/" + std::to_string(q), 0, &value).ok();
@@ -167,30 +192,14 @@ Status RendezvousWorkers(Store* store, Config* config) {
   BPS_RETURN_IF_ERROR(store->Set("size", std::to_string(c.size())));  // servers wait for this many
   int64_t joined = 0;
   BPS_RETURN_IF_ERROR(store->Add("workers_joined", 1, &joined));
-  const auto started = Clock::now();
-  auto deadline = started + std::chrono::duration<double>(c.rendezvous_timeout_seconds);
-  auto next_note = started + std::chrono::seconds(kWaitNoteSeconds);
+  RendezvousWait wait(store, c);
   for (int q = 0; q < c.size(); ++q) {
     std::string value;
-    double left = std::max(0.0, std::chrono::duration<double>(deadline - Clock::now()).count());
-    // In slices, so a job aborted meanwhile (a duplicate rank) ends this wait.
-    Status st = store->Get("worker/" + std::to_string(q), std::min(left, 1.0), &value);
-    if (st.code() == BPS_TIMEOUT && Clock::now() < deadline) {
-      std::string why;
-      if (store->Get("abort", 0, &why).ok()) return Status::PeerFailure("job aborted: " + why);
-      if (Clock::now() >= next_note) {
-        next_note += std::chrono::seconds(kWaitNoteSeconds);
-        // One line per machine: its ranks all wait for the same ones.
-        if (c.local_rank == 0) {
-          store->Add("workers_joined", 0, &joined);
-          BPS_LOG(Warning) << "waiting for the other workers: " << joined << " of " << c.size()
-                           << " ranks arrived (rank " << q << " not yet); still waiting "
-                           << WaitProgress(started, c.rendezvous_timeout_seconds);
-        }
-      }
-      --q;
-      continue;
-    }
+    Status st = wait.Get("worker/" + std::to_string(q), &value, [&] {
+      store->Add("workers_joined", 0, &joined);
+      return std::to_string(joined) + " of " + std::to_string(c.size()) + " ranks arrived (rank " + std::to_string(q) +
+             " not yet)";
+    });
     if (st.code() == BPS_TIMEOUT) {
       store->Add("workers_joined", 0, &joined);
       return Status::Timeout("rendezvous timed out after " + std::to_string(static_cast<int>(c.rendezvous_timeout_seconds)) +
