@@ -260,34 +260,49 @@ void Compress(const CodecHeader& h, const float* x, float* residual, uint64_t ke
   }
 }
 
-void Decompress(const char* in, uint64_t key, uint32_t round, float* out) {
+namespace {
+// A compressed payload: its header (copied out: the payload need not be
+// aligned) and its body; onebit's body is a float scale, then the signs.
+struct Encoded {
   CodecHeader h;
-  memcpy(&h, in, sizeof(h));
-  const char* body = in + sizeof(h);
-  if (static_cast<CompressorKind>(h.kind) == CompressorKind::kOneBit) {
+  const char* body;
+  bool onebit() const { return static_cast<CompressorKind>(h.kind) == CompressorKind::kOneBit; }
+  float scale() const {
     float scale;
     memcpy(&scale, body, sizeof(scale));
-    onebit::UnpackSigns(reinterpret_cast<const uint8_t*>(body + sizeof(float)), h.count, scale, out);
+    return scale;
+  }
+  const uint8_t* signs() const { return reinterpret_cast<const uint8_t*>(body + sizeof(float)); }
+};
+
+Encoded Parse(const char* in) {
+  Encoded e;
+  memcpy(&e.h, in, sizeof(e.h));
+  e.body = in + sizeof(e.h);
+  return e;
+}
+}  // namespace
+
+void Decompress(const char* in, uint64_t key, uint32_t round, float* out) {
+  const Encoded e = Parse(in);
+  if (e.onebit()) {
+    onebit::UnpackSigns(e.signs(), e.h.count, e.scale(), out);
     return;
   }
-  memset(out, 0, uint64_t{h.count} * sizeof(float));
+  memset(out, 0, uint64_t{e.h.count} * sizeof(float));
   DecompressAdd(in, key, round, out);
 }
 
 void DecompressAdd(const char* in, uint64_t key, uint32_t round, float* acc) {
-  CodecHeader h;
-  memcpy(&h, in, sizeof(h));
-  const char* body = in + sizeof(h);
-  if (static_cast<CompressorKind>(h.kind) == CompressorKind::kOneBit) {
-    float scale;
-    memcpy(&scale, body, sizeof(scale));
-    onebit::AddSigned(acc, reinterpret_cast<const uint8_t*>(body + sizeof(float)), h.count, scale);
+  const Encoded e = Parse(in);
+  if (e.onebit()) {
+    onebit::AddSigned(acc, e.signs(), e.h.count, e.scale());
     return;
   }
   std::vector<uint32_t> scratch;
-  const uint32_t* indices = SparseIndices(h, body, key, round, &scratch);
-  const float* values = SparseValues(h, body);
-  for (uint32_t i = 0; i < h.k; ++i) acc[indices[i]] += values[i];
+  const uint32_t* indices = SparseIndices(e.h, e.body, key, round, &scratch);
+  const float* values = SparseValues(e.h, e.body);
+  for (uint32_t i = 0; i < e.h.k; ++i) acc[indices[i]] += values[i];
 }
 
 }  // namespace bps
