@@ -29,6 +29,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -288,12 +289,82 @@ class Cluster:
         return out
 
 
+    def sample_links(self, interval=0.005):
+        """Starts sampling every host's link every `interval` seconds (its
+        switch port: the port's tx is the host's download, its rx the
+        upload); stop() the returned LinkSamples, then ask it about any
+        window of CLOCK_MONOTONIC (time.monotonic() of any process here)."""
+        path = os.path.join(self.logdir, f"links-{next(_sequence)}.txt")
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "link_sampler.py")
+        ports = [f"p{h.index}" for h in self.hosts]
+        popen = subprocess.Popen(["ip", "netns", "exec", self.switch, sys.executable, script, path, str(interval)] + ports,
+                                 stdin=subprocess.DEVNULL, start_new_session=True)
+        return LinkSamples(popen, path, {f"p{h.index}": h.name for h in self.hosts}, self.rate)
+
     def qdisc_drops(self):
         """Packets the shapers dropped per host: {host: (upload drops, download drops)}."""
         out = {}
         for host in self.hosts:
             out[host.name] = (_tbf_drops(host.netns, "eth0"), _tbf_drops(self.switch, f"p{host.index}"))
         return out
+
+
+class LinkSamples:
+    """The counters link_sampler.py recorded, per host: utilisation and idle
+    share of each direction over a window."""
+
+    def __init__(self, popen, path, host_of_port, rate):
+        self._popen = popen
+        self._path = path
+        self._host_of_port = host_of_port
+        self.rate_bytes = _rate_bytes(rate)
+        self.series = {}  # host -> [(t, upload bytes, download bytes)]
+
+    def stop(self):
+        if self._popen.poll() is None:
+            self._popen.send_signal(signal.SIGTERM)
+            self._popen.wait(timeout=10)
+        self.series = {}
+        if os.path.exists(self._path):
+            with open(self._path) as f:
+                for line in f:
+                    t, dev, rx, tx = line.split()
+                    # At the switch port: rx is what the host sent, tx what it received.
+                    self.series.setdefault(self._host_of_port[dev], []).append((float(t), int(rx), int(tx)))
+        return self
+
+    def summary(self, start=None, end=None, idle_below=0.05):
+        """{host: {"upload"/"download": {"gbit_s", "utilisation", "idle_share"}}} over [start, end]:
+        utilisation is bytes / (seconds x link rate); idle_share the share of
+        sample intervals whose rate was below idle_below x the link rate."""
+        out = {}
+        for host, samples in self.series.items():
+            window = [s for s in samples if (start is None or s[0] >= start) and (end is None or s[0] <= end)]
+            if len(window) < 2:
+                continue
+            seconds = window[-1][0] - window[0][0]
+            out[host] = {}
+            for direction, k in (("upload", 1), ("download", 2)):
+                total = window[-1][k] - window[0][k]
+                idle = sum(1 for a, b in zip(window, window[1:])
+                           if self.rate_bytes and (b[k] - a[k]) < idle_below * self.rate_bytes * (b[0] - a[0]))
+                out[host][direction] = {
+                    "gbit_s": round(total * 8 / seconds / 1e9, 3),
+                    "utilisation": round(total / (seconds * self.rate_bytes), 3) if self.rate_bytes else None,
+                    "idle_share": round(idle / (len(window) - 1), 3) if self.rate_bytes else None,
+                }
+        return out
+
+
+def _rate_bytes(rate):
+    """tc's rate ("25gbit", "100mbit") in bytes per second; None when unshaped."""
+    if not rate:
+        return None
+    text = rate.lower()
+    for suffix, scale in (("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3), ("bit", 1.0)):
+        if text.endswith(suffix):
+            return float(text[:-len(suffix)]) * scale / 8
+    raise ValueError(f"unknown rate {rate!r}")
 
 
 def _tbf_drops(netns, dev):

@@ -128,11 +128,13 @@ def worker(args):
         step()
     torch.cuda.synchronize()
     dist.barrier()
+    window_start = time.monotonic()  # one clock in every namespace: the link sampler's window
     start = time.perf_counter()
     for _ in range(args.steps):
         step()
     torch.cuda.synchronize()
     elapsed = time.perf_counter() - start
+    window_end = time.monotonic()
     dist.barrier()
     stats = {}
     if args.backend == "byteps":
@@ -143,7 +145,8 @@ def worker(args):
         sys.stdout.write("RESULT " + json.dumps({
             "rank": dist.get_rank(), "samples_per_s": args.steps * batch * dist.get_world_size() / elapsed,
             "step_ms": 1000 * elapsed / args.steps, "params": params, "batch": batch,
-            "gradient_bytes": params * 4, "pinned_staging_bytes": stats.get("pinned_staging_bytes", 0)}) + "\n")
+            "gradient_bytes": params * 4, "pinned_staging_bytes": stats.get("pinned_staging_bytes", 0),
+            "window": [window_start, window_end]}) + "\n")
         sys.stdout.flush()  # one write per line: ranks share the pipe
     dist.destroy_process_group()
     if args.backend == "byteps" and os.environ.get("DMLC_ROLE") == "worker":
@@ -268,12 +271,14 @@ def run_config_shaped(cluster, model, backend, args, gpus):
             workers.append(cluster.start(host, f"{port}-{backend}-m{m}g{local}",
                                          [sys.executable, *_worker_args(model, backend, args)], env))
     before = cluster.link_stats()
+    samples = cluster.sample_links(0.005)
     try:
         cluster.wait(workers, timeout=args.timeout, watch=others)
         cluster.wait(others, timeout=60)
     finally:
         for p in workers + others:
             p.stop()
+        samples.stop()
     after = cluster.link_stats()
     head = _summarize([p.output() for p in workers], M, L)
     if head is None:
@@ -282,6 +287,11 @@ def run_config_shaped(cluster, model, backend, args, gpus):
     steps = args.steps + args.warmup
     head["machine_tx_bytes_per_step"] = [(after[h.name][0] - before[h.name][0]) / steps for h in machines]
     head["machine_rx_bytes_per_step"] = [(after[h.name][1] - before[h.name][1]) / steps for h in machines]
+    # How busy each machine's link was over rank 0's timed steps (issue 26):
+    # utilisation and the share of 5 ms intervals below 5% of the rate.
+    window = head.get("window") or [None, None]
+    links = samples.summary(window[0], window[1])
+    head["machine_links"] = {h.name: links.get(h.name) for h in machines}
     return head
 
 
@@ -368,6 +378,15 @@ def main():
                           f"{gb(nccl, 'machine_rx_bytes_per_step'):.3f}; byteps "
                           f"{gb(byteps, 'machine_tx_bytes_per_step'):.3f}, {gb(byteps, 'machine_rx_bytes_per_step'):.3f}; "
                           f"gradient {byteps['gradient_bytes'] / 1e9:.3f} GB", flush=True)
+
+                    def busy(r):  # the busiest machine's upload over the timed steps
+                        links = [v["upload"] for v in (r or {}).get("machine_links", {}).values() if v]
+                        if not links or links[0]["utilisation"] is None:
+                            return "n/a"
+                        top = max(links, key=lambda u: u["utilisation"])
+                        return f"{top['utilisation']:.0%} used, {top['idle_share']:.0%} of 5 ms idle"
+                    print(f"{'':<11} link upload (busiest machine): nccl {busy(nccl)}"
+                          + (f", nccl tuned {busy(tuned)}" if tuned else "") + f"; byteps {busy(byteps)}", flush=True)
                 print(f"{'':<11} pinned staging per machine {pinned:.1f} MB = "
                       f"{pinned * 1e6 / (byteps['gradient_bytes'] or 1):.3f} x the gradient bytes", flush=True)
                 rows.append({"model": model, "repeat": rep, "hook": args.hook, "gpus": gpus, "machines": args.machines,
