@@ -79,6 +79,8 @@ def install_hook(torch, ddp, mode, args):
 
 
 def worker(mode):
+    import faulthandler
+
     import torch
     import torch.distributed as dist
     from torch.utils.data import DataLoader, DistributedSampler
@@ -87,6 +89,8 @@ def worker(mode):
 
     torch.set_num_threads(1)
     args = argparse.Namespace(**json.loads(os.environ["TTA_ARGS"]))
+    # A hung worker's stacks land in its log before the driver gives up on it.
+    faulthandler.dump_traceback_later(max(10.0, args.job_timeout - 15), exit=False)
     if mode in BYTEPS_MODES:
         import byteps_native.torch as bps
         bps.init()  # rendezvous at the scheduler with the servers (DMLC_* env)
@@ -97,7 +101,12 @@ def worker(mode):
     torch.manual_seed(0)  # the same initial weights in every mode
     model = digits_classifier(torch, args.width)
     params = sum(p.numel() for p in model.parameters())
-    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    # torch's PowerSGD hook waits for an all-reduce inside a Future callback,
+    # which runs on one of gloo's 2 worker threads: with 2 buckets in flight
+    # both threads wait and no all-reduce is left to run them (a hang). One
+    # bucket for PowerSGD (it loses backward overlap); DDP's default buckets otherwise.
+    bucket_cap_mb = 4 * params / 2**20 + 1 if mode == "powersgd" else None
+    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb)
     install_hook(torch, ddp, mode, args)
     train_set, test_set = digits()
     sampler = DistributedSampler(train_set, shuffle=True, seed=0)
@@ -156,7 +165,8 @@ class TrainingJob(Job):
 
     def common_env(self):
         a = self.args
-        knobs = {k: getattr(a, k) for k in ("width", "batch", "lr", "epochs", "eval_every", "powersgd_rank")}
+        knobs = {k: getattr(a, k) for k in ("width", "batch", "lr", "epochs", "eval_every", "powersgd_rank",
+                                            "job_timeout")}
         return {"TTA_ARGS": json.dumps(knobs), "OMP_NUM_THREADS": 1, "PYTHONUNBUFFERED": 1}
 
 
@@ -249,7 +259,7 @@ def parse_args(argv):
                    help="byteps servers on the worker hosts (k = n), or on n hosts of their own")
     p.add_argument("--width", type=int, default=2048, help="width of the two large hidden layers")
     p.add_argument("--batch", type=int, default=32, help="per worker")
-    p.add_argument("--lr", type=float, default=0.02)
+    p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--epochs", type=int, default=8)
     p.add_argument("--eval-every", type=int, default=5, help="steps between test evaluations")
     p.add_argument("--target", type=float, default=0.95, help="test accuracy of the time-to-accuracy column")
