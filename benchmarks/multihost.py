@@ -170,9 +170,14 @@ def run_worker(mode):
 # ================================================================ driver (as root, outside)
 
 class Job:
-    """One measurement: processes of a mode on a cluster of n worker hosts."""
+    """One measurement: processes of a mode on a cluster of n worker hosts.
+    Other benchmarks on emulated hosts subclass it (benchmarks/compression_tta.py):
+    their own worker script and which of their modes run byteps servers."""
 
     _port = 20000
+    worker_script = os.path.abspath(__file__)  # run as `<script> --worker <mode>` on each worker host
+    byteps_modes = ("dedicated", "colocated", "ddp-byteps")  # modes with a scheduler and servers
+    colocated_modes = ("colocated",)  # byteps modes whose servers share the worker hosts
 
     def __init__(self, cluster, n, mode, args):
         # "dedicated@small" = mode dedicated with the byteps env of variant "small" (--variant).
@@ -187,7 +192,7 @@ class Job:
         return self.cluster.hosts[:self.n]
 
     def server_hosts(self):
-        if self.mode == "colocated":
+        if self.mode in self.colocated_modes:
             return self.cluster.hosts[:self.n]
         return self.cluster.hosts[self.n:2 * self.n]
 
@@ -211,9 +216,9 @@ class Job:
         return env
 
     def start(self):
-        c, py, me = self.cluster, sys.executable, os.path.abspath(__file__)
+        c, py, me = self.cluster, sys.executable, self.worker_script
         worker_mode = self.mode
-        uses_byteps = self.mode in ("dedicated", "colocated", "ddp-byteps")
+        uses_byteps = self.mode in self.byteps_modes
         if uses_byteps:
             self.others.append(c.start(self.scheduler_host(), f"{self.port}-scheduler",
                                        [py, "-m", "byteps_native.scheduler"], self.byteps_env("scheduler")))

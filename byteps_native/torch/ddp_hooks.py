@@ -66,20 +66,21 @@ def register_push_pull_hook(ddp_model, name_prefix="", compression=None):
 
     compression: None, "fp16" or "bf16" (the bucket travels in that dtype), or
     one of the engine's compressors (Compression.onebit, Compression.topk(0.01),
-    "onebit", "topk:ratio=0.01", ...): then the Python push_pull_hook runs with
-    that compression (docs/compression.md).
+    "onebit", "topk:ratio=0.01", ...): float32 buckets then travel compressed
+    through the servers, with error feedback on the worker, exactly as with
+    PushPullHookState(compression=...) and the Python push_pull_hook (same
+    bucket names, so ranks may mix the two hooks; docs/compression.md).
     DDP takes one hook per model; a second registration raises.
     """
     if not isinstance(ddp_model, torch.nn.parallel.DistributedDataParallel):
         raise TypeError(f"register_push_pull_hook needs a DistributedDataParallel model, got "
                         f"{type(ddp_model).__name__}; wrap it first: DistributedDataParallel(model)")
-    if compression not in _WIRE_DTYPES and as_engine_spec(compression):
-        ddp_model.register_comm_hook(PushPullHookState(name_prefix, compression), push_pull_hook)
-        return
-    if compression not in _WIRE_DTYPES:
+    engine_spec = None if compression in _WIRE_DTYPES else as_engine_spec(compression)
+    if compression not in _WIRE_DTYPES and not engine_spec:
         raise ValueError(f"compression must be None, 'fp16', 'bf16', or an engine compressor such as "
                          f"Compression.onebit or 'topk:ratio=0.01', got {compression!r}")
-    _c10d.register_push_pull_hook(ddp_model.reducer, name_prefix, _WIRE_DTYPES[compression])
+    wire_dtype = _WIRE_DTYPES[compression] if compression in _WIRE_DTYPES else None
+    _c10d.register_push_pull_hook(ddp_model.reducer, name_prefix, wire_dtype, engine_spec or "")
     logger = getattr(ddp_model, "logger", None)
     if logger is not None and hasattr(logger, "_set_comm_hook_name"):
         logger._set_comm_hook_name("byteps_native.torch.register_push_pull_hook")

@@ -152,7 +152,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("name"), py::arg("priority") = 0, py::call_guard<py::gil_scoped_release>(),
         "In-place broadcast of `tensor` from `root_rank`; returns a torch Future.");
   m.def("register_push_pull_hook", &RegisterPushPullCommHook, py::arg("reducer"),
-        py::arg("name_prefix") = "", py::arg("wire_dtype") = py::none(),
+        py::arg("name_prefix") = "", py::arg("wire_dtype") = py::none(), py::arg("compression_spec") = "",
         "Install the C++ DDP communication hook (push_pull of each bucket, priority = bucket "
-        "index) on a DistributedDataParallel model's reducer.");
+        "index) on a DistributedDataParallel model's reducer. `compression_spec` (\"onebit\", "
+        "\"topk:ratio=0.01\", ...) names an engine compressor for float32 buckets.");
 }

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "c_api/byteps_c.h"
 #include "torch/push_pull.h"
 #include "torch/tensor_wire.h"
 
@@ -42,9 +43,12 @@ std::string BucketName(const std::string& prefix, size_t index, const at::Tensor
          "." + std::to_string(buffer.numel()) + WireSuffix(wire_dtype);
 }
 
-PushPullCommHook::PushPullCommHook(std::string name_prefix, std::optional<at::ScalarType> wire_dtype)
-    : name_prefix_(std::move(name_prefix)), wire_dtype_(wire_dtype) {
+PushPullCommHook::PushPullCommHook(std::string name_prefix, std::optional<at::ScalarType> wire_dtype,
+                                   std::string compression_spec)
+    : name_prefix_(std::move(name_prefix)), wire_dtype_(wire_dtype), compression_spec_(std::move(compression_spec)) {
   if (wire_dtype_) EngineDtype(*wire_dtype_, "DDP push_pull hook");
+  TORCH_CHECK(!(wire_dtype_ && !compression_spec_.empty()), "register_push_pull_hook: a bucket is either cast "
+              "for the wire (fp16/bf16) or compressed by the engine ('", compression_spec_, "'), not both");
 }
 
 c10::intrusive_ptr<c10::ivalue::Future> PushPullCommHook::runHook(c10d::GradBucket& bucket) {
@@ -56,7 +60,19 @@ c10::intrusive_ptr<c10::ivalue::Future> PushPullCommHook::runHook(c10d::GradBuck
   // Value type Tensor (not PyObject): the Reducer reads it in C++ through
   // parseHookResult, and a CUDA-aware Future orders its readers' streams.
   auto future = c10::make_intrusive<c10::ivalue::Future>(c10::TensorType::get(), std::move(devices));
-  SubmitPushPull(wire.wire, BucketName(name_prefix_, bucket.getIndex(), buffer, wire_dtype_),
+  std::string name = BucketName(name_prefix_, bucket.getIndex(), buffer, wire_dtype_);
+  if (!compression_spec_.empty()) {
+    // Declared before every push, as the Python hook does: DDP's bucket
+    // names change once (the rebuild after the first step), and an engine
+    // started again (shutdown, init) begins with no declarations. A hash map
+    // write under a lock, nothing next to the push itself.
+    if (bps_declare_compression(name.c_str(), compression_spec_.c_str()) != BPS_OK) {
+      const char* why = bps_last_error();
+      TORCH_CHECK(false, "byteps DDP hook: compression '", compression_spec_, "' for bucket '", name,
+                  "': ", (why && *why) ? why : "refused by the engine");
+    }
+  }
+  SubmitPushPull(wire.wire, name,
                  static_cast<int32_t>(bucket.getIndex()), BPS_REDUCE_AVERAGE, buffer.sizes(),
                  [future, wire](std::exception_ptr error) mutable {
                    if (!error) {
@@ -80,10 +96,11 @@ at::Tensor PushPullCommHook::parseHookResult(const c10::IValue& result) {
 }
 
 void RegisterPushPullCommHook(const std::shared_ptr<c10d::Reducer>& reducer, std::string name_prefix,
-                              std::optional<at::ScalarType> wire_dtype) {
+                              std::optional<at::ScalarType> wire_dtype, std::string compression_spec) {
   TORCH_CHECK(reducer, "register_push_pull_hook: the model has no DDP reducer; pass a "
               "torch.nn.parallel.DistributedDataParallel model");
-  reducer->register_comm_hook(std::make_unique<PushPullCommHook>(std::move(name_prefix), wire_dtype));
+  reducer->register_comm_hook(
+      std::make_unique<PushPullCommHook>(std::move(name_prefix), wire_dtype, std::move(compression_spec)));
 }
 
 }  // namespace byteps_torch

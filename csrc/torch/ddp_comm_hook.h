@@ -16,8 +16,12 @@ namespace byteps_torch {
 class PushPullCommHook final : public c10d::CommHookInterface {
  public:
   // `name_prefix` keeps two DDP models of one process apart; `wire_dtype`
-  // (float16 / bfloat16) compresses the bucket on the wire.
-  PushPullCommHook(std::string name_prefix, std::optional<at::ScalarType> wire_dtype);
+  // (float16 / bfloat16) casts the bucket for the wire; `compression_spec`
+  // ("onebit", "topk:ratio=0.01", ...; empty: none) names one of the
+  // engine's compressors, which the servers run (docs/compression.md). At
+  // most one of the two is given.
+  PushPullCommHook(std::string name_prefix, std::optional<at::ScalarType> wire_dtype,
+                   std::string compression_spec);
 
   // Averages the bucket across ranks, in place; priority = bucket index (the
   // highest index holds the first layers, which the next forward needs first).
@@ -27,6 +31,7 @@ class PushPullCommHook final : public c10d::CommHookInterface {
  private:
   std::string name_prefix_;
   std::optional<at::ScalarType> wire_dtype_;
+  std::string compression_spec_;
 };
 
 // The engine-side name of a bucket: identical to the Python hook's
@@ -37,6 +42,6 @@ std::string BucketName(const std::string& prefix, size_t index, const at::Tensor
 // Installs the hook on `reducer` (DistributedDataParallel.reducer). DDP allows
 // one hook per model: a second registration fails with the Reducer's error.
 void RegisterPushPullCommHook(const std::shared_ptr<c10d::Reducer>& reducer, std::string name_prefix,
-                              std::optional<at::ScalarType> wire_dtype);
+                              std::optional<at::ScalarType> wire_dtype, std::string compression_spec);
 
 }  // namespace byteps_torch

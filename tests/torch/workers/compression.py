@@ -1,7 +1,16 @@
-"""Compression through the servers from torch's faces: the DDP hook
-(PushPullHookState(compression=...)) and the Horovod-style
-DistributedOptimizer(compression=...). Reports each step's gradient (hook)
-and parameters (optimizer); the test compares them with the NumPy reference."""
+"""Compression through the servers from torch's faces. Usage: compression.py CASE
+
+    exact     the Python DDP hook (PushPullHookState(compression=...)), the C++
+              DDP hook (register_push_pull_hook(net, compression=...)), ranks
+              mixing the two, and the Horovod-style DistributedOptimizer:
+              each step's gradient (hooks) and parameters (optimizer), which
+              the test compares with the NumPy reference
+    disagree  ranks whose C++ hooks name different compressors (or none):
+              the error every rank's backward raises, and a later agreeing
+              model still trains
+"""
+import sys
+
 import numpy as np
 import torch
 import torch.distributed as dist
@@ -27,16 +36,37 @@ def gradient(rank, step):
     return torch.from_numpy(np.random.default_rng(100 * step + rank).standard_normal(N).astype(np.float32))
 
 
-def main():
-    dist.init_process_group("byteps")
-    rank = dist.get_rank()
+def python_hook(prefix, compression):
+    return lambda ddp: ddp.register_comm_hook(bps.PushPullHookState(prefix, compression=compression),
+                                              bps.push_pull_hook)
+
+
+def cpp_hook(prefix, compression):
+    return lambda ddp: bps.register_push_pull_hook(ddp, prefix, compression=compression)
+
+
+def hook_gradients(rank, install):
+    """The averaged gradient DDP leaves in p.grad at each step (one bucket: the one parameter)."""
     ddp = DDP(Dot())
-    ddp.register_comm_hook(bps.PushPullHookState(compression="onebit"), bps.push_pull_hook)
-    hook_grads = []
+    install(ddp)
+    grads = []
     for step in range(STEPS):
         ddp.zero_grad()
         ddp(gradient(rank, step)).backward()
-        hook_grads.append(ddp.module.p.grad.tolist())
+        grads.append(ddp.module.p.grad.tolist())
+    return grads
+
+
+def exact(rank):
+    results = {
+        "python_onebit": hook_gradients(rank, python_hook("", "onebit")),
+        "cpp_onebit": hook_gradients(rank, cpp_hook("cpp.", bps.Compression.onebit)),
+        # randomk's indices come from the bucket's name: the C++ hook must name
+        # it as the Python hook does ("<prefix>ddp.bucket0.float32.50000").
+        "cpp_randomk": hook_gradients(rank, cpp_hook("cppr.", "randomk:ratio=0.05,seed=3")),
+        # One rank on each hook: same names, same declaration, one result.
+        "mixed_topk": hook_gradients(rank, (cpp_hook if rank == 0 else python_hook)("mixed.", "topk:ratio=0.01")),
+    }
     model = Dot()
     opt = bps.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=1.0), model.named_parameters(),
                                    compression=bps.Compression.topk(0.01))
@@ -46,8 +76,29 @@ def main():
         model(gradient(rank, step)).backward()
         opt.step()
         params.append(model.p.detach().tolist())
-    report(rank, {"hook": hook_grads, "optimizer": params,
-                  "compressed_pushes": bps.stats()["compressed_pushes"] if hasattr(bps, "stats") else None})
+    results["optimizer"] = params
+    return results
+
+
+def disagree(rank):
+    outcomes = {}
+    for case, specs in (("other_compressor", ["onebit", "topk:ratio=0.01"]), ("uncompressed", ["onebit", None])):
+        ddp = DDP(Dot())
+        bps.register_push_pull_hook(ddp, f"{case}.", compression=specs[rank])
+        try:
+            ddp(gradient(rank, 0)).backward()
+            outcomes[case] = "no error"
+        except RuntimeError as error:
+            outcomes[case] = str(error)
+    # The job survives the refused tensors: a model the ranks agree on trains.
+    outcomes["after"] = hook_gradients(rank, cpp_hook("after.", "onebit"))[0][:4]
+    return outcomes
+
+
+def main():
+    dist.init_process_group("byteps")
+    rank = dist.get_rank()
+    report(rank, {"exact": exact, "disagree": disagree}[sys.argv[1]](rank))
     dist.destroy_process_group()
 
 
