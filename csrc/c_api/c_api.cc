@@ -8,7 +8,7 @@
 #include "c_api/byteps_c.h"
 #include "c_api/process_engine.h"
 #include "core/roles.h"
-#include "transport/wire.h"
+#include "transport/framing.h"
 #ifdef BPS_WITH_CUDA
 #include "gpu/nccl_collectives.h"
 #endif

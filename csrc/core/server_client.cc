@@ -4,7 +4,7 @@
 
 #include "common/logging.h"
 #include "common/net_util.h"
-#include "transport/wire.h"
+#include "ps/protocol.h"
 
 namespace bps {
 namespace {
@@ -54,9 +54,9 @@ Status ServerClient::Connect(int num_servers) {
     BPS_RETURN_IF_ERROR(st);
     addresses_[i] = addr;
     transport::Handlers handlers;
-    handlers.unexpected = [this](transport::Connection* c, const MessageHeader& h, const std::string& payload) {
-      OnUnexpected(c, h, payload);
-    };
+    handlers.frames = &PsFrameRules();
+    handlers.unexpected = [this](transport::Connection* c, const transport::FrameHeader& h,
+                                 const std::string& payload) { OnUnexpected(c, FromFrame(h), payload); };
     handlers.closed = [this](transport::Connection* c, const Status& reason) { OnClosed(c, reason); };
     for (int k = 0; k < config_.connections_per_server; ++k) {
       std::shared_ptr<transport::Connection> conn;
@@ -111,7 +111,7 @@ std::shared_ptr<PendingPull> ServerClient::Push(const PushRequest& r, std::funct
   h.signature = static_cast<uint32_t>(r.signature);
   h.partition_bytes = static_cast<uint32_t>(config_.partition_bytes);
   h.tensor_bytes = r.tensor_bytes;
-  conn->Send(h, r.data, [this, io = r.io, on_sent = std::move(on_sent)](const Status&) {
+  conn->Send(ToFrame(h), r.data, [this, io = r.io, on_sent = std::move(on_sent)](const Status&) {
     on_sent();
     io->in_flight.fetch_sub(1, std::memory_order_acq_rel);
     callbacks_.ring();
@@ -129,7 +129,7 @@ void ServerClient::RelayTensorError(uint64_t name_hash, uint32_t name_op, const 
     h.key = kRelayedOpTag | name_op;  // servers pass the key on unchanged
     h.name_hash = name_hash;
     h.payload_bytes = payload->size();
-    conns[0]->Send(h, payload->data(), [payload](const Status&) {});
+    conns[0]->SendOwned(ToFrame(h), payload, payload->data());
   }
 }
 
@@ -184,7 +184,7 @@ void ServerClient::SayGoodbye(const Status& failure) {
       } else {
         h.type = static_cast<uint16_t>(MessageType::kBye);
       }
-      c->Send(h, text->data(), [text](const Status&) {});
+      c->SendOwned(ToFrame(h), text, text->data());
     }
   }
 }

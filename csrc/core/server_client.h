@@ -20,6 +20,7 @@
 #include "common/dtype.h"
 #include "common/status.h"
 #include "store/store.h"
+#include "ps/protocol.h"
 #include "transport/transport.h"
 
 namespace bps {

@@ -2,7 +2,7 @@
 // share a lock: a shard's mutex is held only to find or create a key's state,
 // and each key's round is guarded by that key's own mutex (summation of one
 // key is serial anyway: every push adds into the same accumulator). Also the
-// 64-byte-aligned buffers that payloads land in, pooled per event loop.
+// 64-byte-aligned buffers that payloads land in, pooled per I/O thread.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -14,8 +14,8 @@
 
 #include "common/dtype.h"
 #include "compression/compressor.h"
-#include "transport/tcp/connection.h"
-#include "transport/wire.h"
+#include "ps/protocol.h"
+#include "transport/transport.h"
 
 namespace bps {
 
@@ -28,7 +28,7 @@ struct AlignedBuffer {
   size_t size = 0;
 };
 
-// Buffers by exact size, used by one event loop only (no lock).
+// Buffers by exact size, used by one I/O thread only (no lock).
 class BufferPool {
  public:
   std::shared_ptr<AlignedBuffer> Take(size_t bytes);
@@ -54,7 +54,7 @@ struct KeyState {
   CodecHeader codec;
   std::shared_ptr<AlignedBuffer> acc;      // float32 for 16-bit types
   std::shared_ptr<AlignedBuffer> wire[2];  // response buffers, by round parity
-  std::vector<std::pair<std::shared_ptr<Connection>, MessageHeader>> waiting;
+  std::vector<std::pair<std::shared_ptr<transport::Connection>, MessageHeader>> waiting;
 };
 
 class KeyTable {

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "compression/compressor.h"
-#include "transport/wire.h"
+#include "ps/protocol.h"
 
 namespace bps {
 

@@ -1,9 +1,5 @@
 #include "server/server.h"
 
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -17,96 +13,115 @@
 
 namespace bps {
 
-// One event loop and the buffers that its connections' payloads land in.
-struct Server::IoLoop {
-  explicit IoLoop(const std::string& name) : loop(name) {}
-  EventLoop loop;
-  BufferPool pool;  // touched only on loop's thread
-};
-
-// The handler of one worker connection. Lives on the connection's loop, so
-// the payload it parks between header and message needs no lock.
-class Server::WorkerLink final : public ConnectionHandler {
+// The handlers of one worker connection. They run on the connection's I/O
+// thread, so the payload parked between header and arrival needs no lock.
+class Server::WorkerLink final {
  public:
-  WorkerLink(Server* server, IoLoop* loop) : server_(server), loop_(loop) {}
-  void Attach(const std::shared_ptr<Connection>& conn) { conn_ = conn; }
-  IoLoop* loop() const { return loop_; }
+  WorkerLink(Server* server, const std::shared_ptr<Connection>& conn)
+      : server_(server), conn_(conn), pool_(*server->pools_[conn->io_thread()]) {}
 
-  void* OnHeader(Connection* conn, const MessageHeader& h, Status* reject) override {
-    if (h.type != static_cast<uint16_t>(MessageType::kPush)) return nullptr;  // small control frames
+  transport::Handlers Handlers(const std::shared_ptr<WorkerLink>& self) {
+    transport::Handlers h;
+    h.frames = &PsFrameRules();
+    h.destination = [self](Connection* conn, const transport::FrameHeader& f, Status* reject) {
+      return self->Destination(conn, f, reject);
+    };
+    h.arrived = [self](Connection*, const transport::FrameHeader& f, void*) {
+      auto shared = self->conn_.lock();
+      if (shared) self->server_->HandlePush(self->pool_, shared, FromFrame(f), std::move(self->parked_));
+    };
+    h.unexpected = [self](Connection* conn, const transport::FrameHeader& f, const std::string& text) {
+      self->server_->OnControl(conn, FromFrame(f), text);
+    };
+    h.closed = [self](Connection* conn, const Status& reason) {
+      self->parked_.reset();
+      self->server_->OnLinkClosed(conn, reason);
+    };
+    return h;
+  }
+
+ private:
+  void* Destination(Connection* conn, const transport::FrameHeader& f, Status* reject) {
+    if (f.type != static_cast<uint16_t>(MessageType::kPush)) {
+      // A response (data, but never sent to a server): small ones are
+      // ignored, larger ones close the connection.
+      if (f.payload_bytes > kMaxErrorPayloadBytes) {
+        *reject = Status::PeerFailure("unexpected " + std::string(MessageTypeName(f.type)) + " frame from " +
+                                      conn->peer_name());
+      }
+      return nullptr;
+    }
     // A push is one slice of one partition: never larger than a partition.
     const uint64_t limit = static_cast<uint64_t>(server_->config_.partition_bytes) + 4096;
-    if (h.payload_bytes > limit) {
-      *reject = Status::PeerFailure(conn->peer_name() + " pushed " + std::to_string(h.payload_bytes) +
+    if (f.payload_bytes > limit) {
+      *reject = Status::PeerFailure(conn->peer_name() + " pushed " + std::to_string(f.payload_bytes) +
                                     " bytes, more than this server's BYTEPS_PARTITION_BYTES=" +
                                     std::to_string(server_->config_.partition_bytes) +
                                     ": set the same value on every process");
       return nullptr;
     }
-    parked_ = loop_->pool.Take(h.payload_bytes);
+    parked_ = pool_.Take(f.payload_bytes);
     if (!parked_->data) {
-      *reject = Status::Internal("out of memory for a push of " + std::to_string(h.payload_bytes) + " bytes");
+      *reject = Status::Internal("out of memory for a push of " + std::to_string(f.payload_bytes) + " bytes");
       return nullptr;
     }
     return parked_->data;
   }
 
-  void OnMessage(Connection* conn, const MessageHeader& h, void* payload) override {
-    auto shared = conn_.lock();
-    if (!shared) return;
-    if (h.type == static_cast<uint16_t>(MessageType::kPush)) {
-      server_->HandlePush(loop_, shared, h, std::move(parked_));
-      return;
-    }
-    server_->OnControl(conn, h, static_cast<const char*>(payload));
-  }
-
-  void OnClosed(Connection* conn, const Status& reason) override {
-    parked_.reset();
-    server_->OnLinkClosed(conn, reason);  // may release this link (deferred): last statement
-  }
-
- private:
   Server* server_;
-  IoLoop* loop_;
   std::weak_ptr<Connection> conn_;
+  BufferPool& pool_;
   std::shared_ptr<AlignedBuffer> parked_;  // the push being received
 };
 
-Server::Server(Config config, std::shared_ptr<Store> store, int server_id, std::string listen_host)
+Server::Server(Config config, std::shared_ptr<Store> store, int server_id, std::string listen_host,
+               std::unique_ptr<transport::Transport> transport)
     : config_(std::move(config)), store_(std::move(store)), server_id_(server_id),
-      listen_host_(std::move(listen_host)) {}
+      listen_host_(std::move(listen_host)), transport_(std::move(transport)) {}
+
+transport::TransportOptions Server::TransportOptionsFor(const Config& config, int server_id) {
+  transport::TransportOptions options;
+  options.auth = transport::PeerAuth{config.job_token, Role::kServer, server_id};
+  options.liveness_seconds = config.timeout_seconds;
+  options.receive_low_water = static_cast<size_t>(config.tcp_receive_low_water);
+  options.congestion = config.tcp_congestion;
+  options.io_threads = std::max(1, config.server_engine_threads);
+  return options;
+}
 
 Server::~Server() { Stop(); }
 
 Status Server::Start() {
-  BPS_RETURN_IF_ERROR(ListenOn(listen_host_, 0, 1024, &listen_fd_, &port_));
-  timeline_.Configure("server " + std::to_string(server_id_), "server" + std::to_string(server_id_));
-  {
-    std::lock_guard<std::mutex> lock(loops_mu_);
-    loops_.emplace_back(new IoLoop("server-0"));
-    loops_.back()->loop.Start();
+  if (!transport_) {
+    BPS_RETURN_IF_ERROR(transport::CreateTransport("tcp", TransportOptionsFor(config_, server_id_), &transport_));
   }
-  HandshakeAcceptor::Options options;
+  for (int t = 0; t < transport_->io_threads(); ++t) pools_.emplace_back(new BufferPool());
+  BPS_RETURN_IF_ERROR(transport_->Listen(listen_host_, 0, &listener_));
+  timeline_.Configure("server " + std::to_string(server_id_), "server" + std::to_string(server_id_));
+  transport::AcceptOptions options;
   options.owner = "server " + std::to_string(server_id_);
-  acceptor_.reset(new HandshakeAcceptor(&loops_[0]->loop, listen_fd_, config_.job_token, options,
-                                        [this](int fd, const PeerIdentity& peer) { AdmitConnection(fd, peer); }));
-  acceptor_->Start();
-  BPS_LOG(Info) << "server " << server_id_ << " listening on " << address() << " with up to "
-                << config_.server_engine_threads << " event loops, " << (config_.enable_async ? "async" : "sync")
-                << " mode";
+  BPS_RETURN_IF_ERROR(listener_->AcceptConnections(
+      options, [this](const std::shared_ptr<Connection>& conn, const PeerIdentity& peer, transport::Handlers* h) {
+        return AdmitConnection(conn, peer, h);
+      }));
+  BPS_LOG(Info) << "server " << server_id_ << " listening on " << address() << " (" << transport_->name()
+                << ") with up to " << transport_->io_threads() << " event loops, "
+                << (config_.enable_async ? "async" : "sync") << " mode";
   return store_->Set("server/" + std::to_string(server_id_), address());
 }
 
 void Server::Stop() {
   if (stopping_.exchange(true)) return;
-  if (acceptor_) acceptor_->Stop();  // no handshake calls into this server after this
+  if (listener_) listener_->StopAccepting();  // no admission calls into this server after this
+  listener_.reset();
+  // Closes every connection and joins the I/O threads: no push is being
+  // handled after this.
+  transport_.reset();
   {
-    std::lock_guard<std::mutex> lock(loops_mu_);
-    for (auto& l : loops_) l->loop.Stop();  // joins: no push is being handled after this
+    std::lock_guard<std::mutex> lock(mu_);
+    conns_.clear();
   }
   timeline_.Finish();
-  if (listen_fd_ >= 0) close(listen_fd_);
 }
 
 void Server::Abort(const Status& why) {
@@ -197,38 +212,21 @@ Status Server::Wait(double timeout_seconds, int job_ranks) {
   return failure_;
 }
 
-Server::IoLoop* Server::NextLoop() {
-  std::lock_guard<std::mutex> lock(loops_mu_);
-  const size_t limit = static_cast<size_t>(std::max(1, config_.server_engine_threads));
-  const size_t index = next_loop_++ % limit;
-  while (loops_.size() <= index) {
-    loops_.emplace_back(new IoLoop("server-" + std::to_string(loops_.size())));
-    loops_.back()->loop.Start();
-  }
-  return loops_[index].get();
-}
-
-void Server::AdmitConnection(int fd, const PeerIdentity& peer) {
-  if (stopping_) {
-    close(fd);
-    return;
-  }
-  SetLivenessProbes(fd, config_.timeout_seconds);
-  IoLoop* loop = NextLoop();
-  auto link = std::make_shared<WorkerLink>(this, loop);
-  auto conn = std::make_shared<Connection>(fd, &loop->loop, link.get(), peer.Describe(), SocketTuningOf(config_));
-  conn->tag = peer.rank;
-  link->Attach(conn);
+bool Server::AdmitConnection(const std::shared_ptr<Connection>& conn, const PeerIdentity& peer,
+                             transport::Handlers* handlers) {
+  if (stopping_) return false;
+  auto link = std::make_shared<WorkerLink>(this, conn);
+  *handlers = link->Handlers(link);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    conns_[conn.get()] = Peer{conn, link, peer};
+    conns_[conn.get()] = Peer{conn, peer};
     ranks_seen_.insert(peer.rank);
   }
-  conn->Start();
   BPS_LOG(Debug) << "server " << server_id_ << " admitted " << peer.Describe();
+  return true;
 }
 
-void Server::OnControl(Connection* conn, const MessageHeader& h, const char* payload) {
+void Server::OnControl(Connection* conn, const MessageHeader& h, const std::string& text) {
   switch (static_cast<MessageType>(h.type)) {
     case MessageType::kBye: {
       {
@@ -242,14 +240,13 @@ void Server::OnControl(Connection* conn, const MessageHeader& h, const char* pay
       if (h.flags & kFlagTensorError) {
         // A worker saw this tensor's ranks disagree inside its machine: fail
         // the tensor on the other machines too, now, naming that cause.
-        std::string why = Printable(std::string(payload ? payload : "", payload ? h.payload_bytes : 0));
+        const std::string& why = text;
         Poison(h.name_hash, why);
         TellEveryone(h.key, h.name_hash, why, conn);
         return;
       }
       // A worker failed (e.g. it lost another server): relay its root cause.
-      std::string why =
-          conn->peer_name() + " failed: " + Printable(std::string(payload ? payload : "", payload ? h.payload_bytes : 0));
+      std::string why = conn->peer_name() + " failed: " + text;
       BPS_LOG(Error) << "server " << server_id_ << ": " << why;
       std::vector<std::shared_ptr<Connection>> others;
       {
@@ -297,26 +294,20 @@ void Server::OnLinkClosed(Connection* conn, const Status& reason) {
     for (auto& c : others) SendError(c, 0, 0, why);
   }
   cv_.notify_all();
-  // The link is on this call's stack: release it (and the connection) on
-  // its loop once this callback returned.
-  if (gone.link) {
-    IoLoop* loop = gone.link->loop();
-    loop->loop.Post([gone] {});
-  }
+  // `gone` holds the connection, whose handlers run this call: the
+  // transport keeps it alive until this callback returned.
 }
 
 void Server::SendError(const std::shared_ptr<Connection>& conn, uint64_t key, uint64_t name_hash,
                        const std::string& msg) {
   auto text = std::make_shared<std::string>(msg.substr(0, kMaxErrorPayloadBytes));
-  OutMessage m;
-  m.header.type = static_cast<uint16_t>(MessageType::kError);
-  m.header.key = key;
-  m.header.name_hash = name_hash;
-  if (name_hash != 0) m.header.flags = kFlagTensorError;
-  m.header.payload_bytes = text->size();
-  m.payload = text->data();
-  m.keepalive = text;
-  conn->Send(std::move(m));
+  MessageHeader h;
+  h.type = static_cast<uint16_t>(MessageType::kError);
+  h.key = key;
+  h.name_hash = name_hash;
+  if (name_hash != 0) h.flags = kFlagTensorError;
+  h.payload_bytes = text->size();
+  conn->SendOwned(ToFrame(h), text, text->data());
 }
 
 void Server::TellEveryone(uint64_t key, uint64_t name_hash, const std::string& msg, Connection* except) {
@@ -345,14 +336,14 @@ void Server::Poison(uint64_t name_hash, const std::string& message) {
   any_poisoned_.store(true, std::memory_order_release);
 }
 
-void Server::HandlePush(IoLoop* loop, const std::shared_ptr<Connection>& conn, const MessageHeader& h,
+void Server::HandlePush(BufferPool& pool, const std::shared_ptr<Connection>& conn, const MessageHeader& h,
                         std::shared_ptr<AlignedBuffer> payload) {
   bytes_in_.fetch_add(h.payload_bytes, std::memory_order_relaxed);
   pushes_.fetch_add(1, std::memory_order_relaxed);
   std::string poisoned;
   if (PoisonedMessage(h.name_hash, &poisoned)) {
     SendError(conn, h.key, h.name_hash, poisoned);
-    loop->pool.Give(std::move(payload));
+    pool.Give(std::move(payload));
     return;
   }
   const DataType dtype = static_cast<DataType>(h.dtype);
@@ -364,7 +355,7 @@ void Server::HandlePush(IoLoop* loop, const std::shared_ptr<Connection>& conn, c
                                                   : ValidateCompressed(payload->data, h.payload_bytes);
     if (!bad.empty()) {
       SendError(conn, h.key, h.name_hash, "server " + std::to_string(server_id_) + ": " + bad);
-      loop->pool.Give(std::move(payload));
+      pool.Give(std::move(payload));
       return;
     }
     memcpy(&codec, payload->data, sizeof(codec));
@@ -412,7 +403,7 @@ void Server::HandlePush(IoLoop* loop, const std::shared_ptr<Connection>& conn, c
     TellEveryone(h.key, h.name_hash, mismatch, nullptr);
     ks.waiting.clear();
     ks.contributions = 0;
-    loop->pool.Give(std::move(payload));
+    pool.Give(std::move(payload));
     return;
   }
   if (ks.contributions == 0) {
@@ -426,7 +417,7 @@ void Server::HandlePush(IoLoop* loop, const std::shared_ptr<Connection>& conn, c
   if (compressed) {
     // Async rounds never see one: workers with BYTEPS_ENABLE_ASYNC=1 do not
     // compress, and CheckPushTerms refused the mix of modes above.
-    SumCompressed(loop, ks, conn, h, std::move(payload), count);
+    SumCompressed(pool, ks, conn, h, std::move(payload), count);
     return;
   }
 
@@ -434,17 +425,14 @@ void Server::HandlePush(IoLoop* loop, const std::shared_ptr<Connection>& conn, c
     // Async: the key holds a running sum; every push is applied and answered.
     if (!ks.acc || ks.acc->size != acc_bytes) ks.acc = std::make_shared<AlignedBuffer>(acc_bytes);
     Accumulate(ks.acc->data, payload->data, count, dtype, fresh_key);
-    loop->pool.Give(std::move(payload));
+    pool.Give(std::move(payload));
     ks.contributions = 1;
     auto snapshot = std::make_shared<AlignedBuffer>(h.payload_bytes);
     AccumulatorToWire(snapshot->data, ks.acc->data, count, dtype);
-    OutMessage m;
-    m.header = h;
-    m.header.type = static_cast<uint16_t>(MessageType::kResponse);
-    m.payload = snapshot->data;
-    m.keepalive = snapshot;
+    MessageHeader answer = h;
+    answer.type = static_cast<uint16_t>(MessageType::kResponse);
     bytes_out_.fetch_add(h.payload_bytes, std::memory_order_relaxed);
-    conn->Send(std::move(m));
+    conn->SendOwned(ToFrame(answer), snapshot, snapshot->data);
     return;
   }
 
@@ -452,16 +440,16 @@ void Server::HandlePush(IoLoop* loop, const std::shared_ptr<Connection>& conn, c
   if (ks.contributions == 0 && !IsHalfType(dtype) && payload->size == acc_bytes) {
     // The first push of a round becomes the accumulator: its bytes landed in
     // a buffer of the right size, so adopt it instead of copying.
-    loop->pool.Give(std::move(ks.acc));
+    pool.Give(std::move(ks.acc));
     ks.acc = std::move(payload);
   } else {
-    if (!ks.acc || ks.acc->size != acc_bytes) ks.acc = loop->pool.Take(acc_bytes);
+    if (!ks.acc || ks.acc->size != acc_bytes) ks.acc = pool.Take(acc_bytes);
     Accumulate(ks.acc->data, payload->data, count, dtype, ks.contributions == 0);
-    loop->pool.Give(std::move(payload));
+    pool.Give(std::move(payload));
   }
   // The previous round's answer, once fully sent, goes back to the pool to
   // receive later pushes (buffers circulate: push -> sum -> answer -> push).
-  if (!IsHalfType(dtype) && ks.wire[0] && ks.wire[0].use_count() == 1) loop->pool.Give(std::move(ks.wire[0]));
+  if (!IsHalfType(dtype) && ks.wire[0] && ks.wire[0].use_count() == 1) pool.Give(std::move(ks.wire[0]));
   if (w0) {
     timeline_.Record("key" + std::to_string(h.key % 100000) + ".from" + std::to_string(h.sender_rank), h.partition,
                      h.round, "server_sum", w0, Timeline::NowMicros());
@@ -487,10 +475,10 @@ void Server::HandlePush(IoLoop* loop, const std::shared_ptr<Connection>& conn, c
   AnswerRound(ks, h, wire);
 }
 
-void Server::SumCompressed(IoLoop* loop, KeyState& ks, const std::shared_ptr<Connection>& conn, const MessageHeader& h,
+void Server::SumCompressed(BufferPool& pool, KeyState& ks, const std::shared_ptr<Connection>& conn, const MessageHeader& h,
                            std::shared_ptr<AlignedBuffer> payload, size_t count) {
   const size_t acc_bytes = count * sizeof(float);
-  if (!ks.acc || ks.acc->size != acc_bytes) ks.acc = loop->pool.Take(acc_bytes);
+  if (!ks.acc || ks.acc->size != acc_bytes) ks.acc = pool.Take(acc_bytes);
   float* acc = reinterpret_cast<float*>(ks.acc->data);
   // The sum in float32 of what each machine's push decompresses to.
   if (ks.contributions == 0) {
@@ -498,7 +486,7 @@ void Server::SumCompressed(IoLoop* loop, KeyState& ks, const std::shared_ptr<Con
   } else {
     DecompressAdd(payload->data, h.key, h.round, acc);
   }
-  loop->pool.Give(std::move(payload));
+  pool.Give(std::move(payload));
   ks.contributions++;
   ks.waiting.emplace_back(conn, h);
   if (ks.contributions < h.num_contributors) return;
@@ -514,14 +502,11 @@ void Server::SumCompressed(IoLoop* loop, KeyState& ks, const std::shared_ptr<Con
 void Server::AnswerRound(KeyState& ks, const MessageHeader& h, const std::shared_ptr<AlignedBuffer>& wire) {
   // Every contributor gets the round's answer from one buffer.
   for (auto& waiter : ks.waiting) {
-    OutMessage m;
-    m.header = waiter.second;
-    m.header.type = static_cast<uint16_t>(MessageType::kResponse);
-    m.header.sender_rank = static_cast<uint32_t>(server_id_);
-    m.payload = wire->data;
-    m.keepalive = wire;
+    MessageHeader answer = waiter.second;
+    answer.type = static_cast<uint16_t>(MessageType::kResponse);
+    answer.sender_rank = static_cast<uint32_t>(server_id_);
     bytes_out_.fetch_add(h.payload_bytes, std::memory_order_relaxed);
-    waiter.first->Send(std::move(m));
+    waiter.first->SendOwned(ToFrame(answer), wire, wire->data);
   }
   ks.waiting.clear();
   ks.contributions = 0;

@@ -3,12 +3,17 @@
 // (sync), or immediately with the running sum (async). Streaming: every
 // partition is summed and returned as it completes, not after the tensor.
 //
+// Workers reach it through a transport (csrc/transport/transport.h): it
+// listens, admits authenticated peers in the background, and receives each
+// push into a buffer of its own (Handlers::destination).
+//
 // Scaling with cores: worker connections are spread over up to
-// BYTEPS_SERVER_ENGINE_THREAD event loops (one per connection until there are
-// that many); each loop receives a push into a pooled buffer of its own and
-// sums it on the same core. The push path takes no server-wide lock: round
-// state is sharded by key (KeyTable), buffers are pooled per loop, and the
-// server-wide mutex guards only connections arriving and leaving.
+// BYTEPS_SERVER_ENGINE_THREAD I/O threads of the transport (one per
+// connection until there are that many); each thread receives a push into a
+// pooled buffer of its own and sums it on the same core. The push path takes
+// no server-wide lock: round state is sharded by key (KeyTable), buffers are
+// pooled per I/O thread, and the server-wide mutex guards only connections
+// arriving and leaving.
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -22,19 +27,24 @@
 
 #include "common/config.h"
 #include "core/timeline.h"
+#include "ps/protocol.h"
 #include "server/key_table.h"
 #include "store/store.h"
-#include "transport/handshake.h"
-#include "transport/handshake_acceptor.h"
-#include "transport/tcp/connection.h"
+#include "transport/transport.h"
 
 namespace bps {
 
 class Server {
  public:
   static constexpr int kFailureGraceSeconds = 2;
-  Server(Config config, std::shared_ptr<Store> store, int server_id, std::string listen_host);
+  // `transport`: what workers reach this server through; null: "tcp" with
+  // TransportOptionsFor(config).
+  Server(Config config, std::shared_ptr<Store> store, int server_id, std::string listen_host,
+         std::unique_ptr<transport::Transport> transport = nullptr);
   ~Server();
+  // A server's transport settings from its Config: the job's token, liveness
+  // (BYTEPS_TIMEOUT), socket tuning and BYTEPS_SERVER_ENGINE_THREAD I/O threads.
+  static transport::TransportOptions TransportOptionsFor(const Config& config, int server_id);
   Status Start();  // listen, then announce "server/<id>" in the store
   // Blocks until every worker rank of the job came and all of its
   // connections left (orderly: OK; any died: PeerFailure naming it) or
@@ -47,26 +57,29 @@ class Server {
   void Stop();
   // The job failed elsewhere (scheduler abort): tell connected workers, end Wait().
   void Abort(const Status& why);
-  std::string address() const { return listen_host_ + ":" + std::to_string(port_); }
+  std::string address() const { return listener_ ? listener_->address() : ""; }
   std::string StatsJson();
 
  private:
-  struct IoLoop;
+  using Connection = transport::Connection;
+  using PeerIdentity = transport::PeerIdentity;
   class WorkerLink;
 
-  void AdmitConnection(int fd, const PeerIdentity& peer);
-  IoLoop* NextLoop();
-  // On the connection's loop thread, once its payload is in `payload`.
-  void HandlePush(IoLoop* loop, const std::shared_ptr<Connection>& conn, const MessageHeader& h,
+  // An authenticated worker connection, before it reads (on an I/O thread).
+  bool AdmitConnection(const std::shared_ptr<Connection>& conn, const PeerIdentity& peer,
+                       transport::Handlers* handlers);
+  // On the connection's I/O thread (whose buffers `pool` holds), once its payload is in `payload`.
+  void HandlePush(BufferPool& pool, const std::shared_ptr<Connection>& conn, const MessageHeader& h,
                   std::shared_ptr<AlignedBuffer> payload);
   // A compressed push: decompressed into the key's float32 sum; a complete
   // round is answered compressed (csrc/compression).
   // The round of `ks` is complete: `wire` goes to every contributor, and the
   // key moves to its next round.
   void AnswerRound(KeyState& ks, const MessageHeader& h, const std::shared_ptr<AlignedBuffer>& wire);
-  void SumCompressed(IoLoop* loop, KeyState& ks, const std::shared_ptr<Connection>& conn, const MessageHeader& h,
+  void SumCompressed(BufferPool& pool, KeyState& ks, const std::shared_ptr<Connection>& conn, const MessageHeader& h,
                      std::shared_ptr<AlignedBuffer> payload, size_t count);
-  void OnControl(Connection* conn, const MessageHeader& h, const char* payload);
+  // `text`: the frame's payload, escaped by the transport.
+  void OnControl(Connection* conn, const MessageHeader& h, const std::string& text);
   void OnLinkClosed(Connection* conn, const Status& reason);
   void SendError(const std::shared_ptr<Connection>& conn, uint64_t key, uint64_t name_hash, const std::string& msg);
   // A tensor-scoped error (name_hash) to every worker connection but `except`.
@@ -78,16 +91,16 @@ class Server {
   std::shared_ptr<Store> store_;
   int server_id_;
   std::string listen_host_;
-  int listen_fd_ = -1;
-  int port_ = 0;
   std::atomic<bool> stopping_{false};
-  // Loops start as connections arrive (at most config_.server_engine_threads);
-  // the first also runs the handshakes. Guarded by loops_mu_ while growing.
-  std::mutex loops_mu_;
-  std::vector<std::unique_ptr<IoLoop>> loops_;
-  size_t next_loop_ = 0;
-  // Handshakes run in loops_[0]; stopped before anything they call into goes.
-  std::unique_ptr<HandshakeAcceptor> acceptor_;
+  // The transport's I/O threads carry the connections (at most
+  // config_.server_engine_threads); the listener's handshakes run on the
+  // first. The listener goes first: no admission calls into this server
+  // after it; then the transport: no push is being handled after it.
+  std::unique_ptr<transport::Transport> transport_;
+  std::unique_ptr<transport::Listener> listener_;
+  // The buffers pushes land in, one pool per I/O thread, each touched only
+  // by its thread (no lock).
+  std::vector<std::unique_ptr<BufferPool>> pools_;
 
   KeyTable keys_;
 
@@ -102,7 +115,6 @@ class Server {
   std::condition_variable cv_;
   struct Peer {
     std::shared_ptr<Connection> conn;
-    std::shared_ptr<WorkerLink> link;
     PeerIdentity identity;
   };
   std::map<Connection*, Peer> conns_;

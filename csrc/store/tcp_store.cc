@@ -1,9 +1,5 @@
 #include "store/tcp_store.h"
 
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -43,12 +39,12 @@ TcpStoreServer::TcpStoreServer(std::string token, double timeout_seconds)
     : token_(std::move(token)), timeout_seconds_(timeout_seconds) {}
 
 TcpStoreServer::~TcpStoreServer() {
-  if (acceptor_) acceptor_->Stop();  // no handshake calls into this object after this
-  if (loop_) loop_->Stop();
+  if (listener_) listener_->StopAccepting();  // no handshake calls into this object after this
+  listener_.reset();
   store_.Abort("scheduler shut down");
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (int fd : open_fds_) shutdown(fd, SHUT_RDWR);
+    for (transport::Stream* s : open_streams_) s->Shutdown();
   }
   std::list<std::unique_ptr<ClientThread>> threads;
   {
@@ -56,20 +52,24 @@ TcpStoreServer::~TcpStoreServer() {
     threads.swap(threads_);
   }
   for (auto& t : threads) t->thread.join();
-  if (listen_fd_ >= 0) close(listen_fd_);
+  transport_.reset();
 }
 
 Status TcpStoreServer::Listen(const std::string& host, int port) {
   BPS_RETURN_IF_ERROR(RequireRoleModeSecret(token_, "scheduler"));
-  BPS_RETURN_IF_ERROR(ListenOn(host, port, 1024, &listen_fd_, &port_));
-  loop_.reset(new EventLoop("scheduler"));
-  loop_->Start();
-  HandshakeAcceptor::Options options;
-  options.owner = "scheduler";
-  acceptor_.reset(new HandshakeAcceptor(loop_.get(), listen_fd_, token_, options,
-                                        [this](int fd, const PeerIdentity& peer) { AdmitClient(fd, peer); }));
-  acceptor_->Start();
-  return Status::OK();
+  transport::TransportOptions options;
+  options.auth = transport::PeerAuth{token_, Role::kScheduler, -1};
+  // The scheduler connections stay open for the job: their deaths must show.
+  options.liveness_seconds = timeout_seconds_;
+  options.io_threads = 1;  // handshakes only: each client's requests run on a thread of its own
+  BPS_RETURN_IF_ERROR(transport::CreateTransport("tcp", options, &transport_));
+  BPS_RETURN_IF_ERROR(transport_->Listen(host, port, &listener_));
+  port_ = listener_->port();
+  transport::AcceptOptions accept;
+  accept.owner = "scheduler";
+  return listener_->AcceptStreams(accept, [this](std::unique_ptr<transport::Stream> stream, const PeerIdentity& peer) {
+    AdmitClient(std::move(stream), peer);
+  });
 }
 
 Status TcpStoreServer::ServeUntilDone(int expected_clients) {
@@ -116,7 +116,9 @@ Status TcpStoreServer::ServeUntilDone(int expected_clients) {
       if (connected_ >= expected_clients && finished_ == connected_) {
         auto now = std::chrono::steady_clock::now();
         if (all_finished_since == std::chrono::steady_clock::time_point{}) all_finished_since = now;
-        if (!acceptor_ || acceptor_->pending() == 0 || now - all_finished_since > kHandshakeGrace) return first_failure_;
+        if (!listener_ || listener_->pending_handshakes() == 0 || now - all_finished_since > kHandshakeGrace) {
+          return first_failure_;
+        }
       } else {
         all_finished_since = {};
       }
@@ -224,16 +226,16 @@ std::string TcpStoreServer::MismatchWithSchedulerCount(const std::string& machin
          ": set the same DMLC_NUM_WORKER on every process, the scheduler's included";
 }
 
-void TcpStoreServer::AdmitClient(int fd, const PeerIdentity& peer) {
-  // The scheduler connection stays open for the job: its death must show.
-  SetLivenessProbes(fd, timeout_seconds_);
+void TcpStoreServer::AdmitClient(std::unique_ptr<transport::Stream> stream, const PeerIdentity& peer) {
   std::lock_guard<std::mutex> lock(mu_);
   ++connected_;  // counted before its handshake stops counting as pending
-  open_fds_.insert(fd);
+  open_streams_.insert(stream.get());
   threads_.emplace_back(new ClientThread());
   ClientThread* t = threads_.back().get();
-  t->thread = std::thread([this, fd, peer, t] {
-    ServeRequests(fd, peer);
+  transport::Stream* raw = stream.release();  // owned by the thread
+  t->thread = std::thread([this, raw, peer, t] {
+    ServeRequests(raw, peer);
+    delete raw;
     t->done = true;
     cv_.notify_all();
   });
@@ -255,16 +257,16 @@ void TcpStoreServer::ReapFinishedThreads() {
   for (auto& t : finished) t->thread.join();
 }
 
-void TcpStoreServer::ServeAuthenticated(int fd, const PeerIdentity& peer) {
+void TcpStoreServer::ServeAuthenticated(std::unique_ptr<transport::Stream> stream, const PeerIdentity& peer) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++connected_;
-    open_fds_.insert(fd);
+    open_streams_.insert(stream.get());
   }
-  ServeRequests(fd, peer);
+  ServeRequests(stream.get(), peer);
 }
 
-void TcpStoreServer::ServeRequests(int fd, const PeerIdentity& peer) {
+void TcpStoreServer::ServeRequests(transport::Stream* stream, const PeerIdentity& peer) {
   bool said_goodbye = false;
   // A connection that watches "abort" asks again at least every
   // AbortWatchIntervalSeconds: silence for BYTEPS_TIMEOUT means its process
@@ -279,7 +281,7 @@ void TcpStoreServer::ServeRequests(int fd, const PeerIdentity& peer) {
   std::vector<char> key, value;
   while (true) {
     StoreRequest req;
-    Status st = ReadFully(fd, &req, sizeof(req), watching ? silence_ms : -1);
+    Status st = stream->Read(&req, sizeof(req), watching ? silence_ms : -1);
     if (!st.ok()) {
       went_silent = watching && st.code() == BPS_TIMEOUT;
       failure = st;
@@ -291,7 +293,7 @@ void TcpStoreServer::ServeRequests(int fd, const PeerIdentity& peer) {
     }
     key.resize(req.key_len);
     value.resize(req.value_len);
-    if (!ReadFully(fd, key.data(), key.size(), 10000).ok() || !ReadFully(fd, value.data(), value.size(), 10000).ok()) {
+    if (!stream->Read(key.data(), key.size(), 10000).ok() || !stream->Read(value.data(), value.size(), 10000).ok()) {
       failure = Status::PeerFailure("truncated store request");
       break;
     }
@@ -332,9 +334,7 @@ void TcpStoreServer::ServeRequests(int fd, const PeerIdentity& peer) {
           st = Status::PeerFailure("job aborted: " + why);
           break;
         }
-        pollfd p{fd, POLLIN | POLLRDHUP, 0};
-        char probe;
-        if (poll(&p, 1, 0) > 0 && recv(fd, &probe, 1, MSG_PEEK | MSG_DONTWAIT) <= 0) break;
+        if (stream->PeerHungUp()) break;
       }
       if (st.code() == BPS_TIMEOUT) st = Status::Timeout(st.message());
     } else if (req.op == kOpAdd) {
@@ -347,7 +347,7 @@ void TcpStoreServer::ServeRequests(int fd, const PeerIdentity& peer) {
         std::lock_guard<std::mutex> lock(mu_);
         goodbyes_.insert({static_cast<int>(peer.role), peer.rank});
       }
-      WriteFully(fd, &rep, sizeof(rep), 1000);
+      stream->Write(&rep, sizeof(rep), 1000);
       break;
     } else {
       failure = Status::PeerFailure("unknown store op");
@@ -356,7 +356,7 @@ void TcpStoreServer::ServeRequests(int fd, const PeerIdentity& peer) {
     rep.code = st.code();
     if (!st.ok()) out = st.message();
     rep.value_len = static_cast<uint32_t>(out.size());
-    if (!WriteFully(fd, &rep, sizeof(rep), 10000).ok() || !WriteFully(fd, out.data(), out.size(), 10000).ok()) {
+    if (!stream->Write(&rep, sizeof(rep), 10000).ok() || !stream->Write(out.data(), out.size(), 10000).ok()) {
       failure = Status::PeerFailure("client went away");
       break;
     }
@@ -382,33 +382,33 @@ void TcpStoreServer::ServeRequests(int fd, const PeerIdentity& peer) {
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
-  open_fds_.erase(fd);
+  open_streams_.erase(stream);
   ++finished_;
-  close(fd);
 }
 
 Status TcpStoreClient::Connect(const HostPort& at, const std::string& token, Role role, int rank,
                                double connect_timeout_seconds, double liveness_seconds,
                                std::unique_ptr<TcpStoreClient>* out) {
   BPS_RETURN_IF_ERROR(RequireRoleModeSecret(token, RoleName(role)));
-  int fd = -1;
-  BPS_RETURN_IF_ERROR(ConnectWithRetry(at, connect_timeout_seconds, &fd, "the scheduler").WithContext("scheduler"));
+  transport::TransportOptions options;
+  options.auth = transport::PeerAuth{token, role, rank};
   // The scheduler connection stays open for the job: its death must show.
-  SetLivenessProbes(fd, liveness_seconds);
-  Status st = ConnectHandshake(fd, token, role, rank, 10000);
-  if (!st.ok()) {
-    close(fd);
-    return st.WithContext("scheduler " + at.ToString());
-  }
-  out->reset(new TcpStoreClient(fd, at, token, liveness_seconds));
+  options.liveness_seconds = liveness_seconds;
+  std::unique_ptr<transport::Transport> transport;
+  BPS_RETURN_IF_ERROR(transport::CreateTransport("tcp", options, &transport));
+  std::unique_ptr<transport::Stream> stream;
+  BPS_RETURN_IF_ERROR(transport->ConnectStream(at.ToString(), "scheduler", connect_timeout_seconds, &stream));
+  out->reset(new TcpStoreClient(std::move(transport), std::move(stream), at, token, liveness_seconds));
   return Status::OK();
 }
 
-TcpStoreClient::~TcpStoreClient() { close(fd_); }
+TcpStoreClient::~TcpStoreClient() {
+  stream_.reset();  // before its transport
+}
 
-std::string TcpStoreClient::local_address() const { return LocalAddressOf(fd_); }
+std::string TcpStoreClient::local_address() const { return stream_->local_address(); }
 
-void TcpStoreClient::ShutdownSocket() { shutdown(fd_, SHUT_RDWR); }
+void TcpStoreClient::ShutdownSocket() { stream_->Shutdown(); }
 
 Status TcpStoreClient::Call(uint8_t op, const std::string& key, const std::string& value, int64_t arg,
                             std::string* reply, int64_t* reply_arg, int timeout_ms) {
@@ -418,12 +418,12 @@ Status TcpStoreClient::Call(uint8_t op, const std::string& key, const std::strin
   std::string frame(reinterpret_cast<const char*>(&req), sizeof(req));
   frame += key;
   frame += value;
-  Status st = WriteFully(fd_, frame.data(), frame.size(), 10000);
+  Status st = stream_->Write(frame.data(), frame.size(), 10000);
   StoreReply rep;
-  if (st.ok()) st = ReadFully(fd_, &rep, sizeof(rep), timeout_ms);
+  if (st.ok()) st = stream_->Read(&rep, sizeof(rep), timeout_ms);
   if (st.ok() && rep.value_len > kMaxValue) st = Status::PeerFailure("oversized store reply");
   std::string out(st.ok() ? rep.value_len : 0, '\0');
-  if (st.ok()) st = ReadFully(fd_, &out[0], out.size(), 10000);
+  if (st.ok()) st = stream_->Read(&out[0], out.size(), 10000);
   if (!st.ok()) return Status::PeerFailure("lost the scheduler at " + at_.ToString() + ": " + st.message());
   if (rep.code != 0) {
     // The scheduler answers every request of an aborted job so (below): the

@@ -1,5 +1,6 @@
-// The scheduler's rendezvous service: a MemoryStore served over TCP with the
-// authenticated handshake, plus its client. The server also watches its
+// The scheduler's rendezvous service: a MemoryStore served over a
+// transport's authenticated streams (transport/transport.h: Listener::
+// AcceptStreams, Transport::ConnectStream; TCP today), plus its client. The server also watches its
 // clients: one that disconnects without saying goodbye aborts the job, which
 // every other client learns through the key "abort" (see Engine).
 #pragma once
@@ -19,9 +20,7 @@
 
 #include "common/net_util.h"
 #include "store/memory_store.h"
-#include "transport/handshake.h"
-#include "transport/handshake_acceptor.h"
-#include "transport/tcp/event_loop.h"
+#include "transport/transport.h"
 
 namespace bps {
 
@@ -51,19 +50,20 @@ class TcpStoreServer {
   // ran a job of 2 without a word). 0: no check.
   void ExpectWorkerMachines(int machines) { expected_machines_ = machines; }
   MemoryStore& store() { return store_; }
-  // Serves the requests of one connection that already passed the handshake,
-  // until it says goodbye or breaks, on the calling thread; owns fd. Public
-  // for the fuzz harness (csrc/fuzz/handshake_store_fuzz.cc).
-  void ServeAuthenticated(int fd, const PeerIdentity& peer);
+  // Serves the requests of one stream that already passed the handshake,
+  // until it says goodbye or breaks, on the calling thread. Public for the
+  // fuzz harness (csrc/fuzz/handshake_store_fuzz.cc).
+  void ServeAuthenticated(std::unique_ptr<transport::Stream> stream, const transport::PeerIdentity& peer);
 
  private:
+  using PeerIdentity = transport::PeerIdentity;
   struct ClientThread {
     std::thread thread;
     std::atomic<bool> done{false};
   };
-  void AdmitClient(int fd, const PeerIdentity& peer);
-  // The request loop of an authenticated, counted connection; owns fd.
-  void ServeRequests(int fd, const PeerIdentity& peer);
+  void AdmitClient(std::unique_ptr<transport::Stream> stream, const PeerIdentity& peer);
+  // The request loop of an authenticated, counted stream.
+  void ServeRequests(transport::Stream* stream, const PeerIdentity& peer);
   void ReapFinishedThreads();
   // The scheduler's own checks of what clients publish (all ranks must agree).
   void CheckPublished(const std::string& key, const std::string& value, const PeerIdentity& peer);
@@ -79,18 +79,17 @@ class TcpStoreServer {
   std::string token_;
   double timeout_seconds_;
   MemoryStore store_;
-  int listen_fd_ = -1;
   int port_ = 0;
-  // Handshakes run in this loop (no thread per stranger); an authenticated
-  // client gets a thread for its blocking requests.
-  std::unique_ptr<EventLoop> loop_;
-  std::unique_ptr<HandshakeAcceptor> acceptor_;
+  // Handshakes run on the transport's I/O thread (no thread per stranger);
+  // an authenticated client gets a thread for its blocking requests.
+  std::unique_ptr<transport::Transport> transport_;
+  std::unique_ptr<transport::Listener> listener_;
   std::mutex mu_;
   std::condition_variable cv_;
   // One per accepted connection; joined as soon as it ends, so strangers
   // that knock and are refused do not pile up finished threads.
   std::list<std::unique_ptr<ClientThread>> threads_;
-  std::set<int> open_fds_;
+  std::set<transport::Stream*> open_streams_;
   std::set<std::pair<int, int>> goodbyes_;  // (role, rank) that left in order
   int connected_ = 0;     // passed the handshake
   int finished_ = 0;
@@ -133,11 +132,14 @@ class TcpStoreClient : public Store {
   void ShutdownSocket();  // unblocks a thread waiting in Get
 
  private:
-  TcpStoreClient(int fd, HostPort at, std::string token, double liveness_seconds)
-      : fd_(fd), at_(std::move(at)), token_(std::move(token)), liveness_seconds_(liveness_seconds) {}
+  TcpStoreClient(std::unique_ptr<transport::Transport> transport, std::unique_ptr<transport::Stream> stream,
+                 HostPort at, std::string token, double liveness_seconds)
+      : transport_(std::move(transport)), stream_(std::move(stream)), at_(std::move(at)), token_(std::move(token)),
+        liveness_seconds_(liveness_seconds) {}
   Status Call(uint8_t op, const std::string& key, const std::string& value, int64_t arg, std::string* reply,
               int64_t* reply_arg, int timeout_ms);
-  int fd_;
+  std::unique_ptr<transport::Transport> transport_;
+  std::unique_ptr<transport::Stream> stream_;
   HostPort at_;
   std::string token_;  // keys this job's verdict (common/job_verdict.h)
   double liveness_seconds_;  // BYTEPS_TIMEOUT

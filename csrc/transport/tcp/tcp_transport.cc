@@ -1,9 +1,11 @@
-// The TCP implementation of transport.h over the framed Connection and a
-// pool of epoll EventLoops (IoThreadPool): every connection lives on one loop,
-// and connections are spread over the loops, so several connections to a
-// server are carried by several cores. Posted receives are matched by (key, round)
-// in OnHeader, which hands the connection the posted buffer, so payloads land
-// in place with no copy; cancellation rides on Connection::CancelReceive.
+// The TCP implementation of transport.h over the FramedSocket and a pool of
+// epoll EventLoops (IoThreadPool): every connection lives on one loop, and
+// connections are spread over the loops, so several connections to a server
+// are carried by several cores. Posted receives are matched by (key, round)
+// in OnHeader, which hands the socket the posted buffer, so payloads land in
+// place with no copy; cancellation rides on FramedSocket::CancelReceive.
+// Listeners admit peers in the background through the HandshakeAcceptor, on
+// the pool's first loop.
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -18,13 +20,16 @@
 #include "common/job_verdict.h"
 #include "common/logging.h"
 #include "common/net_util.h"
-#include "transport/handshake.h"
-#include "transport/tcp/connection.h"
+#include "transport/tcp/framed_socket.h"
+#include "transport/tcp/handshake.h"
+#include "transport/tcp/handshake_acceptor.h"
 #include "transport/tcp/tcp_transport.h"
 
 namespace bps {
 namespace transport {
 namespace {
+
+constexpr const char* kNoFrames = "Handlers::frames is not set: say which protocol the connection speaks";
 
 struct PostedReceive {
   uint32_t round = 0;
@@ -37,22 +42,36 @@ struct PostedReceive {
 
 // One peer. Keeps itself alive until its connection reported closed, since
 // the connection calls back into it until then.
-class TcpPeer final : public transport::Connection, public ::bps::ConnectionHandler,
+class TcpPeer final : public transport::Connection, public FramedSocketHandler,
                       public std::enable_shared_from_this<TcpPeer> {
  public:
-  TcpPeer(Handlers handlers, std::string peer_name) : handlers_(std::move(handlers)), peer_name_(std::move(peer_name)) {}
+  explicit TcpPeer(std::string peer_name) : peer_name_(std::move(peer_name)) {}
 
-  void Start(int fd, EventLoop* loop, const SocketTuning& tuning) {
+  // Before Start only.
+  void SetHandlers(Handlers handlers) {
+    handlers_ = std::move(handlers);
+    rules_ = handlers_.frames;
+  }
+  void Start(int fd, std::pair<EventLoop*, int> loop, const SocketTuning& tuning) {
+    io_thread_ = loop.second;
     self_ = shared_from_this();
-    conn_ = std::make_shared<::bps::Connection>(fd, loop, this, peer_name_, tuning);
+    conn_ = std::make_shared<FramedSocket>(fd, loop.first, this, peer_name_, rules_, tuning);
     conn_->Start();
   }
 
-  void Send(const MessageHeader& header, const void* payload, Callback done) override {
-    OutMessage m;
+  void Send(const FrameHeader& header, const void* payload, Callback done) override {
+    OutFrame m;
     m.header = header;
     m.payload = payload;
     m.on_sent = std::move(done);
+    conn_->Send(std::move(m));
+  }
+
+  void SendOwned(const FrameHeader& header, std::shared_ptr<void> owner, const void* payload) override {
+    OutFrame m;
+    m.header = header;
+    m.payload = payload;
+    m.keepalive = std::move(owner);
     conn_->Send(std::move(m));
   }
 
@@ -108,21 +127,23 @@ class TcpPeer final : public transport::Connection, public ::bps::ConnectionHand
     });
   }
 
-  void Close(const Status& reason) override { conn_->Close(reason); }
+  void Close(const Status& reason) override {
+    if (conn_) conn_->Close(reason);
+  }
   bool closed() {
     std::lock_guard<std::mutex> lock(mu_);
     return !closed_.ok();
   }
   const std::string& peer_name() const override { return peer_name_; }
+  int io_thread() const override { return io_thread_; }
 
-  void* OnHeader(::bps::Connection*, const MessageHeader& h, Status*) override {
+  void* OnHeader(FramedSocket*, const FrameHeader& h, Status* reject) override {
     std::shared_ptr<PostedReceive> mismatched;
+    // Only data frames fill posted receives; text and signal frames (errors,
+    // bye) always reach the unexpected handler, whatever key they carry.
+    const bool data = KindOf(h, *rules_) == FrameKind::kData;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      // Only data frames fill posted receives; control frames (errors, bye)
-      // always reach the unexpected handler, whatever key they carry.
-      const bool data = h.type == static_cast<uint16_t>(MessageType::kPush) ||
-                        h.type == static_cast<uint16_t>(MessageType::kResponse);
       auto it = data ? posted_.find(h.key) : posted_.end();
       if (it != posted_.end() && !it->second->cancelled && !it->second->receiving && it->second->round == h.round) {
         if (it->second->bytes == h.payload_bytes) {
@@ -136,13 +157,27 @@ class TcpPeer final : public transport::Connection, public ::bps::ConnectionHand
     if (mismatched) {
       mismatched->done(Status::PeerFailure(peer_name_ + " sent " + std::to_string(h.payload_bytes) +
                                            " bytes for a receive of " + std::to_string(mismatched->bytes)));
-      return ::bps::Connection::DiscardPayload();
+      return FramedSocket::DiscardPayload();
+    }
+    if (data && handlers_.destination) {
+      // The receiver's own buffer (on this loop thread, so rx_chosen_ needs no lock).
+      void* dst = handlers_.destination(this, h, reject);
+      if (!reject->ok()) return nullptr;
+      if (dst != nullptr) {
+        rx_chosen_ = dst;
+        return dst;
+      }
     }
     // Unexpected: small payloads are buffered for the handler, large dropped.
-    return h.payload_bytes <= kMaxErrorPayloadBytes ? nullptr : ::bps::Connection::DiscardPayload();
+    return h.payload_bytes <= kMaxErrorPayloadBytes ? nullptr : FramedSocket::DiscardPayload();
   }
 
-  void OnMessage(::bps::Connection*, const MessageHeader& h, void* payload) override {
+  void OnMessage(FramedSocket*, const FrameHeader& h, void* payload) override {
+    if (rx_chosen_ != nullptr && payload == rx_chosen_) {
+      rx_chosen_ = nullptr;
+      handlers_.arrived(this, h, payload);
+      return;
+    }
     std::shared_ptr<PostedReceive> done;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -161,12 +196,12 @@ class TcpPeer final : public transport::Connection, public ::bps::ConnectionHand
       std::string text(static_cast<const char*>(payload), payload ? h.payload_bytes : 0);
       // An error frame's text goes into statuses and logs: escaped here, once
       // for every consumer.
-      if (h.type == static_cast<uint16_t>(MessageType::kError)) text = Printable(text);
+      if (KindOf(h, *rules_) == FrameKind::kText) text = Printable(text);
       handlers_.unexpected(this, h, text);
     }
   }
 
-  void OnClosed(::bps::Connection*, const Status& reason) override {
+  void OnClosed(FramedSocket*, const Status& reason) override {
     std::map<uint64_t, std::shared_ptr<PostedReceive>> pending;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -181,7 +216,10 @@ class TcpPeer final : public transport::Connection, public ::bps::ConnectionHand
  private:
   Handlers handlers_;
   std::string peer_name_;
-  std::shared_ptr<::bps::Connection> conn_;
+  const FrameRules* rules_ = nullptr;
+  int io_thread_ = 0;
+  void* rx_chosen_ = nullptr;  // the payload being received went where handlers_.destination chose
+  std::shared_ptr<FramedSocket> conn_;
   std::shared_ptr<TcpPeer> self_;
   std::mutex mu_;
   Status closed_;
@@ -234,14 +272,17 @@ class IoThreadPool {
     return std::max(1, std::min(16, cores / 2));
   }
 
-  EventLoop* Next() {
+  // Round-robin: the n-th connection gets loop n % limit (and its index).
+  std::pair<EventLoop*, int> Next() {
     std::lock_guard<std::mutex> lock(mu_);
-    if (static_cast<int>(loops_.size()) < limit_) {
-      loops_.emplace_back(new EventLoop("transport-tcp-" + std::to_string(loops_.size())));
-      loops_.back()->Start();
-      return loops_.back().get();
-    }
-    return loops_[next_++ % loops_.size()].get();
+    const size_t index = next_++ % static_cast<size_t>(limit_);
+    return {At(index), static_cast<int>(index)};
+  }
+  int limit() const { return limit_; }
+  // The loop that runs a listener's handshakes (shared with the first connection).
+  EventLoop* First() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return At(0);
   }
   void StopAll() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -253,21 +294,55 @@ class IoThreadPool {
   }
 
  private:
+  EventLoop* At(size_t index) {  // mu_ held
+    while (loops_.size() <= index) {
+      loops_.emplace_back(new EventLoop("transport-tcp-" + std::to_string(loops_.size())));
+      loops_.back()->Start();
+    }
+    return loops_[index].get();
+  }
   const int limit_;
   std::mutex mu_;
   std::vector<std::unique_ptr<EventLoop>> loops_;
   size_t next_ = 0;
 };
 
+// A blocking, authenticated socket for request/reply protocols (the store).
+class TcpStream final : public Stream {
+ public:
+  explicit TcpStream(int fd) : fd_(fd) {}
+  ~TcpStream() override { close(fd_); }
+  Status Read(void* dst, size_t bytes, int timeout_ms) override { return ReadFully(fd_, dst, bytes, timeout_ms); }
+  Status Write(const void* src, size_t bytes, int timeout_ms) override {
+    return WriteFully(fd_, src, bytes, timeout_ms);
+  }
+  bool PeerHungUp() override {
+    pollfd p{fd_, POLLIN | POLLRDHUP, 0};
+    char probe;
+    return poll(&p, 1, 0) > 0 && recv(fd_, &probe, 1, MSG_PEEK | MSG_DONTWAIT) <= 0;
+  }
+  void Shutdown() override { shutdown(fd_, SHUT_RDWR); }
+  std::string local_address() const override { return LocalAddressOf(fd_); }
+
+ private:
+  const int fd_;
+};
+
 class TcpListener final : public Listener {
  public:
-  TcpListener(int fd, std::string address, const TransportOptions& options, IoThreadPool* loops,
+  TcpListener(int fd, std::string address, int port, const TransportOptions& options, IoThreadPool* loops,
               std::shared_ptr<PeerRegistry> registry)
-      : fd_(fd), address_(std::move(address)), options_(options), loops_(loops), registry_(std::move(registry)) {}
-  ~TcpListener() override { close(fd_); }
+      : fd_(fd), address_(std::move(address)), port_(port), options_(options), loops_(loops),
+        registry_(std::move(registry)) {}
+  ~TcpListener() override {
+    StopAccepting();
+    close(fd_);
+  }
   std::string address() const override { return address_; }
+  int port() const override { return port_; }
 
   Status Accept(double timeout_seconds, Handlers handlers, std::shared_ptr<Connection>* out) override {
+    if (!handlers.frames) return Status::Invalid(kNoFrames);
     pollfd p{fd_, POLLIN, 0};
     int ready = poll(&p, 1, static_cast<int>(timeout_seconds * 1000));
     if (ready <= 0) return Status::Timeout("no peer connected to " + address_ + " within the timeout");
@@ -280,16 +355,61 @@ class TcpListener final : public Listener {
       return st;
     }
     SetLivenessProbes(fd, options_.liveness_seconds);
-    auto conn = std::make_shared<TcpPeer>(std::move(handlers), peer.Describe());
+    auto conn = std::make_shared<TcpPeer>(peer.Describe());
+    conn->SetHandlers(std::move(handlers));
     conn->Start(fd, loops_->Next(), SocketTuning{options_.receive_low_water, options_.congestion});
     registry_->Add(conn);
     *out = conn;
     return Status::OK();
   }
 
+  Status AcceptConnections(AcceptOptions options, AdmitConnection admit) override {
+    return StartAcceptor(std::move(options), [this, admit](int fd, const PeerIdentity& peer) {
+      auto conn = std::make_shared<TcpPeer>(peer.Describe());
+      Handlers handlers;
+      if (!admit(conn, peer, &handlers) || !handlers.frames) {
+        close(fd);
+        return;
+      }
+      conn->SetHandlers(std::move(handlers));
+      conn->Start(fd, loops_->Next(), SocketTuning{options_.receive_low_water, options_.congestion});
+      registry_->Add(conn);
+    });
+  }
+
+  Status AcceptStreams(AcceptOptions options, AdmitStream admit) override {
+    return StartAcceptor(std::move(options), [admit](int fd, const PeerIdentity& peer) {
+      admit(std::unique_ptr<Stream>(new TcpStream(fd)), peer);
+    });
+  }
+
+  void StopAccepting() override {
+    if (acceptor_) acceptor_->Stop();
+  }
+  int pending_handshakes() const override { return acceptor_ ? acceptor_->pending() : 0; }
+
  private:
+  Status StartAcceptor(AcceptOptions options, std::function<void(int fd, const PeerIdentity& peer)> admitted) {
+    if (acceptor_) return Status::Invalid("the listener on " + address_ + " already accepts");
+    HandshakeAcceptor::Options o;
+    o.deadline_seconds = options.deadline_seconds;
+    o.max_pending = options.max_pending;
+    o.owner = options.owner;
+    const double liveness = options_.liveness_seconds;
+    acceptor_.reset(new HandshakeAcceptor(loops_->First(), fd_, options_.auth.token, o,
+                                          [liveness, admitted](int fd, const PeerIdentity& peer) {
+                                            // The connection stays open for the job: its death must show.
+                                            SetLivenessProbes(fd, liveness);
+                                            admitted(fd, peer);
+                                          }));
+    acceptor_->Start();
+    return Status::OK();
+  }
+
   int fd_;
   std::string address_;
+  int port_;
+  std::unique_ptr<HandshakeAcceptor> acceptor_;
   TransportOptions options_;
   IoThreadPool* loops_;
   std::shared_ptr<PeerRegistry> registry_;
@@ -303,16 +423,18 @@ class TcpTransport final : public Transport {
     loops_.StopAll();
   }
   const char* name() const override { return "tcp"; }
+  int io_threads() const override { return loops_.limit(); }
 
-  Status Listen(const std::string& host, std::unique_ptr<Listener>* out) override {
-    int fd = -1, port = 0;
-    BPS_RETURN_IF_ERROR(ListenOn(host, 0, 1024, &fd, &port));
-    out->reset(new TcpListener(fd, host + ":" + std::to_string(port), options_, &loops_, registry_));
+  Status Listen(const std::string& host, int port, std::unique_ptr<Listener>* out) override {
+    int fd = -1, bound = 0;
+    BPS_RETURN_IF_ERROR(ListenOn(host, port, 1024, &fd, &bound));
+    out->reset(new TcpListener(fd, host + ":" + std::to_string(bound), bound, options_, &loops_, registry_));
     return Status::OK();
   }
 
   Status Connect(const std::string& address, const std::string& peer_name, double timeout_seconds,
                  Handlers handlers, std::shared_ptr<Connection>* out) override {
+    if (!handlers.frames) return Status::Invalid(kNoFrames);
     HostPort hp;
     BPS_RETURN_IF_ERROR(ParseHostPort(address, &hp));
     int fd = -1;
@@ -331,10 +453,29 @@ class TcpTransport final : public Transport {
       close(fd);
       return st.WithContext(peer_name);
     }
-    auto conn = std::make_shared<TcpPeer>(std::move(handlers), peer_name);
+    auto conn = std::make_shared<TcpPeer>(peer_name);
+    conn->SetHandlers(std::move(handlers));
     conn->Start(fd, loops_.Next(), SocketTuning{options_.receive_low_water, options_.congestion});
     registry_->Add(conn);
     *out = conn;
+    return Status::OK();
+  }
+
+  Status ConnectStream(const std::string& address, const std::string& peer_name, double timeout_seconds,
+                       std::unique_ptr<Stream>* out) override {
+    HostPort hp;
+    BPS_RETURN_IF_ERROR(ParseHostPort(address, &hp));
+    int fd = -1;
+    const std::string waiting_for = "the " + peer_name;
+    BPS_RETURN_IF_ERROR(ConnectWithRetry(hp, timeout_seconds, &fd, waiting_for.c_str()).WithContext(peer_name));
+    // The connection stays open for the job: its death must show.
+    SetLivenessProbes(fd, options_.liveness_seconds);
+    Status st = ConnectHandshake(fd, options_.auth.token, options_.auth.role, options_.auth.rank, 10000);
+    if (!st.ok()) {
+      close(fd);
+      return st.WithContext(peer_name + " " + address);
+    }
+    out->reset(new TcpStream(fd));
     return Status::OK();
   }
 
@@ -358,6 +499,8 @@ class TcpTransport final : public Transport {
 std::unique_ptr<Transport> CreateTcpTransport(const TransportOptions& options) {
   return std::unique_ptr<Transport>(new TcpTransport(options));
 }
+
+std::unique_ptr<Stream> AdoptTcpStream(int fd) { return std::unique_ptr<Stream>(new TcpStream(fd)); }
 
 }  // namespace transport
 }  // namespace bps

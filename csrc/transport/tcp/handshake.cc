@@ -1,11 +1,11 @@
-#include "transport/handshake.h"
+#include "transport/tcp/handshake.h"
 
 #include <cstring>
 
 #include "common/logging.h"
 #include "common/net_util.h"
 #include "common/sha256.h"
-#include "transport/wire.h"
+#include "transport/framing.h"
 
 namespace bps {
 namespace {
@@ -45,11 +45,6 @@ Status CheckFrame(const HandshakeFrame& f) {
 }
 
 }  // namespace
-
-std::string PeerIdentity::Describe() const {
-  std::string who = rank >= 0 ? std::string(RoleName(role)) + " " + std::to_string(rank) : std::string(RoleName(role));
-  return who + " (" + address + ")";
-}
 
 void MakeChallenge(HandshakeFrame* challenge) {
   *challenge = HandshakeFrame();

@@ -17,7 +17,7 @@
 #include <memory>
 #include <string>
 
-#include "transport/handshake.h"
+#include "transport/tcp/handshake.h"
 #include "transport/tcp/event_loop.h"
 
 namespace bps {

@@ -12,23 +12,22 @@
 #include <string>
 #include <vector>
 
-#include "common/config.h"
 #include "common/status.h"
 #include "transport/tcp/event_loop.h"
-#include "transport/wire.h"
+#include "transport/framing.h"
 
 namespace bps {
 
-struct OutMessage {
-  MessageHeader header;
+struct OutFrame {
+  transport::FrameHeader header;
   const void* payload = nullptr;  // header.payload_bytes; valid until on_sent
   std::function<void(const Status&)> on_sent;
   std::shared_ptr<void> keepalive;  // released once written (or failed)
 };
 
-class Connection;
+class FramedSocket;
 
-// Per-socket settings of data connections (from Config).
+// Per-socket settings of data connections (from TransportOptions).
 struct SocketTuning {
   // Wake for reading only once this many bytes wait (or the rest of the
   // current message, if less); 0 wakes on every segment.
@@ -37,40 +36,38 @@ struct SocketTuning {
   std::string congestion;
 };
 
-inline SocketTuning SocketTuningOf(const Config& config) {
-  return SocketTuning{static_cast<size_t>(config.tcp_receive_low_water), config.tcp_congestion};
-}
 
-class ConnectionHandler {
+class FramedSocketHandler {
  public:
-  virtual ~ConnectionHandler() = default;
+  virtual ~FramedSocketHandler() = default;
   // A validated header arrived. Return where its payload goes (it must hold
   // header.payload_bytes), nullptr to let the connection buffer it (only
-  // allowed for small control payloads), or Connection::DiscardPayload() to
+  // allowed for small control payloads), or FramedSocket::DiscardPayload() to
   // read and drop it (OnMessage is then not called). Set *reject to drop the
   // connection.
-  virtual void* OnHeader(Connection* conn, const MessageHeader& header, Status* reject) = 0;
-  virtual void OnMessage(Connection* conn, const MessageHeader& header, void* payload) = 0;
-  virtual void OnClosed(Connection* conn, const Status& reason) = 0;
+  virtual void* OnHeader(FramedSocket* conn, const transport::FrameHeader& header, Status* reject) = 0;
+  virtual void OnMessage(FramedSocket* conn, const transport::FrameHeader& header, void* payload) = 0;
+  virtual void OnClosed(FramedSocket* conn, const Status& reason) = 0;
 };
 
-class Connection : public Pollable, public std::enable_shared_from_this<Connection> {
+class FramedSocket : public Pollable, public std::enable_shared_from_this<FramedSocket> {
  public:
   // Sends up to this size are written inline by the calling thread (the
   // lowest latency); larger ones by the connection's loop thread.
   static constexpr uint64_t kInlineWriteBytes = 64 << 10;
-  Connection(int fd, EventLoop* loop, ConnectionHandler* handler, std::string peer_name,
-             const SocketTuning& tuning = SocketTuning());
-  ~Connection() override;
+  // `rules`: the protocol's frames (static), which every header is validated against.
+  FramedSocket(int fd, EventLoop* loop, FramedSocketHandler* handler, std::string peer_name,
+               const transport::FrameRules* rules, const SocketTuning& tuning = SocketTuning());
+  ~FramedSocket() override;
   void Start();
-  void Send(OutMessage msg);  // thread-safe; small messages are written inline when possible
+  void Send(OutFrame msg);  // thread-safe; small messages are written inline when possible
   void Close(const Status& reason);  // thread-safe, idempotent
   // Thread-safe. Once `done` runs (on the loop thread), no further byte is
   // written to `dst`: a payload being received into it is read on but
   // dropped, and its OnMessage is not called. Runs `done` even when the
   // connection is closed or nothing is being received into `dst`.
   void CancelReceive(const void* dst, std::function<void()> done);
-  // The OnHeader return value that drops a payload (see ConnectionHandler).
+  // The OnHeader return value that drops a payload (see FramedSocketHandler).
   static void* DiscardPayload();
   const std::string& peer_name() const { return peer_name_; }
   bool closed() const { return closed_; }
@@ -87,16 +84,17 @@ class Connection : public Pollable, public std::enable_shared_from_this<Connecti
 
   int fd_;
   EventLoop* loop_;
-  ConnectionHandler* handler_;
+  FramedSocketHandler* handler_;
+  const transport::FrameRules* rules_;
   std::string peer_name_;
   std::atomic<bool> closed_{false};
 
   std::mutex send_mu_;
-  std::deque<OutMessage> send_queue_;
+  std::deque<OutFrame> send_queue_;
   size_t front_written_ = 0;  // bytes of the front message already sent
   bool waiting_writable_ = false;
 
-  MessageHeader rx_header_;
+  transport::FrameHeader rx_header_;
   size_t rx_header_got_ = 0;
   bool rx_in_payload_ = false;
   char* rx_dst_ = nullptr;

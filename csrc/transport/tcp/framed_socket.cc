@@ -1,4 +1,4 @@
-#include "transport/tcp/connection.h"
+#include "transport/tcp/framed_socket.h"
 
 #include <sys/epoll.h>
 #include <netinet/in.h>
@@ -16,9 +16,9 @@
 
 namespace bps {
 
-Connection::Connection(int fd, EventLoop* loop, ConnectionHandler* handler, std::string peer_name,
-                       const SocketTuning& tuning)
-    : fd_(fd), loop_(loop), handler_(handler), peer_name_(std::move(peer_name)),
+FramedSocket::FramedSocket(int fd, EventLoop* loop, FramedSocketHandler* handler, std::string peer_name,
+                           const transport::FrameRules* rules, const SocketTuning& tuning)
+    : fd_(fd), loop_(loop), handler_(handler), rules_(rules), peer_name_(std::move(peer_name)),
       receive_low_water_(tuning.receive_low_water) {
   if (!tuning.congestion.empty() &&
       setsockopt(fd_, IPPROTO_TCP, TCP_CONGESTION, tuning.congestion.data(), tuning.congestion.size()) != 0) {
@@ -35,16 +35,16 @@ Connection::Connection(int fd, EventLoop* loop, ConnectionHandler* handler, std:
   setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
 }
 
-Connection::~Connection() {
+FramedSocket::~FramedSocket() {
   if (fd_ >= 0) close(fd_);
 }
 
-void* Connection::DiscardPayload() {
+void* FramedSocket::DiscardPayload() {
   static char sentinel;
   return &sentinel;
 }
 
-void Connection::CancelReceive(const void* dst, std::function<void()> done) {
+void FramedSocket::CancelReceive(const void* dst, std::function<void()> done) {
   auto self = shared_from_this();
   loop_->Post([self, dst, done = std::move(done)] {
     if (self->rx_in_payload_ && self->rx_dst_ == dst && !self->rx_discarding_) self->rx_discarding_ = true;
@@ -52,9 +52,9 @@ void Connection::CancelReceive(const void* dst, std::function<void()> done) {
   });
 }
 
-void Connection::Start() { loop_->Register(fd_, EPOLLIN | EPOLLRDHUP, shared_from_this()); }
+void FramedSocket::Start() { loop_->Register(fd_, EPOLLIN | EPOLLRDHUP, shared_from_this()); }
 
-void Connection::Send(OutMessage msg) {
+void FramedSocket::Send(OutFrame msg) {
   std::vector<std::function<void()>> done;
   Status st;
   {
@@ -87,13 +87,13 @@ void Connection::Send(OutMessage msg) {
   }
 }
 
-Status Connection::FlushLocked(std::vector<std::function<void()>>* done) {
+Status FramedSocket::FlushLocked(std::vector<std::function<void()>>* done) {
   while (!send_queue_.empty()) {
     iovec iov[64];
     int count = 0;
     size_t skip = front_written_;
     for (auto it = send_queue_.begin(); it != send_queue_.end() && count < 62; ++it) {
-      const size_t hdr = sizeof(MessageHeader);
+      const size_t hdr = sizeof(transport::FrameHeader);
       if (skip < hdr) {
         iov[count++] = {reinterpret_cast<char*>(&it->header) + skip, hdr - skip};
         if (it->header.payload_bytes) iov[count++] = {const_cast<void*>(it->payload), it->header.payload_bytes};
@@ -121,13 +121,13 @@ Status Connection::FlushLocked(std::vector<std::function<void()>>* done) {
     size_t written = static_cast<size_t>(n) + front_written_;
     front_written_ = 0;
     while (!send_queue_.empty()) {
-      size_t total = sizeof(MessageHeader) + send_queue_.front().header.payload_bytes;
+      size_t total = sizeof(transport::FrameHeader) + send_queue_.front().header.payload_bytes;
       if (written < total) {
         front_written_ = written;
         break;
       }
       written -= total;
-      OutMessage& m = send_queue_.front();
+      OutFrame& m = send_queue_.front();
       if (m.on_sent) done->push_back([cb = std::move(m.on_sent)] { cb(Status::OK()); });
       send_queue_.pop_front();
     }
@@ -139,7 +139,7 @@ Status Connection::FlushLocked(std::vector<std::function<void()>>* done) {
   return Status::OK();
 }
 
-void Connection::OnEvents(uint32_t events) {
+void FramedSocket::OnEvents(uint32_t events) {
   if (closed_) return;
   if (events & EPOLLOUT) {
     std::vector<std::function<void()>> done;
@@ -154,27 +154,27 @@ void Connection::OnEvents(uint32_t events) {
   if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) ReadAvailable();
 }
 
-void Connection::ReadAvailable() {
+void FramedSocket::ReadAvailable() {
   // Bounded work per wakeup keeps one busy peer from starving the others.
   for (int iterations = 0; iterations < 64 && !closed_; ++iterations) {
     if (!rx_in_payload_) {
       ssize_t n = recv(fd_, reinterpret_cast<char*>(&rx_header_) + rx_header_got_,
-                       sizeof(MessageHeader) - rx_header_got_, MSG_DONTWAIT);
+                       sizeof(transport::FrameHeader) - rx_header_got_, MSG_DONTWAIT);
       if (n == 0) return CloseOnLoop(Status::PeerFailure(peer_name_ + " closed the connection"));
       if (n < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return ArmReceiveLowWater();
         return CloseOnLoop(Status::PeerFailure("connection to " + peer_name_ + " broke: " + strerror(errno)));
       }
       rx_header_got_ += static_cast<size_t>(n);
-      if (rx_header_got_ < sizeof(MessageHeader)) continue;
-      Status st = ValidateHeader(rx_header_);
+      if (rx_header_got_ < sizeof(transport::FrameHeader)) continue;
+      Status st = transport::ValidateFrame(rx_header_, *rules_);
       if (!st.ok()) return CloseOnLoop(st.WithContext("invalid frame from " + peer_name_));
       Status reject;
       void* dst = handler_->OnHeader(this, rx_header_, &reject);
       if (!reject.ok()) return CloseOnLoop(reject);
       if (dst == nullptr && rx_header_.payload_bytes > 0) {
         if (rx_header_.payload_bytes > kMaxErrorPayloadBytes) {
-          return CloseOnLoop(Status::PeerFailure("unexpected " + std::string(MessageTypeName(rx_header_.type)) +
+          return CloseOnLoop(Status::PeerFailure("unexpected " + std::string(rules_->type_name(rx_header_.type)) +
                                                  " frame from " + peer_name_));
         }
         rx_small_.resize(rx_header_.payload_bytes);
@@ -204,7 +204,7 @@ void Connection::ReadAvailable() {
     }
     rx_in_payload_ = false;
     rx_header_got_ = 0;
-    MessageHeader header = rx_header_;
+    transport::FrameHeader header = rx_header_;
     if (rx_discarding_) {
       rx_discarding_ = false;
       continue;
@@ -216,26 +216,26 @@ void Connection::ReadAvailable() {
   if (!closed_) ArmReceiveLowWater();
 }
 
-void Connection::ArmReceiveLowWater() {
+void FramedSocket::ArmReceiveLowWater() {
   // Without a low-water mark every arriving segment (64 KB with GSO) wakes
   // the loop for one recv; on a host whose cores are busy with copies, those
   // wakeups and context switches cost as much as the copies. Never above
   // what the current message still needs: its tail would not wake us. (The
   // kernel also wakes early under memory pressure or a closing window.)
   if (receive_low_water_ == 0) return;
-  size_t needed = rx_in_payload_ ? rx_header_.payload_bytes - rx_payload_got_ : sizeof(MessageHeader) - rx_header_got_;
+  size_t needed = rx_in_payload_ ? rx_header_.payload_bytes - rx_payload_got_ : sizeof(transport::FrameHeader) - rx_header_got_;
   int mark = static_cast<int>(std::max<size_t>(1, std::min(needed, receive_low_water_)));
   if (mark == armed_low_water_) return;
   if (setsockopt(fd_, SOL_SOCKET, SO_RCVLOWAT, &mark, sizeof(mark)) == 0) armed_low_water_ = mark;
 }
 
-void Connection::Close(const Status& reason) {
+void FramedSocket::Close(const Status& reason) {
   auto self = shared_from_this();
   loop_->Post([self, reason] { self->CloseOnLoop(reason); });
 }
 
-void Connection::CloseOnLoop(const Status& reason) {
-  std::deque<OutMessage> pending;
+void FramedSocket::CloseOnLoop(const Status& reason) {
+  std::deque<OutFrame> pending;
   {
     std::lock_guard<std::mutex> lock(send_mu_);
     if (closed_.exchange(true)) return;

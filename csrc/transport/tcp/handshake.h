@@ -8,16 +8,12 @@
 
 #include "common/config.h"
 #include "common/status.h"
-#include "transport/wire.h"
+#include "transport/framing.h"
+#include "transport/transport.h"
 
 namespace bps {
 
-struct PeerIdentity {
-  Role role = Role::kWorker;
-  int32_t rank = -1;  // worker rank / server id; -1 for anonymous clients
-  std::string address;
-  std::string Describe() const;  // "worker 3 (10.0.0.2:4567)"
-};
+using transport::PeerIdentity;
 
 #pragma pack(push, 1)
 struct HandshakeFrame {

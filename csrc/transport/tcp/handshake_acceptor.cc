@@ -1,4 +1,4 @@
-#include "transport/handshake_acceptor.h"
+#include "transport/tcp/handshake_acceptor.h"
 
 #include <sys/epoll.h>
 #include <sys/socket.h>
