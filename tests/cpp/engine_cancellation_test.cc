@@ -17,8 +17,8 @@
 #include "c_api/process_engine.h"
 #include "core/engine.h"
 #include "engine_harness.h"
-#include "transport/handshake.h"
-#include "transport/wire.h"
+#include "ps/protocol.h"
+#include "transport/tcp/handshake.h"
 
 namespace bps {
 namespace {

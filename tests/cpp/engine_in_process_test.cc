@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "in_process_job.h"
+#include "test_matrix.h"
 
 namespace bps {
 namespace {
@@ -24,13 +25,14 @@ using testing_support::JobShape;
 
 std::string ShapeName(const ::testing::TestParamInfo<JobShape>& info) {
   const JobShape& s = info.param;
+  const std::string over = "_" + s.transport + "_" + s.reducer;
   if (!s.local_sizes.empty()) {
     std::string name = "uneven";
     for (int l : s.local_sizes) name += "_" + std::to_string(l);
-    return name + "local_" + std::to_string(s.servers) + "servers";
+    return name + "local_" + std::to_string(s.servers) + "servers" + over;
   }
   return std::to_string(s.machines) + "machines_x" + std::to_string(s.local_size) + "local_" +
-         std::to_string(s.servers) + "servers";
+         std::to_string(s.servers) + "servers" + over;
 }
 
 class EngineInProcess : public ::testing::TestWithParam<JobShape> {};
@@ -137,15 +139,17 @@ TEST_P(EngineInProcess, EveryRankGetsTheExactSum) {
   job.Stop();
 }
 
+// Every layout over every transport and reducer (test_matrix.h).
 INSTANTIATE_TEST_SUITE_P(Layouts, EngineInProcess,
-                         ::testing::Values(JobShape{1, 2, 0},   // one machine: shared memory only
-                                           JobShape{2, 1, 1},   // two machines, one server
-                                           JobShape{3, 1, 2},   // three machines, two servers
-                                           JobShape{2, 2, 2},   // shared memory and servers
-                                           // machines of different sizes (issue 29)
-                                           JobShape{0, 0, 1, 4096, 20, 8192, {2, 1}},
-                                           JobShape{0, 0, 2, 4096, 20, 8192, {3, 1}},
-                                           JobShape{0, 0, 2, 4096, 20, 8192, {1, 2, 3}}),
+                         ::testing::ValuesIn(testing_support::OverEveryTransportAndReducer(std::vector<JobShape>{
+                             JobShape{1, 2, 0},  // one machine: shared memory only
+                             JobShape{2, 1, 1},  // two machines, one server
+                             JobShape{3, 1, 2},  // three machines, two servers
+                             JobShape{2, 2, 2},  // shared memory and servers
+                             // machines of different sizes (issue 29)
+                             JobShape{0, 0, 1, 4096, 20, 8192, {2, 1}},
+                             JobShape{0, 0, 2, 4096, 20, 8192, {3, 1}},
+                             JobShape{0, 0, 2, 4096, 20, 8192, {1, 2, 3}}})),
                          ShapeName);
 
 // Runs one push_pull of `name` on every rank in `ranks` and waits for it.

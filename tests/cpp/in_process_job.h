@@ -33,6 +33,9 @@ struct JobShape {
   // Machines of different sizes (issue 29): machine m runs local_sizes[m]
   // ranks; when set, `machines` and `local_size` are ignored.
   std::vector<int> local_sizes;
+  std::string transport = "tcp";  // workers and servers (test_matrix.h)
+  std::string reducer = "shm";    // the host reducer's name (test_matrix.h)
+  HostReducerFactory host_reducer = nullptr;  // null: the EngineOptions' own
 
   int machine_count() const { return local_sizes.empty() ? machines : static_cast<int>(local_sizes.size()); }
   int local_size_of(int m) const { return local_sizes.empty() ? local_size : local_sizes[m]; }
@@ -46,6 +49,7 @@ inline void PrintTo(const JobShape& s, std::ostream* os) {
   *os << "machines of";
   for (int l : s.local_sizes) *os << " " << l;
   *os << " local ranks, " << s.servers << " servers";
+  *os << " (" << s.transport << ", " << s.reducer << ")";
 }
 
 // One push_pull's completion, waited for by the test.
@@ -107,7 +111,9 @@ class InProcessJob {
     for (int s = 0; s < shape_.servers; ++s) {
       Config c = BaseConfig();
       c.role = Role::kServer;
-      servers_.emplace_back(new Server(c, store_, s, "127.0.0.1"));
+      std::unique_ptr<transport::Transport> transport;
+      BPS_RETURN_IF_ERROR(transport::CreateTransport(shape_.transport, Server::TransportOptionsFor(c, s), &transport));
+      servers_.emplace_back(new Server(c, store_, s, "127.0.0.1", std::move(transport)));
       BPS_RETURN_IF_ERROR(servers_.back()->Start());
     }
     for (int r = 0; r < size(); ++r) {
@@ -116,8 +122,10 @@ class InProcessJob {
       options.auth = transport::PeerAuth{c.job_token, Role::kWorker, r};
       options.liveness_seconds = c.timeout_seconds;
       std::unique_ptr<transport::Transport> transport;
-      BPS_RETURN_IF_ERROR(transport::CreateTransport("tcp", options, &transport));
-      engines_.emplace_back(new Engine(c, store_, std::move(transport), options_));
+      BPS_RETURN_IF_ERROR(transport::CreateTransport(shape_.transport, options, &transport));
+      EngineOptions engine_options = options_;
+      if (shape_.host_reducer) engine_options.host_reducer = shape_.host_reducer;
+      engines_.emplace_back(new Engine(c, store_, std::move(transport), engine_options));
     }
     std::vector<Status> results(size());
     std::vector<std::thread> starters;

@@ -1,5 +1,6 @@
-// Server rounds: an in-process Server over the MemoryStore, driven by workers
-// that are real loopback TCP connections after the real handshake.
+// Server rounds: an in-process Server over the MemoryStore, driven by fake
+// workers that reach it through the same transport (each transport of
+// test_matrix.h), after the real handshake.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -12,81 +13,83 @@
 #include <vector>
 
 #include "common/hashing.h"
-#include "common/net_util.h"
+#include "ps/protocol.h"
 #include "server/server.h"
 #include "store/memory_store.h"
-#include "transport/handshake.h"
-#include "transport/tcp/connection.h"
+#include "test_matrix.h"
+#include "transport/transport.h"
 
 namespace bps {
 namespace {
 
 constexpr char kToken[] = "server-rounds-test-token";
 
-// One fake worker: a handshaken connection that collects responses and errors.
-class FakeWorker : public ConnectionHandler {
+// One fake worker: an authenticated connection that collects responses (into
+// buffers it chooses per header) and errors.
+class FakeWorker {
  public:
-  FakeWorker(EventLoop* loop, const std::string& address, int rank) : rank_(rank) {
-    HostPort hp;
-    EXPECT_TRUE(ParseHostPort(address, &hp).ok());
-    int fd = -1;
-    Status st = ConnectWithRetry(hp, 10, &fd);
+  FakeWorker(const std::string& transport_name, const std::string& address, int rank) : rank_(rank) {
+    transport::TransportOptions options;
+    options.auth = transport::PeerAuth{kToken, Role::kWorker, rank};
+    Status st = transport::CreateTransport(transport_name, options, &transport_);
     EXPECT_TRUE(st.ok()) << st.message();
-    st = ConnectHandshake(fd, kToken, Role::kWorker, rank, 10000);
+    transport::Handlers handlers;
+    handlers.frames = &PsFrameRules();
+    handlers.destination = [this](transport::Connection*, const transport::FrameHeader& h, Status*) -> void* {
+      if (h.type != static_cast<uint16_t>(MessageType::kResponse)) return nullptr;
+      std::lock_guard<std::mutex> lock(mu_);
+      rx_.assign(h.payload_bytes / sizeof(float), 0.f);
+      return rx_.data();
+    };
+    handlers.arrived = [this](transport::Connection*, const transport::FrameHeader& h, void*) {
+      std::lock_guard<std::mutex> lock(mu_);
+      responses_[{h.key, h.round}] = rx_;
+      cv_.notify_all();
+    };
+    handlers.unexpected = [this](transport::Connection*, const transport::FrameHeader& h, const std::string& text) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (h.type == static_cast<uint16_t>(MessageType::kError)) errors_.push_back(text);
+      cv_.notify_all();
+    };
+    handlers.closed = [this](transport::Connection*, const Status&) {
+      std::lock_guard<std::mutex> lock(mu_);
+      closed_ = true;
+      cv_.notify_all();
+    };
+    st = transport_->Connect(address, "server", 10, handlers, &conn_);
     EXPECT_TRUE(st.ok()) << st.message();
-    conn_ = std::make_shared<Connection>(fd, loop, this, "server");
-    conn_->Start();
   }
-  ~FakeWorker() override {
-    // The connection calls back into this handler until it reports closed.
-    conn_->Close(Status::Shutdown("test over"));
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, std::chrono::seconds(10), [&] { return closed_; });
+  ~FakeWorker() {
+    // The connection calls back into this worker until it reports closed.
+    if (conn_) {
+      conn_->Close(Status::Shutdown("test over"));
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, std::chrono::seconds(10), [&] { return closed_; });
+    }
+    conn_.reset();
+    transport_.reset();
   }
 
   void Push(uint64_t key, uint32_t round, const std::vector<float>& data, uint16_t contributors,
             uint64_t signature = 1) {
     auto copy = std::make_shared<std::vector<float>>(data);
-    OutMessage m;
-    m.header.type = static_cast<uint16_t>(MessageType::kPush);
-    m.header.key = key;
-    m.header.name_hash = key;
-    m.header.round = round;
-    m.header.payload_bytes = copy->size() * sizeof(float);
-    m.header.sender_rank = static_cast<uint32_t>(rank_);
-    m.header.dtype = static_cast<uint8_t>(DataType::kFloat32);
-    m.header.num_contributors = contributors;
-    m.header.signature = signature;
-    m.header.tensor_bytes = m.header.payload_bytes;
-    m.payload = copy->data();
-    m.keepalive = copy;
-    conn_->Send(std::move(m));
+    MessageHeader h;
+    h.type = static_cast<uint16_t>(MessageType::kPush);
+    h.key = key;
+    h.name_hash = key;
+    h.round = round;
+    h.payload_bytes = copy->size() * sizeof(float);
+    h.sender_rank = static_cast<uint32_t>(rank_);
+    h.dtype = static_cast<uint8_t>(DataType::kFloat32);
+    h.num_contributors = contributors;
+    h.signature = signature;
+    h.tensor_bytes = h.payload_bytes;
+    conn_->SendOwned(ToFrame(h), copy, copy->data());
   }
   void Bye() {
-    OutMessage m;
-    m.header.type = static_cast<uint16_t>(MessageType::kBye);
-    conn_->Send(std::move(m));
-  }
-
-  void* OnHeader(Connection*, const MessageHeader& h, Status*) override {
-    if (h.type != static_cast<uint16_t>(MessageType::kResponse)) return nullptr;
-    std::lock_guard<std::mutex> lock(mu_);
-    rx_.assign(h.payload_bytes / sizeof(float), 0.f);
-    return rx_.data();
-  }
-  void OnMessage(Connection*, const MessageHeader& h, void* payload) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (h.type == static_cast<uint16_t>(MessageType::kResponse)) {
-      responses_[{h.key, h.round}] = rx_;
-    } else if (h.type == static_cast<uint16_t>(MessageType::kError)) {
-      errors_.emplace_back(static_cast<char*>(payload), h.payload_bytes);
-    }
-    cv_.notify_all();
-  }
-  void OnClosed(Connection*, const Status&) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    closed_ = true;
-    cv_.notify_all();
+    MessageHeader h;
+    h.type = static_cast<uint16_t>(MessageType::kBye);
+    conn_->Send(ToFrame(h), nullptr, [](const Status&) {});
   }
 
   std::vector<float> WaitResponse(uint64_t key, uint32_t round) {
@@ -108,7 +111,8 @@ class FakeWorker : public ConnectionHandler {
 
  private:
   int rank_;
-  std::shared_ptr<Connection> conn_;
+  std::unique_ptr<transport::Transport> transport_;
+  std::shared_ptr<transport::Connection> conn_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<float> rx_;
@@ -117,7 +121,7 @@ class FakeWorker : public ConnectionHandler {
   bool closed_ = false;
 };
 
-class ServerRounds : public ::testing::Test {
+class ServerRounds : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     config_.job_token = kToken;
@@ -125,19 +129,18 @@ class ServerRounds : public ::testing::Test {
     config_.timeout_seconds = 10;
     config_.rendezvous_timeout_seconds = 10;
     store_ = std::make_shared<MemoryStore>();
-    server_.reset(new Server(config_, store_, 0, "127.0.0.1"));
+    std::unique_ptr<transport::Transport> transport;
+    ASSERT_TRUE(transport::CreateTransport(GetParam(), Server::TransportOptionsFor(config_, 0), &transport).ok());
+    server_.reset(new Server(config_, store_, 0, "127.0.0.1", std::move(transport)));
     ASSERT_TRUE(server_->Start().ok());
     ASSERT_TRUE(store_->Get("server/0", 5, &address_).ok());
-    loop_.reset(new EventLoop("fake-workers"));
-    loop_->Start();
   }
   void TearDown() override {
     workers_.clear();
     server_->Stop();
-    loop_->Stop();
   }
   FakeWorker& AddWorker(int rank) {
-    workers_.emplace_back(new FakeWorker(loop_.get(), address_, rank));
+    workers_.emplace_back(new FakeWorker(GetParam(), address_, rank));
     return *workers_.back();
   }
 
@@ -145,11 +148,10 @@ class ServerRounds : public ::testing::Test {
   std::shared_ptr<MemoryStore> store_;
   std::unique_ptr<Server> server_;
   std::string address_;
-  std::unique_ptr<EventLoop> loop_;
   std::vector<std::unique_ptr<FakeWorker>> workers_;
 };
 
-TEST_F(ServerRounds, SumsEachRoundAndAnswersEveryContributor) {
+TEST_P(ServerRounds, SumsEachRoundAndAnswersEveryContributor) {
   FakeWorker& a = AddWorker(0);
   FakeWorker& b = AddWorker(1);
   const uint64_t key = HashName("w");
@@ -164,7 +166,7 @@ TEST_F(ServerRounds, SumsEachRoundAndAnswersEveryContributor) {
   }
 }
 
-TEST_F(ServerRounds, ARoundCompletesOnlyWithEveryContribution) {
+TEST_P(ServerRounds, ARoundCompletesOnlyWithEveryContribution) {
   FakeWorker& a = AddWorker(0);
   FakeWorker& b = AddWorker(1);
   const uint64_t key = HashName("late");
@@ -177,7 +179,7 @@ TEST_F(ServerRounds, ARoundCompletesOnlyWithEveryContribution) {
   EXPECT_EQ(got[0], 5.0f);
 }
 
-TEST_F(ServerRounds, KeysAreIndependent) {
+TEST_P(ServerRounds, KeysAreIndependent) {
   FakeWorker& a = AddWorker(0);
   FakeWorker& b = AddWorker(1);
   for (uint64_t k = 1; k <= 16; ++k) a.Push(k, 0, std::vector<float>(32, static_cast<float>(k)), 2);
@@ -185,7 +187,7 @@ TEST_F(ServerRounds, KeysAreIndependent) {
   for (uint64_t k = 1; k <= 16; ++k) EXPECT_EQ(b.WaitResponse(k, 0).at(0), k + 1.0f);
 }
 
-TEST_F(ServerRounds, DisagreeingContributionsFailBothWorkersNamingTheRanks) {
+TEST_P(ServerRounds, DisagreeingContributionsFailBothWorkersNamingTheRanks) {
   FakeWorker& a = AddWorker(0);
   FakeWorker& b = AddWorker(1);
   const uint64_t key = HashName("fc1.weight");
@@ -198,7 +200,7 @@ TEST_F(ServerRounds, DisagreeingContributionsFailBothWorkersNamingTheRanks) {
   }
 }
 
-TEST_F(ServerRounds, WaitEndsWhenEveryWorkerSaidGoodbye) {
+TEST_P(ServerRounds, WaitEndsWhenEveryWorkerSaidGoodbye) {
   ASSERT_TRUE(store_->Set("size", "2").ok());
   FakeWorker& a = AddWorker(0);
   FakeWorker& b = AddWorker(1);
@@ -208,7 +210,7 @@ TEST_F(ServerRounds, WaitEndsWhenEveryWorkerSaidGoodbye) {
   EXPECT_TRUE(st.ok()) << st.message();
 }
 
-TEST_F(ServerRounds, WaitCountsWorkerRanksNotConnections) {
+TEST_P(ServerRounds, WaitCountsWorkerRanksNotConnections) {
   // BYTEPS_TCP_CONNECTIONS defaults by core count, so ranks may open
   // different numbers of connections: two connections of rank 0 are not two
   // workers.
@@ -225,7 +227,7 @@ TEST_F(ServerRounds, WaitCountsWorkerRanksNotConnections) {
   EXPECT_TRUE(st.ok()) << st.message();
 }
 
-TEST_F(ServerRounds, ConcurrentWorkersOnSeveralLoopsSumEveryKeyExactly) {
+TEST_P(ServerRounds, ConcurrentWorkersOnSeveralLoopsSumEveryKeyExactly) {
   // Four ranks, two with a second connection, over the server's loops
   // (BYTEPS_SERVER_ENGINE_THREAD=2 here): every key's rounds are summed on
   // whichever loop received each push, under that key's lock only.
@@ -258,6 +260,9 @@ TEST_F(ServerRounds, ConcurrentWorkersOnSeveralLoopsSumEveryKeyExactly) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(mismatches.load(), 0);
 }
+
+INSTANTIATE_TEST_SUITE_P(EveryTransport, ServerRounds, ::testing::ValuesIn(testing_support::Transports()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 }  // namespace
 }  // namespace bps

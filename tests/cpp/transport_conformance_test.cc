@@ -1,6 +1,7 @@
 // The transport conformance suite: the semantics of transport/transport.h,
-// written once and instantiated for every implementation (tcp today; an RDMA
-// sibling adds its name to the instantiation below).
+// written once and instantiated for every implementation (test_matrix.h:
+// tcp today; an RDMA sibling adds its name there). Frames are the suite's own
+// (test_frames.h): a transport knows no tensors.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -11,8 +12,10 @@
 #include <thread>
 #include <vector>
 
-#include "transport/transport.h"
 #include "completion.h"
+#include "test_frames.h"
+#include "test_matrix.h"
+#include "transport/transport.h"
 
 namespace bps {
 namespace transport {
@@ -20,13 +23,12 @@ namespace {
 
 constexpr char kToken[] = "conformance-token";
 
-MessageHeader DataHeader(uint64_t key, uint32_t round, uint64_t bytes) {
-  MessageHeader h;
-  h.type = static_cast<uint16_t>(MessageType::kResponse);
-  h.key = key;
-  h.round = round;
-  h.dtype = static_cast<uint8_t>(DataType::kFloat32);
-  h.payload_bytes = bytes;
+using testing_frames::DataHeader;
+using testing_frames::TestFrameRules;
+using testing_frames::TextHeader;
+
+Handlers Speaking(Handlers h) {
+  h.frames = &TestFrameRules();
   return h;
 }
 
@@ -38,9 +40,10 @@ class TransportConformance : public ::testing::TestWithParam<std::string> {
     options.liveness_seconds = 30;
     ASSERT_TRUE(CreateTransport(GetParam(), options, &transport_).ok());
     std::unique_ptr<Listener> listener;
-    ASSERT_TRUE(transport_->Listen("127.0.0.1", &listener).ok());
+    ASSERT_TRUE(transport_->Listen("127.0.0.1", 0, &listener).ok());
     Handlers receiver;
-    receiver.unexpected = [this](Connection*, const MessageHeader& h, const std::string& payload) {
+    receiver.frames = &TestFrameRules();
+    receiver.unexpected = [this](Connection*, const FrameHeader& h, const std::string& payload) {
       std::lock_guard<std::mutex> lock(mu_);
       unexpected_.push_back({h, payload});
       cv_.notify_all();
@@ -51,7 +54,7 @@ class TransportConformance : public ::testing::TestWithParam<std::string> {
       cv_.notify_all();
     };
     std::thread accept([&] { ASSERT_TRUE(listener->Accept(10, receiver, &receiver_).ok()); });
-    ASSERT_TRUE(transport_->Connect(listener->address(), "receiver", 10, Handlers{}, &sender_).ok());
+    ASSERT_TRUE(transport_->Connect(listener->address(), "receiver", 10, Speaking(Handlers{}), &sender_).ok());
     accept.join();
     ASSERT_TRUE(receiver_ && sender_);
   }
@@ -77,7 +80,7 @@ class TransportConformance : public ::testing::TestWithParam<std::string> {
   std::shared_ptr<Connection> sender_, receiver_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<std::pair<MessageHeader, std::string>> unexpected_;
+  std::vector<std::pair<FrameHeader, std::string>> unexpected_;
   int closed_calls_ = 0;
 };
 
@@ -116,10 +119,7 @@ TEST_P(TransportConformance, ManyReceivesCompleteEachExactlyOnce) {
 
 TEST_P(TransportConformance, UnpostedMessagesReachTheUnexpectedHandler) {
   const std::string text = "server says no";
-  MessageHeader h;
-  h.type = static_cast<uint16_t>(MessageType::kError);
-  h.key = 42;
-  h.payload_bytes = text.size();
+  FrameHeader h = TextHeader(42, text.size());
   Completion sent;
   sender_->Send(h, text.data(), sent.callback());
   ASSERT_TRUE(WaitUnexpected(1));
@@ -134,10 +134,7 @@ TEST_P(TransportConformance, ControlFramesBypassAPostedReceiveOfTheirKey) {
   Completion received, sent;
   receiver_->PostReceive(55, 0, out.data(), 256, received.callback());
   const std::string text = "ranks disagree on this tensor";
-  MessageHeader h;
-  h.type = static_cast<uint16_t>(MessageType::kError);
-  h.key = 55;
-  h.payload_bytes = text.size();
+  FrameHeader h = TextHeader(55, text.size());
   sender_->Send(h, text.data(), sent.callback());
   ASSERT_TRUE(WaitUnexpected(1));
   {
@@ -226,6 +223,157 @@ TEST_P(TransportConformance, ClosingFailsEveryPendingCallbackOnce) {
   EXPECT_FALSE(late_send.status().ok());
 }
 
+// The accepting side of servers and the scheduler: peers admitted in the
+// background, framed connections whose data lands in the receiver's own
+// buffers, and blocking streams.
+class ListenerConformance : public ::testing::TestWithParam<std::string> {
+ protected:
+  std::unique_ptr<Transport> Make(const std::string& token, Role role, int rank) {
+    TransportOptions options;
+    options.auth = PeerAuth{token, role, rank};
+    options.liveness_seconds = 30;
+    std::unique_ptr<Transport> t;
+    EXPECT_TRUE(CreateTransport(GetParam(), options, &t).ok());
+    return t;
+  }
+};
+
+TEST_P(ListenerConformance, AdmittedPeersDeliverDataIntoTheReceiversOwnBuffers) {
+  auto server = Make(kToken, Role::kServer, 0);
+  auto worker = Make(kToken, Role::kWorker, 3);
+  std::unique_ptr<Listener> listener;
+  ASSERT_TRUE(server->Listen("127.0.0.1", 0, &listener).ok());
+  std::mutex mu;
+  std::condition_variable cv;
+  PeerIdentity admitted;
+  std::vector<float> landing(1000, 0.f);
+  std::vector<std::string> texts;
+  int arrivals = 0;
+  std::shared_ptr<Connection> accepted;
+  AcceptOptions options;
+  options.owner = "conformance server";
+  ASSERT_TRUE(listener
+                  ->AcceptConnections(options,
+                                      [&](const std::shared_ptr<Connection>& conn, const PeerIdentity& peer,
+                                          Handlers* h) {
+                                        std::lock_guard<std::mutex> lock(mu);
+                                        admitted = peer;
+                                        accepted = conn;
+                                        h->frames = &TestFrameRules();
+                                        h->destination = [&](Connection*, const FrameHeader& f, Status* reject) {
+                                          if (f.payload_bytes > landing.size() * 4) {
+                                            *reject = Status::PeerFailure("too big");
+                                            return static_cast<void*>(nullptr);
+                                          }
+                                          return static_cast<void*>(landing.data());
+                                        };
+                                        h->arrived = [&](Connection*, const FrameHeader& f, void* payload) {
+                                          std::lock_guard<std::mutex> lock(mu);
+                                          EXPECT_EQ(payload, landing.data());
+                                          EXPECT_EQ(f.key, 9u);
+                                          ++arrivals;
+                                          cv.notify_all();
+                                        };
+                                        h->unexpected = [&](Connection*, const FrameHeader&, const std::string& t) {
+                                          std::lock_guard<std::mutex> lock(mu);
+                                          texts.push_back(t);
+                                          cv.notify_all();
+                                        };
+                                        return true;
+                                      })
+                  .ok());
+  std::shared_ptr<Connection> conn;
+  ASSERT_TRUE(worker->Connect(listener->address(), "server", 10, Speaking(Handlers{}), &conn).ok());
+  std::vector<float> in(1000, 2.5f);
+  Completion sent;
+  conn->Send(DataHeader(9, 0, in.size() * 4), in.data(), sent.callback());
+  const std::string text = "a note\x1b[2J";
+  conn->Send(TextHeader(1, text.size()), text.data(), [](const Status&) {});
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return arrivals == 1 && texts.size() == 1; }));
+    EXPECT_EQ(admitted.role, Role::kWorker);
+    EXPECT_EQ(admitted.rank, 3);
+    EXPECT_EQ(landing[999], 2.5f);
+    EXPECT_EQ(texts[0].find('\x1b'), std::string::npos) << "text frames reach handlers escaped";
+  }
+  ASSERT_TRUE(sent.Wait());
+  listener->StopAccepting();
+  conn->Close(Status::Shutdown("test over"));
+  conn.reset();
+  worker.reset();
+  listener.reset();
+  server.reset();
+}
+
+TEST_P(ListenerConformance, StreamsCarryBytesBothWaysAndNoticeTheHangUp) {
+  auto server = Make(kToken, Role::kScheduler, -1);
+  auto client = Make(kToken, Role::kWorker, 1);
+  std::unique_ptr<Listener> listener;
+  ASSERT_TRUE(server->Listen("127.0.0.1", 0, &listener).ok());
+  std::mutex mu;
+  std::condition_variable cv;
+  std::unique_ptr<Stream> served;
+  PeerIdentity who;
+  ASSERT_TRUE(listener
+                  ->AcceptStreams(AcceptOptions(),
+                                  [&](std::unique_ptr<Stream> s, const PeerIdentity& peer) {
+                                    std::lock_guard<std::mutex> lock(mu);
+                                    served = std::move(s);
+                                    who = peer;
+                                    cv.notify_all();
+                                  })
+                  .ok());
+  std::unique_ptr<Stream> stream;
+  Status st = client->ConnectStream(listener->address(), "scheduler", 10, &stream);
+  ASSERT_TRUE(st.ok()) << st.message();
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return served != nullptr; }));
+  }
+  EXPECT_EQ(who.rank, 1);
+  ASSERT_TRUE(stream->Write("ping", 4, 1000).ok());
+  char got[4];
+  ASSERT_TRUE(served->Read(got, 4, 1000).ok());
+  EXPECT_EQ(std::string(got, 4), "ping");
+  EXPECT_EQ(served->Read(got, 1, 100).code(), BPS_TIMEOUT);
+  EXPECT_FALSE(served->PeerHungUp());
+  stream.reset();
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!served->PeerHungUp() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(served->PeerHungUp());
+  listener->StopAccepting();
+}
+
+TEST_P(ListenerConformance, APeerWithoutTheTokenIsNeverAdmitted) {
+  auto server = Make(kToken, Role::kServer, 0);
+  auto stranger = Make("another-job", Role::kWorker, 0);
+  std::unique_ptr<Listener> listener;
+  ASSERT_TRUE(server->Listen("127.0.0.1", 0, &listener).ok());
+  std::atomic<int> admitted{0};
+  ASSERT_TRUE(listener
+                  ->AcceptConnections(AcceptOptions(),
+                                      [&](const std::shared_ptr<Connection>&, const PeerIdentity&, Handlers* h) {
+                                        h->frames = &TestFrameRules();
+                                        ++admitted;
+                                        return true;
+                                      })
+                  .ok());
+  std::shared_ptr<Connection> conn;
+  Status st = stranger->Connect(listener->address(), "server", 5, Speaking(Handlers{}), &conn);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("BYTEPS_JOB_TOKEN"), std::string::npos) << st.message();
+  std::unique_ptr<Stream> stream;
+  EXPECT_FALSE(stranger->ConnectStream(listener->address(), "scheduler", 5, &stream).ok());
+  listener->StopAccepting();
+  EXPECT_EQ(admitted.load(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryTransport, ListenerConformance, ::testing::ValuesIn(testing_support::Transports()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
 TEST(TransportFactory, UnknownNamesAreRefusedNamingTheKnownOnes) {
   std::unique_ptr<Transport> t;
   Status st = CreateTransport("carrier-pigeon", TransportOptions(), &t);
@@ -233,7 +381,7 @@ TEST(TransportFactory, UnknownNamesAreRefusedNamingTheKnownOnes) {
   EXPECT_NE(st.message().find("tcp"), std::string::npos) << st.message();
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryTransport, TransportConformance, ::testing::Values(std::string("tcp")),
+INSTANTIATE_TEST_SUITE_P(EveryTransport, TransportConformance, ::testing::ValuesIn(testing_support::Transports()),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 }  // namespace

@@ -17,8 +17,10 @@
 #include <thread>
 #include <vector>
 
-#include "transport/transport.h"
 #include "completion.h"
+#include "test_frames.h"
+#include "test_matrix.h"
+#include "transport/transport.h"
 
 namespace bps {
 namespace transport {
@@ -46,10 +48,11 @@ class MultiConnection : public ::testing::TestWithParam<std::string> {
     receivers_transport_ = MakeTransport(GetParam(), kConnections);
     ASSERT_TRUE(senders_transport_ && receivers_transport_);
     std::unique_ptr<Listener> listener;
-    ASSERT_TRUE(receivers_transport_->Listen("127.0.0.1", &listener).ok());
+    ASSERT_TRUE(receivers_transport_->Listen("127.0.0.1", 0, &listener).ok());
     for (int i = 0; i < kConnections; ++i) {
       Handlers receiver;
-      receiver.unexpected = [this, i](Connection*, const MessageHeader& h, const std::string& payload) {
+      receiver.frames = &testing_frames::TestFrameRules();
+      receiver.unexpected = [this, i](Connection*, const FrameHeader& h, const std::string& payload) {
         std::lock_guard<std::mutex> lock(mu_);
         control_[i].push_back(payload);
         receiving_threads_[i].insert(std::this_thread::get_id());
@@ -63,6 +66,7 @@ class MultiConnection : public ::testing::TestWithParam<std::string> {
       std::shared_ptr<Connection> accepted, connected;
       std::thread accept([&] { ASSERT_TRUE(listener->Accept(10, receiver, &accepted).ok()); });
       Handlers sender;
+      sender.frames = &testing_frames::TestFrameRules();
       sender.closed = [this, i](Connection*, const Status&) {
         std::lock_guard<std::mutex> lock(mu_);
         ++sender_closed_[i];
@@ -96,22 +100,10 @@ class MultiConnection : public ::testing::TestWithParam<std::string> {
   std::map<int, int> receiver_closed_, sender_closed_;
 };
 
-MessageHeader ControlHeader(uint64_t key, size_t bytes) {
-  MessageHeader h;
-  h.type = static_cast<uint16_t>(MessageType::kError);  // the control frame that carries a payload
-  h.key = key;
-  h.payload_bytes = bytes;
-  return h;
-}
+// The control frame that carries a payload.
+FrameHeader ControlHeader(uint64_t key, size_t bytes) { return testing_frames::TextHeader(key, bytes); }
 
-MessageHeader DataHeader(uint64_t key, uint64_t bytes) {
-  MessageHeader h;
-  h.type = static_cast<uint16_t>(MessageType::kResponse);
-  h.key = key;
-  h.dtype = static_cast<uint8_t>(DataType::kFloat32);
-  h.payload_bytes = bytes;
-  return h;
-}
+FrameHeader DataHeader(uint64_t key, uint64_t bytes) { return testing_frames::DataHeader(key, 0, bytes); }
 
 TEST_P(MultiConnection, EachConnectionKeepsItsOrderAndPayloadsLandInTheirBuffers) {
   constexpr int kMessages = 200;
@@ -247,7 +239,7 @@ TEST_P(MultiConnection, ShuttingDownTheTransportFailsEveryPendingCallbackOnce) {
   for (int i = 0; i < kConnections; ++i) EXPECT_EQ(sender_closed_[i], 1) << "connection " << i;
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryTransport, MultiConnection, ::testing::Values(std::string("tcp")),
+INSTANTIATE_TEST_SUITE_P(EveryTransport, MultiConnection, ::testing::ValuesIn(testing_support::Transports()),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 }  // namespace

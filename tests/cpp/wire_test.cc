@@ -1,5 +1,7 @@
-// The wire codec: header validation rejects every malformed field with a
-// message naming it, and frames survive a real socket, split at any byte.
+// The wire codec: header validation (transport framing, then the
+// parameter-server protocol's fields) rejects every malformed field with a
+// message naming it, and frames survive a real socket (the TCP transport's
+// FramedSocket), split at any byte.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -9,8 +11,8 @@
 #include <mutex>
 #include <vector>
 
-#include "transport/tcp/connection.h"
-#include "transport/wire.h"
+#include "ps/protocol.h"
+#include "transport/tcp/framed_socket.h"
 
 namespace bps {
 namespace {
@@ -83,22 +85,22 @@ TEST(WireHeader, RejectsEachMalformedField) {
 }
 
 // Receives frames into buffers it allocates per header.
-class CollectingHandler : public ConnectionHandler {
+class CollectingHandler : public FramedSocketHandler {
  public:
-  void* OnHeader(Connection*, const MessageHeader& h, Status*) override {
+  void* OnHeader(FramedSocket*, const transport::FrameHeader& h, Status*) override {
     std::lock_guard<std::mutex> lock(mu);
     buffers.emplace_back(h.payload_bytes);
-    headers.push_back(h);
+    headers.push_back(FromFrame(h));
     return h.type == static_cast<uint16_t>(MessageType::kPush) ? buffers.back().data() : nullptr;
   }
-  void OnMessage(Connection*, const MessageHeader& h, void* payload) override {
+  void OnMessage(FramedSocket*, const transport::FrameHeader& h, void* payload) override {
     std::lock_guard<std::mutex> lock(mu);
     auto& b = buffers.back();
     if (payload != b.data()) memcpy(b.data(), payload, h.payload_bytes);
     ++messages;
     cv.notify_all();
   }
-  void OnClosed(Connection*, const Status& reason) override {
+  void OnClosed(FramedSocket*, const Status& reason) override {
     std::lock_guard<std::mutex> lock(mu);
     closed = true;
     close_reason = reason;
@@ -123,18 +125,19 @@ TEST(WireFrames, RoundTripOverASocketPair) {
   EventLoop loop("test");
   loop.Start();
   CollectingHandler sink, source_handler;
-  auto rx = std::make_shared<Connection>(fds[0], &loop, &sink, "rx");
-  auto tx = std::make_shared<Connection>(fds[1], &loop, &source_handler, "tx");
+  auto rx = std::make_shared<FramedSocket>(fds[0], &loop, &sink, "rx", &PsFrameRules());
+  auto tx = std::make_shared<FramedSocket>(fds[1], &loop, &source_handler, "tx", &PsFrameRules());
   rx->Start();
   tx->Start();
   std::vector<std::vector<float>> payloads;
   for (int i = 0; i < 20; ++i) payloads.emplace_back(1 + i * 5000, static_cast<float>(i));
   std::atomic<int> sent{0};
   for (int i = 0; i < 20; ++i) {
-    OutMessage m;
-    m.header = ValidPush();
-    m.header.key = 1000 + i;
-    m.header.payload_bytes = payloads[i].size() * 4;
+    MessageHeader h = ValidPush();
+    h.key = 1000 + i;
+    h.payload_bytes = payloads[i].size() * 4;
+    OutFrame m;
+    m.header = ToFrame(h);
     m.payload = payloads[i].data();
     m.on_sent = [&](const Status& st) { if (st.ok()) sent++; };
     tx->Send(std::move(m));
@@ -157,7 +160,7 @@ TEST(WireFrames, MalformedHeaderClosesTheConnectionWithTheReason) {
   EventLoop loop("test");
   loop.Start();
   CollectingHandler sink;
-  auto rx = std::make_shared<Connection>(fds[0], &loop, &sink, "rx");
+  auto rx = std::make_shared<FramedSocket>(fds[0], &loop, &sink, "rx", &PsFrameRules());
   rx->Start();
   MessageHeader h = ValidPush();
   h.version = 42;
