@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "ps/protocol.h"
 #include "transport/transport.h"
 
 namespace bps {
@@ -71,7 +72,7 @@ void Start(const std::shared_ptr<Run>& run, std::vector<Flow>* flows, size_t f, 
   h.key = key;
   h.dtype = static_cast<uint8_t>(DataType::kUInt8);
   h.payload_bytes = bytes;
-  flow.sender->Send(h, flow.payload.data(), [](const Status&) {});
+  flow.sender->Send(ToFrame(h), flow.payload.data(), [](const Status&) {});
 }
 
 double RunOnce(std::vector<Flow>& flows, uint64_t bytes, int messages, int window) {
@@ -113,15 +114,17 @@ int Main(int argc, char** argv) {
       std::unique_ptr<Transport> senders, receivers;
       if (!CreateTransport("tcp", options, &senders).ok() || !CreateTransport("tcp", options, &receivers).ok()) return 1;
       std::unique_ptr<Listener> listener;
-      Status st = receivers->Listen(host, &listener);
+      Status st = receivers->Listen(host, 0, &listener);
       if (!st.ok()) {
         fprintf(stderr, "%s\n", st.message().c_str());
         return 1;
       }
       std::vector<Flow> flows(c);
       for (int i = 0; i < c; ++i) {
-        std::thread accept([&] { listener->Accept(10, Handlers{}, &flows[i].receiver); });
-        st = senders->Connect(listener->address(), "receiver", 10, Handlers{}, &flows[i].sender);
+        Handlers handlers;
+        handlers.frames = &PsFrameRules();  // the engine's frames
+        std::thread accept([&] { listener->Accept(10, handlers, &flows[i].receiver); });
+        st = senders->Connect(listener->address(), "receiver", 10, handlers, &flows[i].sender);
         accept.join();
         if (!st.ok() || !flows[i].receiver) {
           fprintf(stderr, "connect failed: %s\n", st.message().c_str());

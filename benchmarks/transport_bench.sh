@@ -14,8 +14,8 @@ OUT="$ROOT/build/transport_bench"
 CXX="${CXX:-g++}"
 mkdir -p "$OUT"
 SOURCES=("$ROOT/benchmarks/transport_bench.cc")
-for f in common/logging.cc common/net_util.cc common/sha256.cc common/config.cc \
-         transport/*.cc transport/tcp/*.cc store/job_secret.cc; do
+for f in common/logging.cc common/net_util.cc common/sha256.cc common/config.cc common/job_verdict.cc \
+         transport/*.cc transport/tcp/*.cc ps/*.cc store/job_secret.cc; do
   for g in "$ROOT"/csrc/$f; do SOURCES+=("$g"); done
 done
 BIN="$OUT/transport_bench"

@@ -18,14 +18,14 @@ FLAGS=(-std=c++17 -g -O1 -fno-omit-frame-pointer -pthread -I"$ROOT/csrc"
 COMMON=(common/logging.cc common/net_util.cc common/sha256.cc common/config.cc common/job_verdict.cc)
 
 declare -A HARNESS_SOURCES=(
-  [frame_decoder_fuzz]="transport/wire.cc transport/tcp/connection.cc transport/tcp/event_loop.cc"
-  [handshake_store_fuzz]="transport/wire.cc transport/handshake.cc transport/handshake_acceptor.cc transport/tcp/event_loop.cc store/memory_store.cc store/tcp_store.cc store/job_secret.cc"
+  [frame_decoder_fuzz]="transport/framing.cc ps/protocol.cc transport/tcp/framed_socket.cc transport/tcp/event_loop.cc"
+  [handshake_store_fuzz]="transport/framing.cc transport/factory.cc transport/tcp/tcp_transport.cc transport/tcp/framed_socket.cc transport/tcp/handshake.cc transport/tcp/handshake_acceptor.cc transport/tcp/event_loop.cc store/memory_store.cc store/tcp_store.cc store/job_secret.cc"
 )
 
 # Seconds since the epoch of the newest of the given files and of the
 # headers of the layers the harnesses link (other layers do not matter).
 newest() {
-  find "$@" "$ROOT/csrc/common" "$ROOT/csrc/transport" "$ROOT/csrc/store" "$ROOT/csrc/fuzz" "$ROOT/csrc/c_api" \
+  find "$@" "$ROOT/csrc/common" "$ROOT/csrc/transport" "$ROOT/csrc/ps" "$ROOT/csrc/store" "$ROOT/csrc/fuzz" "$ROOT/csrc/c_api" \
     \( -name '*.h' -o -name '*.cc' -o -name build.sh \) -printf '%T@\n' | sort -n | tail -1 | cut -d. -f1
 }
 

@@ -1,6 +1,8 @@
 // libFuzzer harness for the wire frame decoder: arbitrary bytes arrive on a
-// real Connection (csrc/transport/tcp/connection.cc) through a socketpair, so
-// header validation (ValidateHeader), payload routing, small control-frame
+// real FramedSocket (csrc/transport/tcp/framed_socket.cc) speaking the
+// parameter-server protocol's frames (csrc/ps/protocol.h) through a
+// socketpair, so header validation (framing, then the protocol's fields:
+// ValidateHeader), payload routing, small control-frame
 // buffering, truncation and close handling all run exactly as on a server or
 // worker. The handler behaves like the server's: it hands out a buffer of
 // exactly header.payload_bytes for data frames (AddressSanitizer catches any
@@ -17,9 +19,9 @@
 #include <vector>
 
 #include "common/logging.h"
-#include "transport/tcp/connection.h"
+#include "ps/protocol.h"
 #include "transport/tcp/event_loop.h"
-#include "transport/wire.h"
+#include "transport/tcp/framed_socket.h"
 
 namespace {
 
@@ -27,9 +29,10 @@ namespace {
 // allocates up to kMaxPayloadBytes; the fuzzer must not).
 constexpr uint64_t kHarnessPayloadCap = 1 << 20;
 
-class RecordingHandler : public bps::ConnectionHandler {
+class RecordingHandler : public bps::FramedSocketHandler {
  public:
-  void* OnHeader(bps::Connection*, const bps::MessageHeader& h, bps::Status* reject) override {
+  void* OnHeader(bps::FramedSocket*, const bps::transport::FrameHeader& frame, bps::Status* reject) override {
+    const bps::MessageHeader h = bps::FromFrame(frame);
     // The decoder must only hand us headers that pass validation.
     if (!bps::ValidateHeader(h).ok()) __builtin_trap();
     if (h.type != static_cast<uint16_t>(bps::MessageType::kPush) &&
@@ -43,7 +46,7 @@ class RecordingHandler : public bps::ConnectionHandler {
     buffers_.emplace_back(new std::vector<char>(h.payload_bytes));
     return buffers_.back()->data();
   }
-  void OnMessage(bps::Connection*, const bps::MessageHeader& h, void* payload) override {
+  void OnMessage(bps::FramedSocket*, const bps::transport::FrameHeader& h, void* payload) override {
     if (closed_) __builtin_trap();  // no message after close
     if (h.payload_bytes > 0 && payload == nullptr) __builtin_trap();
     // Touch every payload byte: ASan flags a buffer shorter than announced.
@@ -53,7 +56,7 @@ class RecordingHandler : public bps::ConnectionHandler {
     checksum_ += sum;
     ++messages_;
   }
-  void OnClosed(bps::Connection*, const bps::Status& reason) override {
+  void OnClosed(bps::FramedSocket*, const bps::Status& reason) override {
     if (closed_) __builtin_trap();  // exactly one close
     if (reason.ok()) __builtin_trap();  // a close always says why
     closed_ = true;
@@ -81,7 +84,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   int sndbuf = 1 << 20;
   setsockopt(fds[1], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
   RecordingHandler handler;
-  auto conn = std::make_shared<bps::Connection>(fds[0], Loop(), &handler, "fuzz peer");
+  auto conn = std::make_shared<bps::FramedSocket>(fds[0], Loop(), &handler, "fuzz peer", &bps::PsFrameRules());
   conn->Start();
   // The peer writes the input in small, uneven pieces (bytes 0..1 of the
   // input choose the piece size) so partial headers and payloads are

@@ -1,5 +1,5 @@
 // libFuzzer harness for what a stranger can send before and after the
-// handshake (csrc/transport/handshake.cc, csrc/store/tcp_store.cc):
+// handshake (csrc/transport/tcp/handshake.cc, csrc/store/tcp_store.cc):
 //   mode 0: we accept; the input is what the connecting peer sends
 //           (AcceptHandshake: hello parsing, version check, HMAC check).
 //   mode 1: we connect; the input is what the accepting peer sends
@@ -19,7 +19,8 @@
 
 #include "common/logging.h"
 #include "store/tcp_store.h"
-#include "transport/handshake.h"
+#include "transport/tcp/handshake.h"
+#include "transport/tcp/tcp_transport.h"
 
 namespace {
 
@@ -92,7 +93,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     peer.role = bps::Role::kWorker;
     peer.rank = 0;
     peer.address = "fuzz";
-    server.ServeAuthenticated(fds[0], peer);  // closes fds[0]
+    server.ServeAuthenticated(bps::transport::AdoptTcpStream(fds[0]), peer);  // closes fds[0]
   }
   close(fds[1]);
   return 0;

@@ -3,7 +3,7 @@
     python tests/fuzz_corpus/make_corpus.py
 
 frame/            inputs of frame_decoder_fuzz: bytes a peer sends on a data
-                  connection (64-byte MessageHeader + payload, csrc/transport/wire.h)
+                  connection (64-byte MessageHeader + payload, csrc/transport/framing.h, csrc/ps/protocol.h)
 handshake_store/  inputs of handshake_store_fuzz: a mode byte (0 accept,
                   1 connect, 2 store requests) + the bytes the peer sends
 Seeds are small, valid or almost valid messages; the fuzzer mutates from there.

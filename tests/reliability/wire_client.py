@@ -1,5 +1,5 @@
 """A Python speaker of the byteps-native connection handshake
-(csrc/transport/handshake.cc), to play a foreign or misconfigured client.
+(csrc/transport/tcp/handshake.cc), to play a foreign or misconfigured client.
 
 Frame (128 bytes, little-endian, packed): magic u32, version u16, type u16,
 role u16, reserved u16, rank i32, nonce_or_mac[32], reason[80].
@@ -18,7 +18,7 @@ import struct
 
 MAGIC = 0x4E535042
 # The engine's wire version, from the header it is built from (it moves with the protocol).
-with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "csrc", "transport", "wire.h")) as _f:
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "csrc", "transport", "framing.h")) as _f:
     VERSION = int(re.search(r"kWireVersion = (\d+);", _f.read()).group(1))
 CHALLENGE, HELLO, ACCEPT, REJECT = 100, 101, 102, 103
 FRAME = struct.Struct("<IHHHHi32s80s")
