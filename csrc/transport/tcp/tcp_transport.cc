@@ -45,17 +45,19 @@ struct PostedReceive {
 class TcpPeer final : public transport::Connection, public FramedSocketHandler,
                       public std::enable_shared_from_this<TcpPeer> {
  public:
-  explicit TcpPeer(std::string peer_name) : peer_name_(std::move(peer_name)) {}
+  // `loop`: the I/O thread (and its index) that will carry the connection,
+  // known before anyone is told of the connection (io_thread()).
+  TcpPeer(std::string peer_name, std::pair<EventLoop*, int> loop)
+      : peer_name_(std::move(peer_name)), loop_(loop.first), io_thread_(loop.second) {}
 
   // Before Start only.
   void SetHandlers(Handlers handlers) {
     handlers_ = std::move(handlers);
     rules_ = handlers_.frames;
   }
-  void Start(int fd, std::pair<EventLoop*, int> loop, const SocketTuning& tuning) {
-    io_thread_ = loop.second;
+  void Start(int fd, const SocketTuning& tuning) {
     self_ = shared_from_this();
-    conn_ = std::make_shared<FramedSocket>(fd, loop.first, this, peer_name_, rules_, tuning);
+    conn_ = std::make_shared<FramedSocket>(fd, loop_, this, peer_name_, rules_, tuning);
     conn_->Start();
   }
 
@@ -217,7 +219,8 @@ class TcpPeer final : public transport::Connection, public FramedSocketHandler,
   Handlers handlers_;
   std::string peer_name_;
   const FrameRules* rules_ = nullptr;
-  int io_thread_ = 0;
+  EventLoop* loop_;
+  int io_thread_;
   void* rx_chosen_ = nullptr;  // the payload being received went where handlers_.destination chose
   std::shared_ptr<FramedSocket> conn_;
   std::shared_ptr<TcpPeer> self_;
@@ -355,9 +358,9 @@ class TcpListener final : public Listener {
       return st;
     }
     SetLivenessProbes(fd, options_.liveness_seconds);
-    auto conn = std::make_shared<TcpPeer>(peer.Describe());
+    auto conn = std::make_shared<TcpPeer>(peer.Describe(), loops_->Next());
     conn->SetHandlers(std::move(handlers));
-    conn->Start(fd, loops_->Next(), SocketTuning{options_.receive_low_water, options_.congestion});
+    conn->Start(fd, SocketTuning{options_.receive_low_water, options_.congestion});
     registry_->Add(conn);
     *out = conn;
     return Status::OK();
@@ -365,14 +368,14 @@ class TcpListener final : public Listener {
 
   Status AcceptConnections(AcceptOptions options, AdmitConnection admit) override {
     return StartAcceptor(std::move(options), [this, admit](int fd, const PeerIdentity& peer) {
-      auto conn = std::make_shared<TcpPeer>(peer.Describe());
+      auto conn = std::make_shared<TcpPeer>(peer.Describe(), loops_->Next());
       Handlers handlers;
       if (!admit(conn, peer, &handlers) || !handlers.frames) {
         close(fd);
         return;
       }
       conn->SetHandlers(std::move(handlers));
-      conn->Start(fd, loops_->Next(), SocketTuning{options_.receive_low_water, options_.congestion});
+      conn->Start(fd, SocketTuning{options_.receive_low_water, options_.congestion});
       registry_->Add(conn);
     });
   }
@@ -453,9 +456,9 @@ class TcpTransport final : public Transport {
       close(fd);
       return st.WithContext(peer_name);
     }
-    auto conn = std::make_shared<TcpPeer>(peer_name);
+    auto conn = std::make_shared<TcpPeer>(peer_name, loops_.Next());
     conn->SetHandlers(std::move(handlers));
-    conn->Start(fd, loops_.Next(), SocketTuning{options_.receive_low_water, options_.congestion});
+    conn->Start(fd, SocketTuning{options_.receive_low_water, options_.congestion});
     registry_->Add(conn);
     *out = conn;
     return Status::OK();
