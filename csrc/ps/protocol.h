@@ -3,6 +3,7 @@
 // signature, sizes, how every rank reduces it). It rides on transport
 // framing (csrc/transport/framing.h): the same 64-byte header, whose framing
 // fields the transport reads and whose other fields are defined here.
+// Bump kWireVersion (transport/framing.h) when anything here changes.
 #pragma once
 #include <cstddef>
 #include <cstdint>

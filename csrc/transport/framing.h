@@ -1,8 +1,9 @@
 // Transport framing: what a transport needs to move a message, and nothing
 // about tensors. Every frame is a fixed 64-byte header and header.payload_bytes
-// of payload. The transport owns the fields it frames and matches receives by
-// (magic, version, type, key, round, payload_bytes); the other bytes belong to
-// the protocol above (csrc/ps/protocol.h) and are carried as they are.
+// of payload. The transport reads magic, version, type, key, round and
+// payload_bytes (it frames, validates and matches posted receives by them);
+// the other bytes belong to the protocol above (csrc/ps/protocol.h) and are
+// carried as they are.
 //
 // The header is validated before any byte of payload is read or any memory is
 // allocated: framing here (magic, version, a known type, length limits by the

@@ -1,7 +1,7 @@
-// The transport interface: what the engine needs from a network, and nothing
-// about tensors. One folder per implementation (tcp/ first; an RDMA sibling
-// registers memory and writes one-sided into posted destinations), chosen by
-// name through CreateTransport.
+// The transport interface: what a job needs from a network (workers, servers
+// and the scheduler alike), and nothing about tensors. One folder per
+// implementation (tcp/ first; an RDMA sibling registers memory and writes
+// one-sided into posted destinations), chosen by name through CreateTransport.
 //
 // Semantics every implementation keeps (tests/cpp/transport_conformance_test.cc):
 //   - every operation completes through exactly one callback carrying a
