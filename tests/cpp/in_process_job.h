@@ -44,6 +44,7 @@ struct JobShape {
 inline void PrintTo(const JobShape& s, std::ostream* os) {
   if (s.local_sizes.empty()) {
     *os << s.machines << " machines x " << s.local_size << " local ranks, " << s.servers << " servers";
+    *os << " (" << s.transport << ", " << s.reducer << ")";
     return;
   }
   *os << "machines of";
