@@ -3,7 +3,11 @@
 // signature, sizes, how every rank reduces it). It rides on transport
 // framing (csrc/transport/framing.h): the same 64-byte header, whose framing
 // fields the transport reads and whose other fields are defined here.
-// Bump kWireVersion (transport/framing.h) when anything here changes.
+// Bump kWireVersion (transport/framing.h) when anything here changes:
+// 2: the push header carries what every rank must agree on (flags,
+// partition size) and a 32-bit shape signature.
+// 3: a push may be compressed (kFlagCompressed; the payload opens with the
+// codec's header, csrc/compression/compressor.h), and so is its answer.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -18,11 +18,8 @@ namespace bps {
 
 constexpr uint32_t kWireMagic = 0x4E535042;  // "BPSN" little-endian
 // One version for the whole wire: framing, the handshake (tcp/handshake.h)
-// and the protocol above (csrc/ps/protocol.h). Bump it when any of them changes.
-// 2: the push header carries what every rank must agree on (flags,
-// partition size) and a 32-bit shape signature.
-// 3: a push may be compressed (kFlagCompressed; the payload opens with the
-// codec's header, csrc/compression/compressor.h), and so is its answer.
+// and the protocol above (csrc/ps/protocol.h, which keeps the history of
+// versions). Bump it when any of them changes.
 constexpr uint16_t kWireVersion = 3;
 // Largest data payload accepted from a peer: a partition slice. Bigger frames
 // close the connection (a peer that sends them is broken or hostile).
