@@ -16,6 +16,9 @@ processes, the same machine load, the same moment):
 
 and gloo's time over byteps's (above 1: byteps faster). Sizes run in turn
 through both backends, byteps first, so gloo never pays for byteps's misses.
+Then, per size, byteps's first call over its steady call (issue 27 asks at
+most 1.2) and the shared-memory staging the machine held after it: in slots,
+and backed in all (slots plus the warm pool, csrc/local/staging_warmer.h).
 """
 import argparse
 import json
@@ -42,7 +45,7 @@ def timed_calls(all_reduce, tensor, count, barrier):
 def worker(args):
     import torch
     import torch.distributed as dist
-    import byteps_native.torch  # noqa: F401 (registers the backend)
+    import byteps_native.torch  # registers the backend; stats() below
 
     dist.init_process_group("byteps")
     gloo = dist.new_group(backend="gloo")
@@ -69,6 +72,10 @@ def worker(args):
                 raise AssertionError(f"{backend} {nbytes} B: got {tensor[:4].tolist()}, want {expected}")
             row[backend] = {"first": times[0], "first_n": sum(times[: args.first]) / args.first,
                             "steady": sum(times[args.skip:]) / args.steady}
+            if backend == "byteps":
+                stats = byteps_native.torch.stats()
+                row["staging_bytes"] = stats["staging_bytes"]
+                row["staging_backed_bytes"] = stats.get("staging_backed_bytes", stats["staging_bytes"])
         results.append(row)
     if rank == 0:
         with open(args.out, "w") as f:
@@ -122,6 +129,11 @@ def main():
         for column, label in (("first", "first"), ("first_n", f"first-{args.first}"), ("steady", "steady")):
             b, g = row["byteps"][column], row["gloo"][column]
             print(f"{row['bytes'] >> 20:>4}MB {label:>8} {b:9.4f} {g:9.4f} {g / b:6.2f}")
+    print("byteps first call / steady call; shared-memory staging of the machine after the size (slots, backed)")
+    for row in results:
+        b = row["byteps"]
+        print(f"{row['bytes'] >> 20:>4}MB {b['first'] / b['steady']:6.2f}x   {row['staging_bytes'] >> 20} MiB in slots, "
+              f"{row['staging_backed_bytes'] >> 20} MiB backed")
 
 
 if __name__ == "__main__":
