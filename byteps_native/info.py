@@ -75,6 +75,23 @@ def _c10d_names_line():
             f"BYTEPS_C10D_SLOT_BYTES): staging held per signature and local rank at most max(tensor, {mib:g} MiB)")
 
 
+def _staging_pool_line():
+    """The shared-memory staging pool (csrc/local/staging_warmer.h; the engine
+    reads the same variable): reserve per local rank, capped by /dev/shm."""
+    reserve = os.environ.get("BYTEPS_LOCAL_STAGING_RESERVE") or str(128 << 20)
+    try:
+        mib = int(reserve) / (1 << 20)
+    except ValueError:
+        return f"staging pool: BYTEPS_LOCAL_STAGING_RESERVE='{reserve}' is not an integer"
+    try:
+        st = os.statvfs("/dev/shm")
+        shm = f"; /dev/shm has {st.f_bavail * st.f_frsize / (1 << 30):.1f} GiB free (the reserve takes at most a quarter)"
+    except OSError:
+        shm = ""
+    return (f"staging pool: {mib:g} MiB per local rank kept warm ahead of new names (BYTEPS_LOCAL_STAGING_RESERVE); "
+            f"a machine holds at most its peak staging plus the reserve (stats: staging_backed_bytes){shm}")
+
+
 def report(load=False):
     lines = [f"byteps-native {__import__('byteps_native').__version__} (python {sys.version.split()[0]}, "
              f"{install_facts.PACKAGE_DIR})"]
@@ -93,6 +110,7 @@ def report(load=False):
     for framework, module, subdir in FRAMEWORKS:
         lines.append(_adapter_line(framework, module, subdir, load))
     lines.append(_c10d_names_line())
+    lines.append(_staging_pool_line())
     lines.append(f"NUMA nodes: {_numa_nodes()}; CPUs: {os.cpu_count()}")
     return "\n".join(lines)
 

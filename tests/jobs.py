@@ -33,6 +33,10 @@ def run_job(tmp_path, script, local_workers=1, machines=1, servers=0, env=None, 
     cmd += ["--", sys.executable, path]
     full_env = dict(os.environ)
     full_env.setdefault("BYTEPS_TIMEOUT", "60")
+    # The warm staging pool at 8 MiB a local rank, not 128: these jobs' tensors
+    # are small (larger ones still take the path past the pool), and a suite of
+    # jobs need not back and map 128 MiB per rank each.
+    full_env.setdefault("BYTEPS_LOCAL_STAGING_RESERVE", str(8 << 20))
     full_env.update(env or {})
     proc = subprocess.run(cmd, env=full_env, cwd=REPO, capture_output=True, text=True, timeout=timeout)
     if expect_ok and proc.returncode != 0:

@@ -110,7 +110,7 @@ namespace {
 // setting of upstream BytePS that does nothing here: say so once.
 const char* const kKnownVariables[] = {
     "BYTEPS_ENABLE_ASYNC", "BYTEPS_FORCE_DISTRIBUTED", "BYTEPS_INSECURE", "BYTEPS_JOB_ID", "BYTEPS_JOB_TOKEN",
-    "BYTEPS_JOB_TOKEN_FILE", "BYTEPS_LOCAL_KEY_TABLE_SIZE", "BYTEPS_LOCAL_RANK", "BYTEPS_LOCAL_SIZE", "BYTEPS_LOG_LEVEL", "BYTEPS_NUMA_ON",
+    "BYTEPS_JOB_TOKEN_FILE", "BYTEPS_LOCAL_KEY_TABLE_SIZE", "BYTEPS_LOCAL_RANK", "BYTEPS_LOCAL_SIZE", "BYTEPS_LOCAL_STAGING_RESERVE", "BYTEPS_LOG_LEVEL", "BYTEPS_NUMA_ON",
     "BYTEPS_MIN_COMPRESS_BYTES", "BYTEPS_PARTITION_BYTES", "BYTEPS_RENDEZVOUS_TIMEOUT", "BYTEPS_SCHEDULING_CREDIT", "BYTEPS_SERVER_ENGINE_THREAD",
     "BYTEPS_TCP_CONGESTION", "BYTEPS_TCP_CONNECTIONS", "BYTEPS_TCP_RCVLOWAT", "BYTEPS_TIMEOUT", "BYTEPS_TRACE_DIR",
     "BYTEPS_TRACE_END_STEP", "BYTEPS_TRACE_ON", "BYTEPS_TRACE_START_STEP", "BYTEPS_VISIBLE_CPU_CORES",
@@ -222,6 +222,7 @@ Status ConfigFromEnvironment(bool require_rendezvous, Config* out) {
   BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_PARTITION_BYTES", 1024, int64_t(1) << 31, &c.partition_bytes));
   BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_MIN_COMPRESS_BYTES", 0, int64_t(1) << 62, &c.min_compress_bytes));
   BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_LOCAL_KEY_TABLE_SIZE", 16, 1 << 22, &c.local_key_table_size));
+  BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_LOCAL_STAGING_RESERVE", 0, int64_t(1) << 40, &c.local_staging_reserve_bytes));
   BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_SCHEDULING_CREDIT", 0, 1 << 20, &c.scheduling_credit));
   // A server's event loops, each receiving and summing on its own core: one
   // per connection up to half the cores (on 2 cores: 1, which measured

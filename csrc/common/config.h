@@ -26,6 +26,10 @@ struct Config {
   int64_t partition_bytes = 4096000;  // BYTEPS_PARTITION_BYTES
   int64_t min_compress_bytes = 65536;  // BYTEPS_MIN_COMPRESS_BYTES: smaller tensors travel uncompressed
   int local_key_table_size = 8192;  // BYTEPS_LOCAL_KEY_TABLE_SIZE: partition keys in a machine's shared memory
+  // BYTEPS_LOCAL_STAGING_RESERVE: shared-memory staging per local rank kept
+  // backed and mapped ahead of need, so a new name's first call finds warm
+  // slots (staging_warmer.h); at most a quarter of /dev/shm's free space.
+  int64_t local_staging_reserve_bytes = int64_t{128} << 20;
   int scheduling_credit = 4;     // BYTEPS_SCHEDULING_CREDIT: partitions queued to the network; 0 = unlimited
   int server_engine_threads = 4; // BYTEPS_SERVER_ENGINE_THREAD: a server's event loops (default cores/2, 1..16)
   bool enable_async = false;     // BYTEPS_ENABLE_ASYNC

@@ -18,6 +18,8 @@ std::string Engine::StatsJson() {
     << ", \"local_reduce\": " << stats_.local_reduce_ns.load() * 1e-9
     << ", \"gather\": " << stats_.gather_ns.load() * 1e-9 << "}"
     << ", \"staging_bytes\": " << (reducer_ ? reducer_->staging_bytes() : 0)
+    << ", \"staging_backed_bytes\": " << (reducer_ ? reducer_->staging_backed_bytes() : 0)
+    << ", \"staging_reserve_bytes\": " << (reducer_ ? reducer_->staging_reserve_bytes() : 0)
     << ", \"local_keys_used\": " << (reducer_ ? reducer_->keys_used() : 0);
   if (LocalReducer* device = device_reducer_live_.load()) {
     s << ", \"device\": {\"reducer\": \"" << device->name() << "\", \"cuda_device\": " << device_

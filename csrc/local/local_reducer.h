@@ -174,6 +174,10 @@ class LocalReducer {
   virtual void Leave() = 0;
 
   virtual uint64_t staging_bytes() = 0;
+  // Staging memory held, in use or pooled warm for the next key (>= staging_bytes),
+  // and the part of it kept ahead of need (shm: BYTEPS_LOCAL_STAGING_RESERVE).
+  virtual uint64_t staging_backed_bytes() { return staging_bytes(); }
+  virtual uint64_t staging_reserve_bytes() { return 0; }
   virtual uint64_t keys_used() = 0;
 
   // The machine's order channel in this reducer's shared control segment,

@@ -378,14 +378,8 @@ Status LocalSharedMemory::Allocate(uint64_t bytes, uint64_t* offset) {
 void LocalSharedMemory::Free(uint64_t offset, uint64_t bytes) {
   ShmControl* c = control_;
   c->arena_in_use.fetch_sub(bytes);
-  // Give the whole pages inside the range back to /dev/shm (partial pages
-  // are shared with neighbouring slots and keep their data).
-  const uint64_t page = 4096;
-  const uint64_t first = (offset + page - 1) / page * page, last = (offset + bytes) / page * page;
-  if (last > first) {
-    fallocate(arena_fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(first),
-              static_cast<off_t>(last - first));
-  }
+  // The pages stay backed (and mapped in every process): the next slot
+  // carved from this range is warm. The front [0, arena_backed) has no holes.
   // Insert sorted by offset, merging with the neighbours.
   uint32_t i = 0;
   while (i < c->free_count && c->free_extents[i].offset < offset) ++i;
@@ -402,8 +396,8 @@ void LocalSharedMemory::Free(uint64_t offset, uint64_t bytes) {
     c->free_extents[i].bytes += bytes;
   } else {
     if (c->free_count == kMaxFreeExtents) {
-      // Full list: forget the smallest range (its pages are already back in
-      // /dev/shm; only arena address space is lost).
+      // Full list: forget the smallest range (lost to the job: its address
+      // space and, as it stays backed, its pages).
       uint32_t smallest = 0;
       for (uint32_t j = 1; j < c->free_count; ++j) {
         if (c->free_extents[j].bytes < c->free_extents[smallest].bytes) smallest = j;
@@ -437,23 +431,68 @@ Status LocalSharedMemory::EnsureSlot(ShmEntry* e, int q, uint64_t bytes) {
   }
   uint64_t offset = 0;
   BPS_RETURN_IF_ERROR(Allocate(bytes, &offset));
-  Status backed = Back(arena_fd_, offset, bytes, "local staging of a partition");
-  if (!backed.ok()) {
-    control_->arena_in_use.fetch_add(bytes);
-    Free(offset, bytes);
-    return backed;
+  // Below arena_backed the pool's pages are there already; past it (the
+  // reserve ran out, or there is none) the slot is backed now. Every range
+  // below the bump pointer is backed, so the front stays without holes.
+  const uint64_t front = control_->arena_backed.load(std::memory_order_acquire);
+  if (offset + bytes > front) {
+    const uint64_t from = std::max(offset, front);
+    Status backed = Back(arena_fd_, from, offset + bytes - from, "local staging of a partition");
+    if (!backed.ok()) {
+      control_->arena_in_use.fetch_add(bytes);
+      Free(offset, bytes);
+      return backed;
+    }
+    RaiseBacked(offset + bytes);
   }
   control_->arena_in_use.fetch_add(bytes);
   e->slot_offset[q] = offset;
   e->slot_bytes[q] = bytes;
   // The owner writes the slot next: map its pages now, in one call, instead
   // of one fault per page on the first round (a new key's first push_pull
-  // was ~6x a warm one: 8 us a fault on tmpfs).
+  // was ~6x a warm one: 8 us a fault on tmpfs). The warmer mapped the pool's.
   Populate(offset, bytes, /*for_write=*/true);
   return Status::OK();
 }
 
+void LocalSharedMemory::RaiseBacked(uint64_t end) {
+  uint64_t cur = control_->arena_backed.load(std::memory_order_acquire);
+  while (cur < end && !control_->arena_backed.compare_exchange_weak(cur, end, std::memory_order_acq_rel)) {
+  }
+}
+
+Status LocalSharedMemory::GrowBacked(uint64_t target, uint64_t max_step) {
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  target = std::min<uint64_t>(target, control_->arena_capacity);
+  const uint64_t from = control_->arena_backed.load(std::memory_order_acquire);
+  if (from >= target) return Status::OK();
+  // Whole pages, so that the processes' mappings (MapBacked) end on one.
+  const uint64_t end = std::min<uint64_t>(control_->arena_capacity, (std::min(target, from + max_step) + page - 1) / page * page);
+  // Outside the layout lock: a slot past the front backs (part of) the same
+  // range meanwhile, and fallocate of a backed range changes nothing.
+  BPS_RETURN_IF_ERROR(Back(arena_fd_, from, end - from, "the warm staging pool (BYTEPS_LOCAL_STAGING_RESERVE)"));
+  RaiseBacked(end);
+  return Status::OK();
+}
+
+uint64_t LocalSharedMemory::MapBacked(uint64_t max_step) {
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t from = mapped_end_.load(std::memory_order_acquire);
+  // Whole backed pages only: populating a page past the front would back it.
+  const uint64_t front = control_->arena_backed.load(std::memory_order_acquire) / page * page;
+  if (from >= front) return 0;
+  const uint64_t end = std::min(front, from + max_step);
+  MapPages(from, end - from, /*for_write=*/true);
+  mapped_end_.store(end, std::memory_order_release);
+  return end - from;
+}
+
 void LocalSharedMemory::Populate(uint64_t offset, uint64_t bytes, bool for_write) {
+  if (offset + bytes <= mapped_end()) return;  // the warmer mapped it
+  MapPages(offset, bytes, for_write);
+}
+
+void LocalSharedMemory::MapPages(uint64_t offset, uint64_t bytes, bool for_write) {
 #if defined(MADV_POPULATE_READ) && defined(MADV_POPULATE_WRITE)
   const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   const uint64_t start = offset / page * page;

@@ -9,10 +9,21 @@
 // had free: a full /dev/shm is an error naming it (issue 13, bug 6).
 //
 // Reclaim: a slot freed (its entry reclaimed, or its rank's partition grew)
-// returns its pages to /dev/shm and its range to a free list; an entry of
-// the key table is reclaimed, least recently used first, when the table is
-// full and no local rank holds it or is inside one of its rounds, so a job
-// may use any number of distinct names over its life (issue 20 item 12).
+// returns its range to a free list, its pages still backed, for the next
+// slot; an entry of the key table is reclaimed, least recently used first,
+// when the table is full and no local rank holds it or is inside one of its
+// rounds, so a job may use any number of distinct names over its life
+// (issue 20 item 12).
+//
+// A warm pool (issue 27): backing a slot (fallocate) and mapping its pages
+// into each process (MADV_POPULATE) cost a new 64 MB key ~3x its warm call,
+// so the arena's front [0, arena_backed) is backed, with no holes, and a
+// slot carved from it is backed already. A StagingWarmer thread in each
+// process keeps that front a reserve ahead of the slots (local rank 0 backs
+// it, BYTEPS_LOCAL_STAGING_RESERVE per local rank) and maps all of it into
+// its process, so a new key's first round touches only warm pages. Freed
+// slots keep their pages: the arena holds at most the peak of its slots plus
+// the reserve (stats: staging_backed_bytes), and gives it back at exit.
 //
 // Lifetime: local rank 0 creates both segments; once every local rank has
 // mapped them, rank 0 unlinks the names, so nothing is left in /dev/shm even
@@ -79,6 +90,10 @@ struct ShmControl {
   uint64_t arena_capacity;
   std::atomic<uint64_t> arena_used;    // the arena's high-water mark (bump pointer)
   std::atomic<uint64_t> arena_in_use;  // bytes in allocated slots
+  // [0, arena_backed) is backed in /dev/shm, without holes: never lowered
+  // (freed slots keep their pages), raised by a slot past it or the warmer.
+  std::atomic<uint64_t> arena_backed;
+  uint64_t warm_reserve;               // bytes the warmer keeps backed past arena_used
   std::atomic<uint32_t> doorbell[kMaxLocalRanks];
   std::atomic<uint32_t> sleeping[kMaxLocalRanks];
   int32_t pids[kMaxLocalRanks];
@@ -134,8 +149,22 @@ class LocalSharedMemory {
   Status EnsureSlot(ShmEntry* e, int q, uint64_t bytes);
   // Maps the arena's pages of [offset, offset + bytes) into this process
   // now (MADV_POPULATE_*), so the first pass over a new slot does not fault
-  // page by page. Best effort.
+  // page by page. Best effort; nothing to do below mapped_end().
   void Populate(uint64_t offset, uint64_t bytes, bool for_write);
+
+  // The warm pool (staging_warmer.h drives these).
+  // Backs the arena up to `target` bytes (at most `max_step` more now).
+  // Local rank 0's warmer only: it is the one caller outside the layout lock.
+  Status GrowBacked(uint64_t target, uint64_t max_step);
+  // Maps up to `max_step` more bytes of the backed front into this process;
+  // returns how many (0: all of it is mapped).
+  uint64_t MapBacked(uint64_t max_step);
+  // [0, mapped_end) is backed and mapped here: a slot inside needs neither.
+  uint64_t mapped_end() const { return mapped_end_.load(std::memory_order_acquire); }
+  uint64_t backed_bytes() const { return control_->arena_backed.load(std::memory_order_acquire); }
+  // Sets the machine's reserve (local rank 0, before the others open).
+  void set_warm_reserve(uint64_t bytes) { control_->warm_reserve = bytes; }
+  uint64_t warm_reserve() const { return control_->warm_reserve; }
 
   void Ring();  // wake every local rank's engine
   void WaitDoorbell(int local_rank, uint32_t seen, int timeout_ms);
@@ -145,6 +174,8 @@ class LocalSharedMemory {
   Status Insert(uint64_t key, ShmEntry** out);  // under layout_mutex
   uint32_t ReclaimIdle();                      // under layout_mutex
   Status Allocate(uint64_t bytes, uint64_t* offset);  // under layout_mutex
+  void RaiseBacked(uint64_t end);                      // arena_backed = max(arena_backed, end)
+  void MapPages(uint64_t offset, uint64_t bytes, bool for_write);  // MADV_POPULATE_*
   void Free(uint64_t offset, uint64_t bytes);          // under layout_mutex
 
   std::string base_name_;
@@ -158,6 +189,7 @@ class LocalSharedMemory {
   // /dev/shm is an error at reservation instead of SIGBUS on first touch.
   int arena_fd_ = -1;
   int local_size_ = 0;
+  std::atomic<uint64_t> mapped_end_{0};  // this process's mapping (MapBacked)
 };
 
 }  // namespace bps

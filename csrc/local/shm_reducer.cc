@@ -2,12 +2,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <thread>
 
 #include "common/futex.h"
+#include "common/logging.h"
 #include "common/reduce_kernels.h"
 #include "common/partitioner.h"
 #include "common/process_alive.h"
@@ -37,6 +39,17 @@ Status ShmLocalReducer::Create(const Config& c, Store* store, std::unique_ptr<Lo
   if (c.local_rank == 0) {
     BPS_RETURN_IF_ERROR(LocalSharedMemory::Create(c.job_id, c.worker_id, c.local_size, 0,
                                                   static_cast<uint32_t>(c.local_key_table_size), &r->shm_));
+    // A quarter of the arena at most: a small /dev/shm (docker's 64 MB)
+    // keeps room for the slots themselves.
+    const uint64_t wanted = static_cast<uint64_t>(c.local_staging_reserve_bytes) * static_cast<uint64_t>(c.local_size);
+    r->shm_->set_warm_reserve(std::min<uint64_t>(wanted, r->shm_->control()->arena_capacity / 4));
+    // Backed before the others open, so that each maps it before its first
+    // call (StagingWarmer's first pass): a job's very first name is warm too.
+    // Not fatal: a slot that cannot be backed later says why, with the fix.
+    Status warm = r->shm_->GrowBacked(r->shm_->warm_reserve(), r->shm_->warm_reserve());
+    if (!warm.ok()) {
+      BPS_LOG(Debug) << "no warm staging pool: " << warm.message();
+    }
     BPS_RETURN_IF_ERROR(store->Set("shm/" + machine, r->shm_->base_name()));
   } else {
     std::string name;
@@ -44,6 +57,7 @@ Status ShmLocalReducer::Create(const Config& c, Store* store, std::unique_ptr<Lo
     BPS_RETURN_IF_ERROR(LocalSharedMemory::Open(name, c.local_size, &r->shm_));
   }
   r->shm_->control()->pids[c.local_rank] = getpid();
+  r->warmer_.reset(new StagingWarmer(r->shm_.get(), /*grows=*/c.local_rank == 0));
   int64_t opened = 0;
   BPS_RETURN_IF_ERROR(store->Add("shm_opened/" + machine, 1, &opened));
   if (c.local_rank == 0) {

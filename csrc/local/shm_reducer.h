@@ -11,12 +11,14 @@
 //   publish    ready[q] = round + 1
 //   gather     every rank copies every published slice into its output
 //              (released += 1)
+// Slots come warm from the arena's pool (StagingWarmer, staging_warmer.h).
 #pragma once
 #include <memory>
 #include <unordered_map>
 
 #include "local/local_reducer.h"
 #include "local/shared_memory.h"
+#include "local/staging_warmer.h"
 
 namespace bps {
 
@@ -53,6 +55,8 @@ class ShmLocalReducer : public LocalReducer {
   void Leave() override;
 
   uint64_t staging_bytes() override { return shm_->control()->arena_in_use.load(); }
+  uint64_t staging_backed_bytes() override { return shm_->backed_bytes(); }
+  uint64_t staging_reserve_bytes() override { return shm_->warm_reserve(); }
   uint64_t keys_used() override { return shm_->control()->keys_used.load(); }
   CollectiveOrderShm* order_channel() override { return &shm_->control()->collective_order; }
 
@@ -64,6 +68,7 @@ class ShmLocalReducer : public LocalReducer {
   const char* PeerSlot(ShmEntry* e, int q);
 
   std::unique_ptr<LocalSharedMemory> shm_;
+  std::unique_ptr<StagingWarmer> warmer_;  // declared after shm_: stops before it unmaps
   std::unordered_map<uint64_t, uint64_t> populated_;  // peer slots mapped here: offset -> bytes
   int local_rank_ = 0;
   int local_size_ = 1;

@@ -35,6 +35,13 @@ void CallbackPool::Run(std::function<void()> job) {
   std::thread([this] { Worker(); }).detach();
 }
 
+void CallbackPool::Prestart() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (threads_ > 0) return;
+  ++threads_;
+  std::thread([this] { Worker(); }).detach();
+}
+
 void CallbackPool::Worker() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {

@@ -24,6 +24,11 @@ class CallbackPool {
   // Runs `job` soon on a pool thread; never waits for a busy job to finish.
   void Run(std::function<void()> job);
 
+  // Starts the first worker now if none runs (engine init), so that the
+  // first collective does not start a thread: on a busy machine a new
+  // thread's first run waits for a scheduling period (issue 27).
+  void Prestart();
+
   // Threads alive now (for tests and diagnostics).
   int threads();
 

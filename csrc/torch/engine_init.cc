@@ -11,6 +11,8 @@
 #include <thread>
 
 #include "c_api/byteps_c.h"
+#include "torch/callback_pool.h"
+#include "torch/completion_queue.h"
 #include "torch/push_pull.h"
 
 namespace byteps_torch {
@@ -146,6 +148,14 @@ Topology TopologyFromTorchrunEnv(int rank, int size) {
   return topology;
 }
 
+// The threads that complete every operation (completion_queue.h,
+// callback_pool.h) start with the engine, not inside the first collective:
+// a job's first call then costs what a later one does (issue 27).
+static void StartCompletionThreads() {
+  CompletionQueue::Instance();
+  CallbackPool::Instance().Prestart();
+}
+
 void InitEngineWithStore(const c10::intrusive_ptr<c10d::Store>& store, const Topology& topology) {
   std::lock_guard<std::mutex> lock(init_mutex);
   if (bps_initialized()) {
@@ -175,6 +185,7 @@ void InitEngineWithStore(const c10::intrusive_ptr<c10d::Store>& store, const Top
     TORCH_CHECK(false, "byteps engine failed to start as rank ", topology.rank, " of ",
                 topology.size, " (", StatusName(rc), "): ", (why && *why) ? why : "no detail");
   }
+  StartCompletionThreads();
 }
 
 void InitEngineFromEnv() {
@@ -187,6 +198,7 @@ void InitEngineFromEnv() {
                 StatusName(rc), "): ", (why && *why) ? why : "no detail",
                 ". Launch with bpslaunch, or use torchrun.");
   }
+  StartCompletionThreads();
 }
 
 }  // namespace byteps_torch

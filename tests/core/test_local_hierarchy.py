@@ -36,6 +36,41 @@ def test_staging_memory_does_not_grow_over_1000_steps(tmp_path):
         assert late <= machine_bytes * 1.1 + 64 * 12 * r["local_size"], (late, machine_bytes)
 
 
+POOLED = """
+import numpy as np
+import byteps_native.core as bps
+bps.init()
+r, n = bps.rank(), bps.size()
+samples = []
+for i in range(64):
+    # A new name each step, 1 MiB: the 16-entry table reclaims earlier names,
+    # whose warm slots the new ones take.
+    a = np.arange(262144, dtype=np.float32) * (r + 1) + i
+    bps.push_pull(a, f"new{i}", average=False)
+    want = np.arange(262144, dtype=np.float64) * (n * (n + 1) / 2) + n * i
+    assert np.array_equal(a, want.astype(np.float32)), i
+    s = bps.stats()
+    samples.append((s["staging_bytes"], s["staging_backed_bytes"]))
+report({"samples": samples, "reserve": bps.stats()["staging_reserve_bytes"], "local_size": bps.local_size()})
+bps.shutdown()
+"""
+
+
+def test_new_names_take_pooled_staging_and_what_is_held_stays_bounded(tmp_path):
+    """Issue 27: staging is pooled. A name seen for the first time takes warm
+    slots (from the reserve, or freed by reclaimed names) and the sums stay
+    exact; the machine holds at most its peak of slots plus the reserve."""
+    _, results = run_job(tmp_path, POOLED, local_workers=2, timeout=300,
+                         env={"BYTEPS_LOCAL_KEY_TABLE_SIZE": "16", "BYTEPS_LOCAL_STAGING_RESERVE": str(4 << 20)})
+    for r in results.values():
+        L = r["local_size"]
+        assert r["reserve"] == L * (4 << 20)
+        peak_in_slots = max(in_slots for in_slots, _ in r["samples"])
+        assert peak_in_slots <= 16 * L * (1 << 20) + 64 * 16 * L  # the table's 16 entries, one slot per rank
+        for in_slots, backed in r["samples"]:
+            assert in_slots <= backed <= peak_in_slots + r["reserve"] + 4096, (in_slots, backed)
+
+
 def _free_port():
     import socket
     with socket.socket() as s:

@@ -47,6 +47,7 @@ class LocalReducerConformance : public ::testing::TestWithParam<Case> {
         c.local_size = L;
         c.job_id = "lrc" + std::to_string(getpid()) + "g" + std::to_string(groups.load());
         c.rendezvous_timeout_seconds = 20;
+        c.local_staging_reserve_bytes = 1 << 20;  // slots from the warm pool and past it
         results[q] = GetParam().create(c, store_.get(), &reducers_[q]);
       });
     }

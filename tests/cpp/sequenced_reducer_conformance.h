@@ -85,6 +85,7 @@ class SequencedReducerConformance : public ::testing::TestWithParam<SequencedCas
         c.job_id = job;
         c.rendezvous_timeout_seconds = 30;
         c.timeout_seconds = 30;
+        c.local_staging_reserve_bytes = 1 << 20;  // the order channel is all this suite uses of it
         results[q] = CreateShmLocalReducer(c, store_.get(), &hosts_[q]);
         if (!results[q].ok()) return;
         MachineLink link;
