@@ -1,8 +1,8 @@
 """Faults at start-up and after the error (issue 30): a start-up kill and a
-SIGSTOP of torch's store host, each one trial of the fault campaign (named
-within seconds, every survivor gone within BYTEPS_TIMEOUT + 5 s, nothing left
-in /dev/shm); shared memory of a dead creator removed by a survivor; refused
-handshakes logged at a bounded rate."""
+SIGSTOP of torch's store host (without and with torchrun's agent), each one
+trial of the fault campaign (named within seconds, every survivor gone within
+BYTEPS_TIMEOUT + 5 s, nothing left in /dev/shm); shared memory of a dead
+creator removed by a survivor; refused handshakes logged at a bounded rate."""
 import os
 import random
 import socket
@@ -13,7 +13,7 @@ import time
 from byteps_native.core.orphaned_shm import remove_orphaned_segments
 import wire_client as wc
 from cluster import Cluster
-from fault_campaign import failures, run_campaign, table
+from fault_campaign import failures, run_agent_store_host_trial, run_campaign, table
 
 
 def _one(cell, tmp_path):
@@ -36,10 +36,25 @@ def test_kill_of_local_rank_0_during_start_up(tmp_path):
 
 def test_sigstop_of_the_torch_store_host(tmp_path):
     """Plain DDP, no agent: rank 0 (TCPStore, colocated server 0) stopped.
-    Every other rank exits on its own within BYTEPS_TIMEOUT + 5 s (was: one
-    stayed, waiting in torch's store client, for good)."""
+    Every other rank raises naming rank 0 or server 0 and exits on its own
+    within BYTEPS_TIMEOUT + 5 s (was: one stayed, waiting in torch's store
+    client, for good; and rank 1 said only `waited for local ranks to submit
+    it (1 of 2 arrived)`)."""
     r = _one(("worker", "storestop"), tmp_path)
-    assert len(r["exits"]) == 3, r
+    assert len(r["exits"]) == 3 and len(r["times"]) == 3, r
+
+
+def test_sigstop_of_the_torch_store_host_under_torchrun(tmp_path):
+    """The same under torchrun with its elastic agent: two torchrun
+    invocations as two machines on loopback, rank 0 hosting the workers'
+    TCPStore (TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1) and machine 0's colocated
+    server. Every other rank raises naming rank 0 or server 0 and exits on
+    its own within BYTEPS_TIMEOUT + 5 s; once the stopped rank is killed, both
+    agents end and nothing is left in /dev/shm."""
+    seed = int(os.environ.get("BYTEPS_FAULT_SEED", random.randrange(1 << 30)))
+    r = run_agent_store_host_trial(random.Random(seed), str(tmp_path), store_host="rank 0")
+    assert not failures([r]), f"seed {seed} (rerun: BYTEPS_FAULT_SEED={seed}):\n{r}\n\n{table([r])}"
+    assert len(r["exits"]) == 3 and len(r["times"]) == 3, r
 
 
 def test_a_server_that_never_registers_is_named_by_the_scheduler_too(tmp_path):
