@@ -13,7 +13,7 @@ import time
 from byteps_native.core.orphaned_shm import remove_orphaned_segments
 import wire_client as wc
 from cluster import Cluster
-from fault_campaign import failures, run_agent_store_host_trial, run_campaign, table
+from fault_campaign import _touches_port, failures, run_agent_store_host_trial, run_campaign, table
 
 
 def _one(cell, tmp_path):
@@ -73,6 +73,31 @@ def test_a_server_that_never_registers_is_named_by_the_scheduler_too(tmp_path):
             assert "server 0 of 1 never registered" in p.output(), c.dump()
         verdict = [line for line in sched.output().splitlines() if "byteps scheduler failed" in line]
         assert verdict and "never registered" in verdict[-1] and "disconnected" not in verdict[-1], c.dump()
+
+
+def test_a_worker_that_arrives_after_the_failure_hears_the_verdict(tmp_path):
+    """A server killed while one worker of two had arrived: the scheduler
+    stays (5 s after the failure) to tell the late one the verdict. Was: it
+    ended with the last member that had come, and workers still importing
+    found nothing listening and named no cause (1 of 100 server start-up
+    kills of the campaign)."""
+    with Cluster(tmp_path, machines=2, local_size=1, servers=1, BYTEPS_TIMEOUT=4, BYTEPS_RENDEZVOUS_TIMEOUT=4) as c:
+        sched = c.start_role("scheduler", "scheduler")
+        server = c.start_role("server", "server 0")
+        first = c.start_worker(0, 0, "train_loop.py", 0)
+        port = int(c.env["DMLC_PS_ROOT_PORT"])
+        deadline = time.monotonic() + 30
+        while not (_touches_port(first.pid, port, False) and _touches_port(server.pid, port, False)):
+            assert time.monotonic() < deadline and first.poll() is None, c.dump()
+            time.sleep(0.05)
+        server.kill()
+        assert first.wait(10) not in (None, 0), c.dump()
+        failed_at = time.monotonic()
+        time.sleep(1)  # the scheduler used to end here: every member that had come had left
+        late = c.start_worker(1, 0, "train_loop.py", 0)
+        assert late.wait(15) not in (None, 0), c.dump()
+        assert "job aborted: server 0" in late.output(), c.dump()
+        assert sched.wait(max(0.0, failed_at + 9 - time.monotonic())) not in (None, 0), c.dump()
 
 
 def test_segments_of_a_dead_creator_are_removed_and_a_live_ones_kept():
