@@ -100,6 +100,28 @@ def test_a_worker_that_arrives_after_the_failure_hears_the_verdict(tmp_path):
         assert sched.wait(max(0.0, failed_at + 9 - time.monotonic())) not in (None, 0), c.dump()
 
 
+def test_a_server_killed_in_training_is_the_verdict_not_the_workers_that_left(tmp_path):
+    """kill -9 of the server of a 2 x 2 job in training: the scheduler's
+    verdict, which every worker that hears it repeats, names the server.
+    Was: a worker that failed on the lost server left without goodbye before
+    the scheduler saw the server go, and the verdict was that worker's
+    disconnect (2 of 100 server start-up kills; the workers still waiting on
+    their local rank 0 named it instead of the server). Now each failed
+    worker reports its cause before it leaves."""
+    with Cluster(tmp_path, machines=2, local_size=2, servers=1, BYTEPS_TIMEOUT=4) as c:
+        workers = c.start("train_loop.py", 0)
+        for w in workers:
+            assert w.wait_for("STEP 50", 60), c.dump()
+        c.procs["server 0"].kill()
+        assert c.procs["scheduler"].wait(20) not in (None, 0), c.dump()
+        for w in workers:
+            assert w.wait(20) not in (None, 0), c.dump()
+            raised = [line for line in w.output().splitlines() if line.startswith("BYTEPS_ERROR")]
+            assert raised and "server 0" in raised[-1], c.dump()
+        verdict = [line for line in c.procs["scheduler"].output().splitlines() if "byteps scheduler failed" in line]
+        assert verdict and "server 0" in verdict[-1], c.dump()
+
+
 def test_segments_of_a_dead_creator_are_removed_and_a_live_ones_kept():
     job = "t30" + os.urandom(3).hex()
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
