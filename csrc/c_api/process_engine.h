@@ -34,6 +34,9 @@ class ProcessEngine {
   // unless it failed already) and returns the cause to report here: the
   // job's earlier verdict, or a lost scheduler, wins over a consequence.
   Status ReportInitFailure(const Status& failure);
+  // A worker whose engine failed tells the scheduler its cause before it
+  // leaves without goodbye, so the job's verdict names the root, not us.
+  void ReportFailureBeforeLeaving(const Status& failure);
   // Stops the scheduler clients; says goodbye to the scheduler unless failed.
   void ReleaseSchedulerClients(bool failed);
 

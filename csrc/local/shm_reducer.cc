@@ -35,6 +35,8 @@ Status ShmLocalReducer::Create(const Config& c, Store* store, std::unique_ptr<Lo
   r->local_rank_ = c.local_rank;
   r->local_size_ = c.local_size;
   r->machine_ = c.worker_id;
+  r->stopped_limit_seconds_ = c.timeout_seconds / 2;
+  r->stopped_since_.resize(c.local_size);
   const std::string machine = std::to_string(c.worker_id);
   if (c.local_rank == 0) {
     BPS_RETURN_IF_ERROR(LocalSharedMemory::Create(c.job_id, c.worker_id, c.local_size, 0,
@@ -241,7 +243,19 @@ void ShmLocalReducer::CloseFailedRound(LocalPartition* p, uint64_t key, uint64_t
 
 std::string ShmLocalReducer::DescribeStaging(LocalPartition* p, uint32_t round) {
   uint32_t arrived = p ? Entry(p)->arrived.load() - Relative(Entry(p), round) * static_cast<uint32_t>(local_size_) : 0;
-  return std::to_string(arrived) + " of " + std::to_string(local_size_) + " arrived";
+  std::string text = std::to_string(arrived) + " of " + std::to_string(local_size_) + " arrived";
+  // Which rank is missing is not recorded per round; a stopped one is the
+  // likely cause, and the job's only sign of it on this machine (issue 30: a
+  // SIGSTOPped torch rank 0 was named by nobody).
+  ShmControl* ctl = shm_->control();
+  for (int q = 0; q < local_size_; ++q) {
+    int pid = ctl->pids[q];
+    if (q != local_rank_ && pid > 0 && ProcessStopped(pid)) {
+      text += "; local rank " + std::to_string(q) + " (worker rank " + std::to_string(machine_ * local_size_ + q) +
+              ", pid " + std::to_string(pid) + ") is stopped (SIGSTOP, or a debugger holds it)";
+    }
+  }
+  return text;
 }
 
 uint32_t ShmLocalReducer::Doorbell() { return shm_->control()->doorbell[local_rank_].load(); }
@@ -249,13 +263,33 @@ uint32_t ShmLocalReducer::Doorbell() { return shm_->control()->doorbell[local_ra
 Status ShmLocalReducer::CheckPeers(bool check_alive) {
   ShmControl* ctl = shm_->control();
   if (ctl->job_failed.load()) return Status::PeerFailure(std::string("a local rank failed: ") + ctl->job_error);
-  if (!check_alive) return Status::OK();
+  if (!check_alive) {
+    std::fill(stopped_since_.begin(), stopped_since_.end(), std::chrono::steady_clock::time_point{});
+    return Status::OK();
+  }
+  const auto now = std::chrono::steady_clock::now();
   for (int q = 0; q < local_size_; ++q) {
     int pid = ctl->pids[q];
-    if (q != local_rank_ && pid > 0 && !ProcessAlive(pid)) {
-      return Status::PeerFailure("local rank " + std::to_string(q) + " (worker rank " +
-                                 std::to_string(machine_ * local_size_ + q) + ", pid " + std::to_string(pid) +
-                                 ") died");
+    if (q == local_rank_ || pid <= 0) continue;
+    auto who = [&] {
+      return "local rank " + std::to_string(q) + " (worker rank " + std::to_string(machine_ * local_size_ + q) +
+             ", pid " + std::to_string(pid) + ")";
+    };
+    if (!ProcessAlive(pid)) return Status::PeerFailure(who() + " died");
+    // A stopped rank is alive to every pid check and to its sockets (its
+    // kernel answers), so without this only BYTEPS_TIMEOUT would end the
+    // wait, naming no one (issue 30: torch rank 0 SIGSTOPped).
+    if (!ProcessStopped(pid)) {
+      stopped_since_[q] = {};
+      continue;
+    }
+    if (stopped_since_[q] == std::chrono::steady_clock::time_point{}) stopped_since_[q] = now;
+    const double stopped = std::chrono::duration<double>(now - stopped_since_[q]).count();
+    if (stopped >= stopped_limit_seconds_) {
+      char seconds[32];
+      snprintf(seconds, sizeof(seconds), "%.1f", stopped);
+      return Status::PeerFailure(who() + " is stopped (SIGSTOP, or a debugger holds it): stopped for " + seconds +
+                                 " s while this rank waited on it (half of BYTEPS_TIMEOUT)");
     }
   }
   return Status::OK();

@@ -13,8 +13,10 @@
 //              (released += 1)
 // Slots come warm from the arena's pool (StagingWarmer, staging_warmer.h).
 #pragma once
+#include <chrono>
 #include <memory>
 #include <unordered_map>
+#include <vector>
 
 #include "local/local_reducer.h"
 #include "local/shared_memory.h"
@@ -73,6 +75,10 @@ class ShmLocalReducer : public LocalReducer {
   int local_rank_ = 0;
   int local_size_ = 1;
   int machine_ = 0;
+  // A local rank stopped this long while this rank waits on it fails the job:
+  // half of BYTEPS_TIMEOUT, as the scheduler declares a silent member stopped.
+  double stopped_limit_seconds_ = 150;
+  std::vector<std::chrono::steady_clock::time_point> stopped_since_;  // per local rank; {}: not stopped
 };
 
 }  // namespace bps

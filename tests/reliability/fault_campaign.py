@@ -15,11 +15,19 @@ chosen process of the target role at a random moment:
              held open until the job ends (server, scheduler: what listens)
   drip       60 connections sending one byte of hello every 0.3 s
   badconfig  the target starts with one bad setting (random from a list)
-  startkill  SIGKILL at a random moment from launch to the first step
-             (importing, connecting, rendezvous, shared memory, servers)
+  startkill  SIGKILL at a random moment from launch to 1 s past the moment
+             every worker was READY (importing, connecting, rendezvous,
+             shared memory, servers, the first steps); each trial records
+             the phase the kill landed in (see PHASES)
   storestop  SIGSTOP of the store host of a plain torch DDP job
              (init_process_group('byteps'), no agent, no scheduler): rank 0
              holds torch's TCPStore and machine 0's colocated server
+  agentstop  the same under torchrun with its elastic agent: two torchrun
+             invocations (2 emulated machines x 2 ranks, c10d rendezvous);
+             in 3 of 4 trials TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1, so that
+             rank 0 hosts the workers' TCPStore, else torch's default (the
+             agent hosts it); once the survivors are checked the stopped
+             rank is killed and both agents must end
 
 Checked per trial: no memory error (ASan/UBSan reports, SIGSEGV, SIGBUS,
 aborts, uncaught exceptions in any log or exit status), no wrong sum (the
@@ -47,7 +55,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import WORKERS, Cluster, Proc, base_env, free_port  # noqa: E402
 
 ROLES = ("worker", "server", "scheduler")
-KINDS = ("kill9", "sigstop", "stranger", "drip", "badconfig", "startkill", "storestop")
+KINDS = ("kill9", "sigstop", "stranger", "drip", "badconfig", "startkill", "storestop", "agentstop")
+STORE_HOST_KINDS = ("storestop", "agentstop")
 TIMEOUT = 4  # BYTEPS_TIMEOUT of every trial
 GRACE = 15   # seconds after TIMEOUT by which every process must be gone
 EXIT_WITHIN = TIMEOUT + 5  # every survivor must be gone this long after the fault (issue 30)
@@ -75,7 +84,7 @@ BAD_CONFIGS = [
 def applicable(role, kind):
     # Workers of a role-mode job listen on no port: nothing for a stranger.
     # The store host of a torch job is a worker (rank 0).
-    if kind == "storestop":
+    if kind in STORE_HOST_KINDS:
         return role == "worker"
     return not (role == "worker" and kind in ("stranger", "drip"))
 
@@ -83,6 +92,52 @@ def applicable(role, kind):
 # Launch to every worker's READY, as last measured: start-up kills land
 # anywhere in it (and a few just after, in the first steps).
 _startup_seconds = [3.0]
+
+
+# Where a start-up kill landed, from the victim's state just before the kill:
+PHASES = (
+    "launch",      # not connected to the scheduler yet (importing, or the scheduler not listening yet);
+                   # for the scheduler: not listening yet
+    "rendezvous",  # connected (or listening), not every worker READY: rendezvous, shared memory, servers
+    "training",    # every worker READY: the first steps
+)
+
+
+def _phase(role, victim, every_worker_ready, scheduler_port):
+    if every_worker_ready:
+        return "training"
+    return "rendezvous" if _touches_port(victim.pid, scheduler_port, listening=(role == "scheduler")) else "launch"
+
+
+def _touches_port(pid, port, listening):
+    """Whether process pid holds a TCP socket connected to (or, listening, bound to) port on this host."""
+    inodes = set()
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                inodes.add(link[8:-1])
+    except OSError:
+        return False
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                lines = f.readlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            local, remote, state, inode = fields[1], fields[2], fields[3], fields[9]
+            if inode not in inodes:
+                continue
+            if listening and state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:
+                return True
+            if not listening and state == "01" and int(remote.rsplit(":", 1)[1], 16) == port:
+                return True
+    return False
 
 
 def _victim_words(role, name):
@@ -140,6 +195,8 @@ def run_trial(role, kind, rng, log_dir, steps_alive=150):
     """One trial; returns a dict of what happened."""
     if kind == "storestop":
         return run_store_host_trial(rng, log_dir)
+    if kind == "agentstop":
+        return run_agent_store_host_trial(rng, log_dir)
     env = dict(BYTEPS_TIMEOUT=TIMEOUT, BYTEPS_RENDEZVOUS_TIMEOUT=TIMEOUT)
     result = dict(role=role, kind=kind, memory_errors=[], wrong_results=0, left_running=[], shm_left=[],
                   times=[], exits=[], slow_exits=[], unnamed=[], detail="")
@@ -167,13 +224,19 @@ def run_trial(role, kind, rng, log_dir, steps_alive=150):
         fault_at = time.monotonic()
         if kind == "startkill":
             launched = fault_at
-            time.sleep(rng.uniform(0, _startup_seconds[0] * 1.1))
-            fault_at = time.monotonic()
+            kill_at = launched + rng.uniform(0, _startup_seconds[0] + 1.0)
+            all_ready_at = None
+            while time.monotonic() < kill_at:
+                if all_ready_at is None and all("READY" in w.output() for w in workers):
+                    all_ready_at = time.monotonic()
+                time.sleep(max(0.0, min(0.05, kill_at - time.monotonic())))
             ready = sum("READY" in w.output() for w in workers)
-            if ready == len(workers):  # past the start-up: aim earlier next time
-                _startup_seconds[0] = min(_startup_seconds[0], fault_at - launched)
+            result["phase"] = _phase(role, c.procs[victim], ready == len(workers), int(c.env["DMLC_PS_ROOT_PORT"]))
+            fault_at = time.monotonic()
             c.procs[victim].kill(signal.SIGKILL)
-            result["detail"] = f"at {fault_at - launched:.2f} s, {ready}/4 workers READY"
+            if all_ready_at is not None:  # follow the host's load: the window ends 1 s past the start-up
+                _startup_seconds[0] = (_startup_seconds[0] + all_ready_at - launched) / 2
+            result["detail"] = f"at {fault_at - launched:.2f} s, {ready}/4 workers READY ({result['phase']})"
         elif kind != "badconfig":
             if not all(w.wait_for("READY", 30) for w in workers):
                 result["detail"] = "job did not start"
@@ -297,6 +360,8 @@ def run_store_host_trial(rng, log_dir):
                 result["times"].append(first_error[n])
             if procs[n].poll() == 0 and n not in first_error:
                 result["unnamed"].append(n + " (exited 0)")
+            elif not _names_store_host(procs[n].output()):
+                result["unnamed"].append(n)
         result["wrong_results"] = sum("WRONG SUM" in p.output() for p in procs.values())
         victim.kill(signal.SIGKILL)
         victim.wait(5)
@@ -306,6 +371,135 @@ def run_store_host_trial(rng, log_dir):
     finally:
         for p in procs.values():
             p.stop()
+
+
+def _names_store_host(output):
+    """Whether the error a rank raised names the stopped rank 0 or its colocated server 0."""
+    raised = [line for line in output.splitlines() if line.startswith("BYTEPS_ERROR")]
+    return any("rank 0" in line or "server 0 (" in line for line in raised)
+
+
+AGENTS_END_WITHIN = 15  # seconds from the stopped rank's kill to both torchrun agents' exit
+
+
+class _AgentChild:
+    """A rank that a torchrun agent started: its pid comes from its READY
+    line, its output from its own log (ddp_loop.py's RANK_LOG_DIR). Its exit
+    status belongs to the agent: poll() says 0 once it is gone, so a survivor
+    counts as failed by its BYTEPS_ERROR line only."""
+
+    def __init__(self, name, log_path):
+        self.name, self.log_path, self.pid, self.ended = name, log_path, None, None
+
+    def output(self):
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+    def find_pid(self):
+        for line in self.output().splitlines():
+            if line.startswith("READY") and " pid " in line:
+                self.pid = int(line.rsplit(" pid ", 1)[1].split()[0])
+        return self.pid
+
+    def poll(self):
+        if self.pid is None or self.ended is not None:
+            return None if self.ended is None else 0
+        try:
+            with open(f"/proc/{self.pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            state = "gone"
+        if state in ("Z", "X", "gone"):  # a zombie has exited; its agent reaps it
+            self.ended = time.monotonic()
+            return 0
+        return None
+
+    def kill(self, sig):
+        if self.pid is not None and self.poll() is None:
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:
+                pass
+
+
+def run_agent_store_host_trial(rng, log_dir, store_host=None):
+    """SIGSTOP of torch rank 0 (TCPStore host, machine 0's colocated server) in a 2 x 2 DDP job under
+    torchrun with its elastic agent (two torchrun invocations: two emulated machines on loopback). Every other
+    rank must fail naming the cause and exit on its own within BYTEPS_TIMEOUT + 5 s; once the stopped rank is
+    killed, both agents must end within AGENTS_END_WITHIN s."""
+    result = dict(role="worker", kind="agentstop", memory_errors=[], wrong_results=0, left_running=[],
+                  shm_left=[], times=[], exits=[], slow_exits=[], unnamed=[], detail="", store_host="")
+    env = base_env(BYTEPS_TIMEOUT=TIMEOUT)
+    for k in [k for k in env if k.startswith("DMLC_")] + ["BYTEPS_JOB_ID"]:
+        env.pop(k, None)
+    # Three times in four rank 0 hosts the workers' TCPStore (TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1, as before
+    # torch 2.4); else torch's default, machine 0's agent (then rank 0 holds colocated server 0 only).
+    if store_host is None:
+        store_host = "rank 0" if rng.random() < 0.75 else "agent 0"
+    result["store_host"] = store_host
+    env.update(RANK_LOG_DIR=log_dir)
+    if store_host == "rank 0":
+        env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
+    rdzv = f"127.0.0.1:{free_port()}"
+    agents, ranks = {}, {f"rank {r}": _AgentChild(f"rank {r}", os.path.join(log_dir, f"rank_{r}.log"))
+                         for r in range(4)}
+    try:
+        for m in range(2):
+            agents[f"agent {m}"] = Proc(
+                f"agent {m}",
+                [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "2",
+                 "--rdzv-backend", "c10d", "--rdzv-endpoint", rdzv, "--rdzv-id", os.path.basename(log_dir),
+                 "--max-restarts", "0", "--monitor-interval", "0.1", os.path.join(WORKERS, "ddp_loop.py"), "0"],
+                env, log_dir)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not all(r.find_pid() for r in ranks.values()):
+            if any(a.poll() is not None for a in agents.values()):
+                break
+            time.sleep(0.05)
+        if not all(r.pid for r in ranks.values()):
+            result["detail"] = "job did not start"
+            result["unnamed"] = ["job did not start"]
+            return result
+        time.sleep(rng.uniform(0.1, 1.0))
+        victim = ranks["rank 0"]
+        fault_at = time.monotonic()
+        victim.kill(signal.SIGSTOP)
+        survivors = [n for n in ranks if n != "rank 0"]
+        first_error = _watch(ranks, survivors, fault_at, fault_at + TIMEOUT * 2 + GRACE)
+        result["left_running"] = [n for n in survivors if ranks[n].poll() is None]
+        _note_exits(result, ranks, survivors, fault_at, False)
+        for n in survivors:
+            if n in first_error:
+                result["times"].append(first_error[n])
+            if not _names_store_host(ranks[n].output()):
+                result["unnamed"].append(n)
+        result["wrong_results"] = sum("WRONG SUM" in r.output() for r in ranks.values())
+        agents_alive = [n for n, a in agents.items() if a.poll() is None]
+        killed_at = time.monotonic()
+        victim.kill(signal.SIGKILL)
+        for a in agents.values():
+            a.wait(max(0.0, killed_at + AGENTS_END_WITHIN - time.monotonic()))
+        result["left_running"] += [n for n, a in agents.items() if a.poll() is None or _group_alive(a)]
+        result["agents_end"] = max([a.ended - killed_at for a in agents.values() if a.ended] + [0.0])
+        result["detail"] = (f"store on {store_host}; agents running at the kill: {', '.join(agents_alive) or 'none'}; "
+                            f"the last ended {result['agents_end']:.1f} s after it")
+        result["memory_errors"] = [f for f in _scan_procs(dict(ranks, **agents)) if not f.startswith("rank 0: ")]
+        pids = [r.pid for r in ranks.values()]
+        result["shm_left"] = [p for p in glob.glob("/dev/shm/bpsn-*") if _created_by_pids(p, pids)]
+        return result
+    finally:
+        for r in ranks.values():
+            r.kill(signal.SIGKILL)
+        for a in agents.values():
+            a.stop()
+
+
+def _created_by_pids(path, pids):
+    pid = path.rsplit("-p", 1)[-1].split("-")[0]
+    return pid.isdigit() and int(pid) in pids
 
 
 def _created_by(path, procs):
@@ -347,20 +541,22 @@ def quick_cells(rng):
     """The quick profile: kill -9 of every role, and one role each for the
     other kinds (chosen at random), so it stays under a minute."""
     cells = [(role, "kill9") for role in ROLES]
-    for kind in KINDS[1:]:
+    for kind in KINDS[1:-1]:  # not agentstop (two torchrun agents: ~18 s), a test of its own
         cells.append((rng.choice([r for r in ROLES if applicable(r, kind)]), kind))
     return cells
 
 
 def run_campaign(trials, roles=ROLES, kinds=KINDS, seed=None, log_root=None, progress=print, steps_alive=150,
-                 cells=None):
+                 cells=None, trials_of=None):
+    """trials per cell (role, kind); trials_of: {kind: trials} for kinds that differ."""
     seed = seed if seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
     log_root = log_root or tempfile.mkdtemp(prefix="bps-faults-")
     if cells == "quick":
         cells = quick_cells(rng)
     cells = cells or [(r, k) for r in roles for k in kinds if applicable(r, k)]
-    plan = [cell for cell in cells for _ in range(trials)]
+    trials_of = trials_of or {}
+    plan = [cell for cell in cells for _ in range(trials_of.get(cell[1], trials))]
     rng.shuffle(plan)
     results = []
     for i, (role, kind) in enumerate(plan):
@@ -383,18 +579,26 @@ def _percentiles(times):
         return "n/a"
     q = sorted(times)
     pick = lambda f: q[min(len(q) - 1, int(round(f * (len(q) - 1))))]  # noqa: E731
-    return f"{pick(0.5):.2f} / {pick(0.9):.2f} / {q[-1]:.2f}"
+    return f"{pick(0.5):.2f} / {pick(0.9):.2f} / {pick(0.99):.2f} / {q[-1]:.2f}"
 
 
 def table(results):
-    """Markdown: one row per role and fault kind."""
+    """Markdown: one row per role and fault kind, and one per phase of the start-up kills."""
     rows = ["| Role | Fault | Trials | Memory errors | Wrong results | Left running | Slow exits | shm leaks | Unnamed | "
-            "Time to named error on survivors (p50 / p90 / max, s) | Exit after the fault (p50 / p90 / max, s) |",
+            "Time to named error on survivors (p50 / p90 / p99 / max, s) | "
+            "Exit after the fault (p50 / p90 / p99 / max, s) |",
             "|---|---|---|---|---|---|---|---|---|---|---|"]
     cells = {}
     for r in results:
-        cells.setdefault((r["role"], r["kind"]), []).append(r)
-    for (role, kind), rs in sorted(cells.items(), key=lambda kv: (ROLES.index(kv[0][0]), KINDS.index(kv[0][1]))):
+        cells.setdefault((r["role"], r["kind"], ""), []).append(r)
+        if r.get("phase"):  # start-up kills: a row per phase too
+            cells.setdefault((r["role"], r["kind"], r["phase"]), []).append(r)
+    def order(cell):
+        (role, kind, phase), _ = cell
+        return ROLES.index(role), KINDS.index(kind), (("",) + PHASES).index(phase)
+
+    for (role, kind, phase), rs in sorted(cells.items(), key=order):
+        kind = f"{kind}: {phase}" if phase else kind
         times = [t for r in rs for t in r["times"]]
         exits = [t for r in rs for t in r.get("exits", [])]
         span = f"{_percentiles(times)} ({len(times)} survivors)" if times else "n/a: the job goes on"
@@ -416,15 +620,23 @@ def main():
     parser.add_argument("--trials", type=int, default=20, help="trials per role and fault kind")
     parser.add_argument("--roles", default=",".join(ROLES))
     parser.add_argument("--kinds", default=",".join(KINDS))
+    parser.add_argument("--trials-of", default="", metavar="KIND=N,...",
+                        help="trials per role for these kinds instead of --trials, e.g. storestop=50,agentstop=50")
     parser.add_argument("--seed", type=int)
     parser.add_argument("--logs", help="folder for the trials' logs (default: a new temp folder)")
     parser.add_argument("--quick", action="store_true", help="the quick profile of the pytest test")
     args = parser.parse_args()
+    trials_of = {kind: int(n) for kind, n in (kv.split("=") for kv in args.trials_of.split(",") if kv)}
     started = time.monotonic()
     seed, results = run_campaign(args.trials, args.roles.split(","), args.kinds.split(","), args.seed, args.logs,
-                                 cells="quick" if args.quick else None)
+                                 cells="quick" if args.quick else None,
+                                 trials_of=trials_of)
     print(f"\nseed {seed}, {len(results)} trials in {time.monotonic() - started:.0f} s\n")
     print(table(results))
+    agents = [r["agents_end"] for r in results if "agents_end" in r]
+    if agents:
+        print(f"\nagentstop: both torchrun agents ended {_percentiles(agents)} s (p50 / p90 / p99 / max) after the "
+              f"stopped rank 0 was killed, in {len(agents)} trials")
     bad = failures(results)
     print(f"\n{len(bad)} trials with a finding")
     return 1 if bad else 0

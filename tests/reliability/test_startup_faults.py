@@ -1,8 +1,8 @@
 """Faults at start-up and after the error (issue 30): a start-up kill and a
-SIGSTOP of torch's store host, each one trial of the fault campaign (named
-within seconds, every survivor gone within BYTEPS_TIMEOUT + 5 s, nothing left
-in /dev/shm); shared memory of a dead creator removed by a survivor; refused
-handshakes logged at a bounded rate."""
+SIGSTOP of torch's store host (without and with torchrun's agent), each one
+trial of the fault campaign (named within seconds, every survivor gone within
+BYTEPS_TIMEOUT + 5 s, nothing left in /dev/shm); shared memory of a dead
+creator removed by a survivor; refused handshakes logged at a bounded rate."""
 import os
 import random
 import socket
@@ -13,7 +13,7 @@ import time
 from byteps_native.core.orphaned_shm import remove_orphaned_segments
 import wire_client as wc
 from cluster import Cluster
-from fault_campaign import failures, run_campaign, table
+from fault_campaign import _touches_port, failures, run_agent_store_host_trial, run_campaign, table
 
 
 def _one(cell, tmp_path):
@@ -36,10 +36,25 @@ def test_kill_of_local_rank_0_during_start_up(tmp_path):
 
 def test_sigstop_of_the_torch_store_host(tmp_path):
     """Plain DDP, no agent: rank 0 (TCPStore, colocated server 0) stopped.
-    Every other rank exits on its own within BYTEPS_TIMEOUT + 5 s (was: one
-    stayed, waiting in torch's store client, for good)."""
+    Every other rank raises naming rank 0 or server 0 and exits on its own
+    within BYTEPS_TIMEOUT + 5 s (was: one stayed, waiting in torch's store
+    client, for good; and rank 1 said only `waited for local ranks to submit
+    it (1 of 2 arrived)`)."""
     r = _one(("worker", "storestop"), tmp_path)
-    assert len(r["exits"]) == 3, r
+    assert len(r["exits"]) == 3 and len(r["times"]) == 3, r
+
+
+def test_sigstop_of_the_torch_store_host_under_torchrun(tmp_path):
+    """The same under torchrun with its elastic agent: two torchrun
+    invocations as two machines on loopback, rank 0 hosting the workers'
+    TCPStore (TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1) and machine 0's colocated
+    server. Every other rank raises naming rank 0 or server 0 and exits on
+    its own within BYTEPS_TIMEOUT + 5 s; once the stopped rank is killed, both
+    agents end and nothing is left in /dev/shm."""
+    seed = int(os.environ.get("BYTEPS_FAULT_SEED", random.randrange(1 << 30)))
+    r = run_agent_store_host_trial(random.Random(seed), str(tmp_path), store_host="rank 0")
+    assert not failures([r]), f"seed {seed} (rerun: BYTEPS_FAULT_SEED={seed}):\n{r}\n\n{table([r])}"
+    assert len(r["exits"]) == 3 and len(r["times"]) == 3, r
 
 
 def test_a_server_that_never_registers_is_named_by_the_scheduler_too(tmp_path):
@@ -58,6 +73,53 @@ def test_a_server_that_never_registers_is_named_by_the_scheduler_too(tmp_path):
             assert "server 0 of 1 never registered" in p.output(), c.dump()
         verdict = [line for line in sched.output().splitlines() if "byteps scheduler failed" in line]
         assert verdict and "never registered" in verdict[-1] and "disconnected" not in verdict[-1], c.dump()
+
+
+def test_a_worker_that_arrives_after_the_failure_hears_the_verdict(tmp_path):
+    """A server killed while one worker of two had arrived: the scheduler
+    stays (5 s after the failure) to tell the late one the verdict. Was: it
+    ended with the last member that had come, and workers still importing
+    found nothing listening and named no cause (1 of 100 server start-up
+    kills of the campaign)."""
+    with Cluster(tmp_path, machines=2, local_size=1, servers=1, BYTEPS_TIMEOUT=4, BYTEPS_RENDEZVOUS_TIMEOUT=4) as c:
+        sched = c.start_role("scheduler", "scheduler")
+        server = c.start_role("server", "server 0")
+        first = c.start_worker(0, 0, "train_loop.py", 0)
+        port = int(c.env["DMLC_PS_ROOT_PORT"])
+        deadline = time.monotonic() + 30
+        while not (_touches_port(first.pid, port, False) and _touches_port(server.pid, port, False)):
+            assert time.monotonic() < deadline and first.poll() is None, c.dump()
+            time.sleep(0.05)
+        server.kill()
+        assert first.wait(10) not in (None, 0), c.dump()
+        failed_at = time.monotonic()
+        time.sleep(1)  # the scheduler used to end here: every member that had come had left
+        late = c.start_worker(1, 0, "train_loop.py", 0)
+        assert late.wait(15) not in (None, 0), c.dump()
+        assert "job aborted: server 0" in late.output(), c.dump()
+        assert sched.wait(max(0.0, failed_at + 9 - time.monotonic())) not in (None, 0), c.dump()
+
+
+def test_a_server_killed_in_training_is_the_verdict_not_the_workers_that_left(tmp_path):
+    """kill -9 of the server of a 2 x 2 job in training: the scheduler's
+    verdict, which every worker that hears it repeats, names the server.
+    Was: a worker that failed on the lost server left without goodbye before
+    the scheduler saw the server go, and the verdict was that worker's
+    disconnect (2 of 100 server start-up kills; the workers still waiting on
+    their local rank 0 named it instead of the server). Now each failed
+    worker reports its cause before it leaves."""
+    with Cluster(tmp_path, machines=2, local_size=2, servers=1, BYTEPS_TIMEOUT=4) as c:
+        workers = c.start("train_loop.py", 0)
+        for w in workers:
+            assert w.wait_for("STEP 50", 60), c.dump()
+        c.procs["server 0"].kill()
+        assert c.procs["scheduler"].wait(20) not in (None, 0), c.dump()
+        for w in workers:
+            assert w.wait(20) not in (None, 0), c.dump()
+            raised = [line for line in w.output().splitlines() if line.startswith("BYTEPS_ERROR")]
+            assert raised and "server 0" in raised[-1], c.dump()
+        verdict = [line for line in c.procs["scheduler"].output().splitlines() if "byteps scheduler failed" in line]
+        assert verdict and "server 0" in verdict[-1], c.dump()
 
 
 def test_segments_of_a_dead_creator_are_removed_and_a_live_ones_kept():

@@ -1,15 +1,25 @@
-"""Plain torch DDP over init_process_group('byteps'), no agent: the store-host
-fault trials' job (rank 0 hosts the TCPStore and machine 0's colocated
-server). Usage: ddp_loop.py [steps] (0 = until something fails).
+"""Plain torch DDP over init_process_group('byteps'): the store-host fault
+trials' job (rank 0 hosts the TCPStore and machine 0's colocated server),
+started directly (no agent) or by torchrun. Usage: ddp_loop.py [steps]
+(0 = until something fails).
 
 Env: MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK,
-LOCAL_WORLD_SIZE. Prints READY, STEP <n> every 20 steps; an error prints
-BYTEPS_ERROR <type>: <message> and exits 3; a wrong gradient exits 4.
+LOCAL_WORLD_SIZE; RANK_LOG_DIR (optional): write stdout and stderr, the
+engine's included, to RANK_LOG_DIR/rank_<RANK>.log instead (under torchrun,
+whose agent would interleave every rank's lines). Prints READY, STEP <n>
+every 20 steps; an error prints BYTEPS_ERROR <type>: <message> and exits 3; a
+wrong gradient exits 4.
 """
 import datetime
 import os
 import sys
 import time
+
+if os.environ.get("RANK_LOG_DIR"):
+    _log = os.open(os.path.join(os.environ["RANK_LOG_DIR"], f"rank_{os.environ['RANK']}.log"),
+                   os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(_log, 1)
+    os.dup2(_log, 2)
 
 import torch
 import torch.distributed as dist
