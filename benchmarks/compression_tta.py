@@ -5,8 +5,11 @@ with a large fully connected head, so a step is communication-bound: two
 worker hosts train it with DDP, side by side in one run, per link rate:
 
   byteps    the C++ DDP hook, uncompressed (register_push_pull_hook)
-  onebit    the C++ DDP hook, compression="onebit" (error feedback on the worker)
-  topk      the C++ DDP hook, compression="topk:ratio=0.01" (error feedback on the worker)
+  onebit    the C++ DDP hook, compression="onebit:momentum=0.9" (momentum, then
+            error feedback, on the worker; the optimizer without momentum)
+  topk      the C++ DDP hook, compression="topk:ratio=0.01,momentum=0.9" (likewise)
+  onebit_sgdm, topk_sgdm  (optional) the same compressors without worker
+            momentum, under the optimizer's SGD momentum (issue 29's first run)
   powersgd  torch's PowerSGD hook (rank --powersgd-rank, error feedback) over gloo
   gloo      (optional) DDP's own all-reduce over gloo
 
@@ -39,7 +42,8 @@ if REPO not in sys.path:
 
 from benchmarks.multihost import Job  # noqa: E402
 
-BYTEPS_MODES = {"byteps": None, "onebit": "onebit", "topk": "topk:ratio=0.01"}
+BYTEPS_MODES = {"byteps": None, "onebit": "onebit:momentum=0.9", "topk": "topk:ratio=0.01,momentum=0.9",
+                "onebit_sgdm": "onebit", "topk_sgdm": "topk:ratio=0.01"}
 MODES = tuple(BYTEPS_MODES) + ("powersgd", "gloo")
 DEFAULT_MODES = ("byteps", "onebit", "topk", "powersgd")
 
@@ -112,7 +116,10 @@ def worker(mode):
     sampler = DistributedSampler(train_set, shuffle=True, seed=0)
     loader = DataLoader(train_set, batch_size=args.batch, sampler=sampler, drop_last=True)
     test_x, test_y = test_set.tensors
-    opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
+    # With momentum inside the compressor (BytePS's momentum_type=nesterov) the
+    # optimizer must not add its own: the same 0.9, in one place.
+    worker_momentum = "momentum=" in (BYTEPS_MODES.get(mode) or "")
+    opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.0 if worker_momentum else 0.9)
     loss_fn = torch.nn.CrossEntropyLoss()
 
     def test_accuracy():
