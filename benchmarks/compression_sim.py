@@ -21,7 +21,6 @@ import time
 import torch
 from torch.utils.data import DataLoader, DistributedSampler
 
-SLICE = 4096000 // 4
 
 # name: (compressor, worker momentum mu, nesterov, optimizer momentum, server)
 # server: "recompress" (csrc/server: the sum compressed again, no state),
@@ -122,8 +121,8 @@ def run(name, args):
             for bi, b in enumerate(bks):
                 n = flats[0][bi].numel()
                 avg = torch.empty(n)
-                for lo in range(0, n, SLICE):
-                    parts = [f[bi][lo:lo + SLICE] for f in flats]
+                for lo in range(0, n, args.slice):
+                    parts = [f[bi][lo:lo + args.slice] for f in flats]
                     if codec is None:
                         total = parts[0] + parts[1]
                     else:
@@ -134,7 +133,7 @@ def run(name, args):
                             server_residual[(bi, lo)] = c - total
                         elif server == "recompress":
                             total = codec(total)
-                    avg[lo:lo + SLICE] = total / 2
+                    avg[lo:lo + args.slice] = total / 2
                 off = 0
                 for p in b:
                     p.grad.copy_(avg[off:off + p.numel()].view_as(p))
@@ -155,6 +154,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=["byteps", "onebit", "onebit_m"])
     p.add_argument("--width", type=int, default=2048)
+    p.add_argument("--slice", type=int, default=4096000 // 4,
+                   help="floats per partition slice (BYTEPS_PARTITION_BYTES / 4; the engine aligns it)")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--tag", default="", help="appended to the variant's name in the output")
