@@ -5,7 +5,8 @@ compressor within reach of uncompressed training (issue 29).
 Two workers' gradients (the same model, each its own DistributedSampler
 shard) are flattened as DDP buckets them (reverse parameter order, a first
 bucket closed past 1 MiB, then 25 MiB), cut into BYTEPS_PARTITION_BYTES
-slices (1,024,000 floats), and each slice goes through what the engine does:
+slices (by default as the engine cuts them for 2 servers; --slice: fixed
+slices), and each slice goes through what the engine does:
 on the worker optional momentum (csrc/compression `momentum=`), error
 feedback and the compressor; on the server the decompressed sum,
 re-compressed (no server error feedback, as csrc/server); the worker
@@ -89,6 +90,8 @@ def run(name, args):
     sys.path.insert(0, ".")
     from benchmarks.compression_tta import digits_classifier
     from byteps_native.examples.ddp_digits import digits
+    sys.path.insert(0, "tests/core")
+    from compression_reference import plan_partitions
 
     kind, mu, nesterov, opt_mom, server = VARIANTS[name]
     server_residual = {}
@@ -121,8 +124,12 @@ def run(name, args):
             for bi, b in enumerate(bks):
                 n = flats[0][bi].numel()
                 avg = torch.empty(n)
-                for lo in range(0, n, args.slice):
-                    parts = [f[bi][lo:lo + args.slice] for f in flats]
+                if args.slice:
+                    plan = [(lo, min(args.slice, n - lo)) for lo in range(0, n, args.slice)]
+                else:
+                    plan = plan_partitions(n, args.partition_bytes, 2)
+                for lo, size in plan:
+                    parts = [f[bi][lo:lo + size] for f in flats]
                     if codec is None:
                         total = parts[0] + parts[1]
                     else:
@@ -133,7 +140,7 @@ def run(name, args):
                             server_residual[(bi, lo)] = c - total
                         elif server == "recompress":
                             total = codec(total)
-                    avg[lo:lo + args.slice] = total / 2
+                    avg[lo:lo + size] = total / 2
                 off = 0
                 for p in b:
                     p.grad.copy_(avg[off:off + p.numel()].view_as(p))
@@ -154,8 +161,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=["byteps", "onebit", "onebit_m"])
     p.add_argument("--width", type=int, default=2048)
-    p.add_argument("--slice", type=int, default=4096000 // 4,
-                   help="floats per partition slice (BYTEPS_PARTITION_BYTES / 4; the engine aligns it)")
+    p.add_argument("--partition-bytes", type=int, default=4096000, help="BYTEPS_PARTITION_BYTES")
+    p.add_argument("--slice", type=int, default=0, help="fixed slices of this many floats instead")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--tag", default="", help="appended to the variant's name in the output")
