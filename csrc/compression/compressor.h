@@ -96,7 +96,7 @@ struct SliceState {
 // decompress(out) when `residual` is non-null (error feedback). `out` holds
 // CompressedBytes(h) bytes. `key` and `round` choose randomk's indices.
 void Compress(const CodecHeader& h, const float* x, const SliceState& state, uint64_t key, uint32_t round, char* out);
-// The server's answer and tests: no state.
+// Error feedback only (the server with server_ef=1, tests): no momentum.
 inline void Compress(const CodecHeader& h, const float* x, float* residual, uint64_t key, uint32_t round, char* out) {
   SliceState state;
   state.residual = residual;
