@@ -9,8 +9,9 @@ slices (by default as the engine cuts them for 2 servers; --slice: fixed
 slices), and each slice goes through what the engine does:
 on the worker optional momentum (csrc/compression `momentum=`), error
 feedback and the compressor; on the server the decompressed sum,
-re-compressed (no server error feedback, as csrc/server); the worker
-decompresses the answer and averages. No network, no engine: minutes on a CPU.
+re-compressed (by default with no state, as csrc/server; "_sef" variants
+keep server error feedback, server_ef=1); the worker decompresses the
+answer and averages. No network, no engine: minutes on a CPU.
 
     python benchmarks/compression_sim.py --variants byteps onebit onebit_m
 """
