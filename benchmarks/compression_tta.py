@@ -9,6 +9,7 @@ worker hosts train it with DDP, side by side in one run, per link rate:
             error feedback, on the worker; the optimizer without momentum)
   topk      the C++ DDP hook, compression="topk:ratio=0.01,momentum=0.9,server_ef=1"
             (likewise, and error feedback on the servers' re-compression)
+  topk_noserveref  (optional) topk with worker momentum, no server error feedback
   onebit_sgdm, topk_sgdm  (optional) the same compressors without worker
             momentum, under the optimizer's SGD momentum (issue 29's first run)
   powersgd  torch's PowerSGD hook (rank --powersgd-rank, error feedback) over gloo
@@ -44,6 +45,7 @@ if REPO not in sys.path:
 from benchmarks.multihost import Job  # noqa: E402
 
 BYTEPS_MODES = {"byteps": None, "onebit": "onebit:momentum=0.9", "topk": "topk:ratio=0.01,momentum=0.9,server_ef=1",
+                "topk_noserveref": "topk:ratio=0.01,momentum=0.9",
                 "onebit_sgdm": "onebit", "topk_sgdm": "topk:ratio=0.01"}
 # A mode's own byteps settings (every process of its job), over --byteps-env:
 # onebit's one scale per slice of 1M floats spans layers of very different
