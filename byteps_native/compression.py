@@ -67,26 +67,39 @@ class EngineCompressor(Compressor):
         return hash(self.engine_spec)
 
 
-def _options(error_feedback, **numbers):
+def _options(error_feedback, momentum=0.0, nesterov=True, server_error_feedback=False, **numbers):
     parts = [f"{k}={v!r}" for k, v in numbers.items() if v is not None]
     if not error_feedback:
         parts.append("ef=0")
+    if momentum:
+        parts.append(f"momentum={float(momentum)!r}")
+        if not nesterov:
+            parts.append("nesterov=0")
+    if server_error_feedback:
+        parts.append("server_ef=1")
     return ":" + ",".join(parts) if parts else ""
 
 
-def onebit(error_feedback=True):
+# momentum=mu runs momentum on the worker before error feedback and the
+# compressor (BytePS's momentum_type=nesterov, momentum_mu): give the
+# optimizer momentum 0 then; server_error_feedback keeps error feedback on
+# the server's re-compressed sum (docs/compression.md).
+
+def onebit(error_feedback=True, momentum=0.0, nesterov=True, server_error_feedback=False):
     """Sign of each element and one scale (mean |x|) per slice: 1 bit per float32."""
-    return EngineCompressor("onebit" + _options(error_feedback))
+    return EngineCompressor("onebit" + _options(error_feedback, momentum, nesterov, server_error_feedback))
 
 
-def topk(ratio=0.01, error_feedback=True):
+def topk(ratio=0.01, error_feedback=True, momentum=0.0, nesterov=True, server_error_feedback=False):
     """The k = max(1, floor(n * ratio)) largest magnitudes of each slice, with their indices."""
-    return EngineCompressor("topk" + _options(error_feedback, ratio=float(ratio)))
+    return EngineCompressor("topk" + _options(error_feedback, momentum, nesterov, server_error_feedback,
+                                              ratio=float(ratio)))
 
 
-def randomk(ratio=0.01, seed=0, error_feedback=True):
+def randomk(ratio=0.01, seed=0, error_feedback=True, momentum=0.0, nesterov=True, server_error_feedback=False):
     """k values at indices every rank and server draw alike from (seed, key, step)."""
-    return EngineCompressor("randomk" + _options(error_feedback, ratio=float(ratio), seed=int(seed)))
+    return EngineCompressor("randomk" + _options(error_feedback, momentum, nesterov, server_error_feedback,
+                                                 ratio=float(ratio), seed=int(seed)))
 
 
 ENGINE_COMPRESSORS = ("onebit", "topk", "randomk")

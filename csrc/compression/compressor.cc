@@ -11,6 +11,9 @@ namespace bps {
 namespace {
 
 constexpr uint8_t kOptionErrorFeedback = 1;
+constexpr uint8_t kOptionMomentum = 2;
+constexpr uint8_t kOptionNesterov = 4;
+constexpr uint8_t kOptionServerErrorFeedback = 8;
 
 bool ParseDouble(const std::string& text, double* v) {
   if (text.empty()) return false;
@@ -77,7 +80,8 @@ Status ParseCompressionSpec(const std::string& text, CompressionSpec* spec) {
   const std::string kind = text.substr(0, colon);
   const std::string grammar =
       ": expected onebit, topk or randomk, then options after ':' separated by ',' "
-      "(ratio=<0..0.5>, seed=<int>, ef=<0|1>), e.g. 'topk:ratio=0.01'";
+      "(ratio=<0..0.5>, seed=<int>, ef=<0|1>, momentum=<0..1>, nesterov=<0|1>, server_ef=<0|1>), e.g. 'topk:ratio=0.01' "
+      "or 'onebit:momentum=0.9'";
   if (kind.empty() || kind == "none") {
     if (colon != std::string::npos) return Status::Invalid("compression '" + text + "' has options" + grammar);
     return Status::OK();
@@ -121,6 +125,17 @@ Status ParseCompressionSpec(const std::string& text, CompressionSpec* spec) {
     } else if (name == "ef") {
       if (v != 0 && v != 1) return Status::Invalid("compression '" + text + "': ef must be 0 or 1");
       spec->error_feedback = v == 1;
+    } else if (name == "momentum") {
+      if (!(v >= 0 && v < 1)) {
+        return Status::Invalid("compression '" + text + "': momentum must be in [0, 1), got " + value);
+      }
+      spec->momentum = v;
+    } else if (name == "nesterov") {
+      if (v != 0 && v != 1) return Status::Invalid("compression '" + text + "': nesterov must be 0 or 1");
+      spec->nesterov = v == 1;
+    } else if (name == "server_ef") {
+      if (v != 0 && v != 1) return Status::Invalid("compression '" + text + "': server_ef must be 0 or 1");
+      spec->server_error_feedback = v == 1;
     } else {
       return Status::Invalid("compression option '" + name + "' does not apply to " + kind + " in '" +
                                      text + "'" + grammar);
@@ -140,6 +155,12 @@ std::string DescribeSpec(const CompressionSpec& spec) {
   text += spec.kind == CompressorKind::kOneBit ? ":" : ",";
   text += spec.error_feedback ? "ef=1" : "ef=0";
   if (spec.kind == CompressorKind::kRandomK) text += ",seed=" + std::to_string(spec.seed);
+  if (spec.momentum > 0) {
+    snprintf(buf, sizeof(buf), ",momentum=%g", spec.momentum);
+    text += buf;
+    if (!spec.nesterov) text += ",nesterov=0";
+  }
+  if (spec.server_error_feedback) text += ",server_ef=1";
   return text;
 }
 
@@ -147,6 +168,8 @@ CodecHeader MakeCodecHeader(const CompressionSpec& spec, uint64_t count) {
   CodecHeader h;
   h.kind = static_cast<uint8_t>(spec.kind);
   h.options = spec.error_feedback ? kOptionErrorFeedback : 0;
+  if (spec.momentum > 0) h.options |= spec.nesterov ? kOptionMomentum | kOptionNesterov : kOptionMomentum;
+  if (spec.server_error_feedback) h.options |= kOptionServerErrorFeedback;
   h.count = static_cast<uint32_t>(count);
   if (spec.kind == CompressorKind::kTopK || spec.kind == CompressorKind::kRandomK) {
     const double k = std::floor(static_cast<double>(count) * spec.ratio);
@@ -155,6 +178,8 @@ CodecHeader MakeCodecHeader(const CompressionSpec& spec, uint64_t count) {
   if (spec.kind == CompressorKind::kRandomK) h.seed = spec.seed;
   return h;
 }
+
+bool ServerErrorFeedback(const CodecHeader& h) { return (h.options & kOptionServerErrorFeedback) != 0; }
 
 uint64_t CompressedBytes(const CodecHeader& h) {
   switch (static_cast<CompressorKind>(h.kind)) {
@@ -172,6 +197,10 @@ std::string DescribeCodec(const CodecHeader& h) {
   if (kind == CompressorKind::kRandomK) text += ", seed=" + std::to_string(h.seed);
   if (kind == CompressorKind::kTopK || kind == CompressorKind::kRandomK) text += ")";
   text += (h.options & kOptionErrorFeedback) ? " with error feedback" : " without error feedback";
+  if (h.options & kOptionMomentum) {
+    text += (h.options & kOptionNesterov) ? " and nesterov momentum" : " and momentum";
+  }
+  if (h.options & kOptionServerErrorFeedback) text += ", server error feedback";
   return text;
 }
 
@@ -224,10 +253,29 @@ void RandomIndices(uint32_t seed, uint64_t key, uint32_t round, uint32_t n, uint
   std::sort(out->begin(), out->end());
 }
 
-void Compress(const CodecHeader& h, const float* x, float* residual, uint64_t key, uint32_t round, char* out) {
+void Compress(const CodecHeader& h, const float* x, const SliceState& state, uint64_t key, uint32_t round,
+              char* out) {
   memcpy(out, &h, sizeof(h));
   char* body = out + sizeof(h);
   const uint32_t n = h.count;
+  float* residual = state.residual;
+  if (state.momentum) {
+    // Momentum before the compressor, so the optimizer's momentum does not
+    // accumulate what the compressor got wrong (signSGD with SGD momentum
+    // fails to train: docs/compression.md). x becomes what momentum SGD
+    // would step along: x + mu m (nesterov) or m.
+    float* m = state.momentum;
+    const float mu = state.mu;
+    for (uint32_t i = 0; i < n; ++i) m[i] = mu * m[i] + x[i];
+    thread_local std::vector<float> stepped;
+    if (state.nesterov) {
+      stepped.resize(n);
+      for (uint32_t i = 0; i < n; ++i) stepped[i] = x[i] + mu * m[i];
+      x = stepped.data();
+    } else {
+      x = m;
+    }
+  }
   // With error feedback the residual becomes the corrected gradient, then
   // what the compressor dropped of it.
   const float* c = x;

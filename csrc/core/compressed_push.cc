@@ -40,6 +40,7 @@ CompressedSlice* Engine::CompressionFor(const TensorOp& op, uint64_t key, uint64
     slot->codec = codec;
     slot->wire_bytes = wire_bytes;
     if (op.compression.error_feedback) slot->residual.assign(count, 0.0f);
+    if (op.compression.momentum > 0) slot->momentum.assign(count, 0.0f);
     slot->send.resize(wire_bytes);
     slot->answer.resize(wire_bytes);
   }

@@ -217,8 +217,8 @@ Engine::Step Engine::Push(PartitionTask& t) {
     if (z) {
       // The slice (this machine's sum) plus what earlier steps dropped; the
       // answer comes compressed into the slot and is decompressed on arrival.
-      Compress(z->codec, reinterpret_cast<const float*>(r.data), z->residual.empty() ? nullptr : z->residual.data(),
-               r.key, t.round, z->send.data());
+      Compress(z->codec, reinterpret_cast<const float*>(r.data), z->State(op->compression), r.key, t.round,
+               z->send.data());
       push.answer_dst = r.dst;
       r.data = z->send.data();
       r.dst = z->answer.data();

@@ -20,12 +20,22 @@ namespace bps {
 struct TensorOp;
 
 // A compressed partition slice's worker state, per network key, kept across
-// steps: the error-feedback residual and the buffers of the push and its
-// answer (rounds of one key never overlap, so one of each suffices).
+// steps: the error-feedback residual, the worker momentum, and the buffers
+// of the push and its answer (rounds of one key never overlap, so one of
+// each suffices).
 struct CompressedSlice {
   CodecHeader codec;
   uint64_t wire_bytes = 0;
   std::vector<float> residual;  // empty without error feedback
+  std::vector<float> momentum;  // empty without worker momentum
+  SliceState State(const CompressionSpec& spec) {
+    SliceState s;
+    s.residual = residual.empty() ? nullptr : residual.data();
+    s.momentum = momentum.empty() ? nullptr : momentum.data();
+    s.mu = static_cast<float>(spec.momentum);
+    s.nesterov = spec.nesterov;
+    return s;
+  }
   std::vector<char> send, answer;
 };
 

@@ -52,6 +52,10 @@ struct KeyState {
   int contributions = 0;
   bool compressed = false;  // the round's pushes are compressed (codec)
   CodecHeader codec;
+  // Server error feedback (ServerErrorFeedback(codec)): what re-compressing
+  // the sum dropped, added to the next round's sum; fresh when the codec changes.
+  std::vector<float> residual;
+  CodecHeader residual_codec;
   std::shared_ptr<AlignedBuffer> acc;      // float32 for 16-bit types
   std::shared_ptr<AlignedBuffer> wire[2];  // response buffers, by round parity
   std::vector<std::pair<std::shared_ptr<transport::Connection>, MessageHeader>> waiting;

@@ -490,12 +490,20 @@ void Server::SumCompressed(BufferPool& pool, KeyState& ks, const std::shared_ptr
   ks.contributions++;
   ks.waiting.emplace_back(conn, h);
   if (ks.contributions < h.num_contributors) return;
-  // Round complete: the sum, compressed by the same codec (no error feedback
-  // here: the server keeps no state across rounds), to every contributor from
+  // Round complete: the sum, compressed by the same codec (with the key's
+  // error feedback when the codec asks for it), to every contributor from
   // one buffer; the previous round's may still be on the wire, hence two.
   auto& slot = ks.wire[ks.round & 1];
   if (!slot || slot.use_count() > 1 || slot->size != h.payload_bytes) slot = std::make_shared<AlignedBuffer>(h.payload_bytes);
-  Compress(ks.codec, acc, nullptr, h.key, h.round, slot->data);
+  float* residual = nullptr;
+  if (ServerErrorFeedback(ks.codec)) {
+    if (ks.residual.size() != count || memcmp(&ks.residual_codec, &ks.codec, sizeof(CodecHeader)) != 0) {
+      ks.residual.assign(count, 0.0f);
+      ks.residual_codec = ks.codec;
+    }
+    residual = ks.residual.data();
+  }
+  Compress(ks.codec, acc, residual, h.key, h.round, slot->data);
   AnswerRound(ks, h, slot);
 }
 

@@ -63,6 +63,12 @@ def parse(spec):
     return kind, float(opts.get("ratio", 0.01)), opts.get("ef", "1") == "1", int(opts.get("seed", 0))
 
 
+def parse_momentum(spec):
+    """(mu, nesterov) of the worker momentum (mu 0: none)."""
+    opts = dict(item.split("=") for item in spec.partition(":")[2].split(",") if item)
+    return float(opts.get("momentum", 0)), opts.get("nesterov", "1") == "1"
+
+
 def k_of(n, ratio):
     return int(max(1.0, min(np.floor(n * ratio), n)))
 
@@ -85,15 +91,23 @@ def compress(spec, c, key, rnd):
 
 
 class Worker:
-    """One machine's compressor state: a residual per slice key."""
+    """One machine's compressor state: a residual and a momentum per slice key."""
 
     def __init__(self, spec):
         self.spec = spec
         self.residual = {}
+        self.momentum = {}
 
     def push(self, g, key, rnd):
         _, _, ef, _ = parse(self.spec)
+        mu, nesterov = parse_momentum(self.spec)
         c = g.astype(np.float32)
+        if mu:
+            # m = mu m + g; what is compressed: g + mu m (nesterov) or m
+            mu = np.float32(mu)
+            m = (mu * self.momentum.get(key, np.zeros_like(c)) + c).astype(np.float32)
+            self.momentum[key] = m
+            c = (c + mu * m).astype(np.float32) if nesterov else m
         if ef:
             c = (self.residual.get(key, np.zeros_like(c)) + c).astype(np.float32)
         sent = compress(self.spec, c, key, rnd)
@@ -102,12 +116,18 @@ class Worker:
         return sent
 
 
-def server_answer(spec, pushes, key, rnd):
-    """Decompressed pushes summed in float32 (arrival order), then compressed."""
+def server_answer(spec, pushes, key, rnd, server_residual=None):
+    """Decompressed pushes summed in float32 (arrival order), then compressed;
+    with server_ef=1 the key's residual (a dict) is added first and updated."""
     acc = pushes[0].copy()
     for p in pushes[1:]:
         acc = (acc + p).astype(np.float32)
-    return compress(spec, acc, key, rnd)
+    if "server_ef=1" not in spec:
+        return compress(spec, acc, key, rnd)
+    acc = (server_residual.get(key, np.zeros_like(acc)) + acc).astype(np.float32)
+    sent = compress(spec, acc, key, rnd)
+    server_residual[key] = (acc - sent).astype(np.float32)
+    return sent
 
 
 def job_result(spec, gradients_per_step, name, partition_bytes, num_servers):
@@ -115,6 +135,7 @@ def job_result(spec, gradients_per_step, name, partition_bytes, num_servers):
     (sum) at every step; gradients_per_step[step][machine] is a float32 array."""
     n = gradients_per_step[0][0].size
     workers = [Worker(spec) for _ in gradients_per_step[0]]
+    server_residual = {}
     name_hash = hash_name(name)
     results = []
     for rnd, grads in enumerate(gradients_per_step):
@@ -122,6 +143,6 @@ def job_result(spec, gradients_per_step, name, partition_bytes, num_servers):
         for p, (off, cnt) in enumerate(plan_partitions(n, partition_bytes, num_servers)):
             key = mix_key(name_hash, p, 0)
             pushes = [w.push(g[off:off + cnt], key, rnd) for w, g in zip(workers, grads)]
-            out[off:off + cnt] = server_answer(spec, pushes, key, rnd)
+            out[off:off + cnt] = server_answer(spec, pushes, key, rnd, server_residual)
         results.append(out)
     return results

@@ -31,7 +31,9 @@ bps.shutdown()
 """
 
 
-@pytest.mark.parametrize("spec", ["onebit", "onebit:ef=0", "topk:ratio=0.01", "randomk:ratio=0.05,seed=3"])
+@pytest.mark.parametrize("spec", ["onebit", "onebit:ef=0", "topk:ratio=0.01", "randomk:ratio=0.05,seed=3",
+                                  "onebit:momentum=0.9", "topk:ratio=0.01,momentum=0.8,nesterov=0",
+                                  "onebit:momentum=0.9,server_ef=1"])
 def test_each_compressor_matches_the_numpy_reference_across_steps(tmp_path, spec):
     script = EXACT_AGAINST_REFERENCE.replace("STEPS", str(STEPS)).replace("N", str(N)).replace("SPEC", repr(spec))
     _, results = run_job(tmp_path, script, machines=2, servers=2,
@@ -126,6 +128,7 @@ bps.shutdown()
     (["onebit", "topk:ratio=0.01"], ["ranks disagree on this tensor's compression: rank", "onebit", "topk (k=1000)"]),
     (["onebit", None], ["compresses it", "sends it uncompressed", "declare the same compression"]),
     (["topk:ratio=0.01", "topk:ratio=0.02"], ["topk (k=1000)", "topk (k=2000)"]),
+    (["onebit:momentum=0.9", "onebit"], ["with error feedback and nesterov momentum", "onebit with error feedback"]),
 ])
 def test_ranks_that_disagree_fail_on_every_rank(tmp_path, specs, causes):
     _, results = run_job(tmp_path, DISAGREE.replace("SPECS", repr(specs)), machines=2, servers=1,

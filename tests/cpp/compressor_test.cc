@@ -55,6 +55,22 @@ TEST(CompressionSpecTest, ParsesAndRefusesWithTheCause) {
   EXPECT_NE(st.message().find("does not apply to onebit"), std::string::npos) << st.message();
   st = ParseCompressionSpec("topk:ratio=x", &spec);
   EXPECT_FALSE(st.ok());
+  CompressionSpec momentum = Spec("onebit:momentum=0.9");
+  EXPECT_DOUBLE_EQ(momentum.momentum, 0.9);
+  EXPECT_TRUE(momentum.nesterov);
+  EXPECT_EQ(DescribeSpec(momentum), "onebit:ef=1,momentum=0.9");
+  EXPECT_FALSE(Spec("topk:ratio=0.01,momentum=0.5,nesterov=0").nesterov);
+  EXPECT_EQ(Spec("onebit").momentum, 0.0);
+  st = ParseCompressionSpec("onebit:momentum=1", &spec);
+  EXPECT_NE(st.message().find("momentum must be in [0, 1)"), std::string::npos) << st.message();
+  // Ranks that disagree on the worker momentum disagree on the codec header.
+  CodecHeader with = MakeCodecHeader(momentum, 100), without = MakeCodecHeader(Spec("onebit"), 100);
+  EXPECT_NE(memcmp(&with, &without, sizeof(with)), 0);
+  EXPECT_EQ(DescribeCodec(with), "onebit with error feedback and nesterov momentum");
+  CodecHeader server_ef = MakeCodecHeader(Spec("onebit:momentum=0.9,server_ef=1"), 100);
+  EXPECT_TRUE(ServerErrorFeedback(server_ef));
+  EXPECT_FALSE(ServerErrorFeedback(with));
+  EXPECT_EQ(DescribeCodec(server_ef), "onebit with error feedback and nesterov momentum, server error feedback");
 }
 
 TEST(OneBitTest, ScaleIsMeanAbsAndSignsArePacked) {
@@ -107,6 +123,49 @@ void CheckErrorFeedback(const std::string& spec_text) {
     Decompress(wire.data(), 42, round, sent.data());
     for (size_t i = 0; i < n; ++i) ASSERT_EQ(residual[i], corrected[i] - sent[i]) << spec_text << " round " << round;
   }
+}
+
+// With worker momentum: m = mu m + x, p = x + mu m (nesterov) or m, then
+// error feedback on p; the state across steps against a scalar reference.
+void CheckMomentum(const std::string& spec_text) {
+  const size_t n = 1003;
+  const CompressionSpec spec = Spec(spec_text);
+  const float mu = static_cast<float>(spec.momentum);
+  CodecHeader h = MakeCodecHeader(spec, n);
+  std::vector<float> residual(n, 0.0f), momentum(n, 0.0f), ref_m(n, 0.0f), ref_e(n, 0.0f);
+  std::vector<char> wire(CompressedBytes(h)), ref_wire(CompressedBytes(h));
+  SliceState state;
+  state.residual = spec.error_feedback ? residual.data() : nullptr;
+  state.momentum = momentum.data();
+  state.mu = mu;
+  state.nesterov = spec.nesterov;
+  for (uint32_t round = 0; round < 5; ++round) {
+    std::vector<float> x = Gradient(n, 20 + round), c(n), sent(n);
+    for (size_t i = 0; i < n; ++i) {
+      ref_m[i] = mu * ref_m[i] + x[i];
+      const float p = spec.nesterov ? x[i] + mu * ref_m[i] : ref_m[i];
+      c[i] = spec.error_feedback ? ref_e[i] + p : p;
+    }
+    Compress(h, x.data(), state, 42, round, wire.data());
+    Compress(h, c.data(), nullptr, 42, round, ref_wire.data());  // the compressor alone, on the reference's input
+    ASSERT_EQ(wire, ref_wire) << spec_text << " round " << round;
+    Decompress(wire.data(), 42, round, sent.data());
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(momentum[i], ref_m[i]) << spec_text << " round " << round;
+      if (spec.error_feedback) {
+        ref_e[i] = c[i] - sent[i];
+        ASSERT_EQ(residual[i], ref_e[i]) << spec_text << " round " << round;
+      }
+    }
+  }
+}
+
+TEST(WorkerMomentumTest, MomentumBeforeErrorFeedbackAcrossSteps) {
+  CheckMomentum("onebit:momentum=0.9");
+  CheckMomentum("onebit:momentum=0.9,nesterov=0");
+  CheckMomentum("onebit:momentum=0.5,ef=0");
+  CheckMomentum("topk:ratio=0.01,momentum=0.9");
+  CheckMomentum("randomk:ratio=0.02,seed=3,momentum=0.7,nesterov=0");
 }
 
 TEST(ErrorFeedbackTest, ResidualIsWhatTheCompressorDropped) {

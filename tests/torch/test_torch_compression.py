@@ -43,6 +43,7 @@ def exact_job(tmp_path_factory):
     ("cpp_onebit", "onebit", "cpp.ddp.bucket0.float32.50000"),
     ("cpp_randomk", "randomk:ratio=0.05,seed=3", "cppr.ddp.bucket0.float32.50000"),
     ("mixed_topk", "topk:ratio=0.01", "mixed.ddp.bucket0.float32.50000"),
+    ("cpp_onebit_momentum", "onebit:momentum=0.9", "cppm.ddp.bucket0.float32.50000"),
 ])
 def test_ddp_hooks_match_the_reference(exact_job, case, spec, name):
     expect = averaged(spec, name)

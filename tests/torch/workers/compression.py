@@ -18,6 +18,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import byteps_native.torch as bps
+from byteps_native.compression import onebit
 from report import report
 
 N, STEPS = 50000, 3
@@ -66,6 +67,8 @@ def exact(rank):
         "cpp_randomk": hook_gradients(rank, cpp_hook("cppr.", "randomk:ratio=0.05,seed=3")),
         # One rank on each hook: same names, same declaration, one result.
         "mixed_topk": hook_gradients(rank, (cpp_hook if rank == 0 else python_hook)("mixed.", "topk:ratio=0.01")),
+        # Worker momentum before error feedback, from the Python factory.
+        "cpp_onebit_momentum": hook_gradients(rank, cpp_hook("cppm.", onebit(momentum=0.9))),
     }
     model = Dot()
     opt = bps.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=1.0), model.named_parameters(),
