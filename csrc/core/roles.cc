@@ -60,6 +60,13 @@ Status RunServerRole() {
   server.Stop();
   if (st.ok()) {
     client->Goodbye();
+  } else if (st.message().find("job aborted: ") == std::string::npos &&
+             st.message().find("scheduler") == std::string::npos) {
+    // The cause goes to the scheduler before we leave without goodbye, as a
+    // failed worker's does: else the scheduler's verdict names this server's
+    // disconnect, not the worker whose death ended the job (issue 30's
+    // campaign: a worker killed during rendezvous, named by nobody).
+    client->ReportFailure("server " + std::to_string(id) + ": " + st.message(), nullptr);
   }
   if (watch) watch->ShutdownSocket();
   if (watcher.joinable()) watcher.join();

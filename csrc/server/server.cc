@@ -114,6 +114,15 @@ void Server::Stop() {
   if (stopping_.exchange(true)) return;
   if (listener_) listener_->StopAccepting();  // no admission calls into this server after this
   listener_.reset();
+  {
+    // The abort's reason goes out before the connections close: the
+    // transport writes from its I/O threads, and closing first would leave
+    // the workers with "server N closed the connection" and no cause (a
+    // killed scheduler, issue 30's campaign). Bounded: a peer that reads
+    // nothing cannot hold the server.
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, std::chrono::seconds(1), [this] { return abort_frames_pending_ == 0; });
+  }
   // Closes every connection and joins the I/O threads: no push is being
   // handled after this.
   transport_.reset();
@@ -131,7 +140,23 @@ void Server::Abort(const Status& why) {
     if (failure_.ok()) failure_ = why;
     for (auto& kv : conns_) conns.push_back(kv.second.conn);
   }
-  for (auto& c : conns) SendError(c, 0, 0, why.message());
+  const std::string text = why.message().substr(0, kMaxErrorPayloadBytes);
+  for (auto& c : conns) {
+    auto payload = std::make_shared<std::string>(text);
+    MessageHeader h;
+    h.type = static_cast<uint16_t>(MessageType::kError);
+    h.payload_bytes = payload->size();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      abort_frames_pending_++;
+    }
+    // Counted until written (or the connection failed): Stop waits for them.
+    c->Send(ToFrame(h), payload->data(), [this, payload](const Status&) {
+      std::lock_guard<std::mutex> lock(mu_);
+      abort_frames_pending_--;
+      cv_.notify_all();
+    });
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     aborted_ = true;

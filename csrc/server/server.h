@@ -122,6 +122,7 @@ class Server {
   std::set<Connection*> reported_;  // workers that sent their failure
   std::set<int> ranks_seen_;        // worker ranks that ever connected
   bool aborted_ = false;
+  int abort_frames_pending_ = 0;  // under mu_: Abort's error frames not yet written
   Status failure_;
 
   std::atomic<uint64_t> bytes_in_{0}, bytes_out_{0}, pushes_{0};

@@ -114,12 +114,16 @@ Status TcpStoreServer::ServeUntilDone(int expected_clients) {
       if (!first_failure_.ok() && std::chrono::steady_clock::now() - failed_at_ > std::chrono::seconds(5)) {
         return first_failure_;
       }
-      // A failed job whose workers have not all arrived stays for those 5 s
-      // even when every member that came has left: a worker still importing
-      // then hears the verdict instead of finding nothing listening, which
-      // names no cause (issue 30: a server killed 0.34 s after launch, three
-      // workers arrived after the scheduler had ended on the first one).
-      const bool may_end = first_failure_.ok() || everyone_arrived;
+      // A failed job whose workers have not all arrived stays 4 s after the
+      // failure even when every member that came has left: a worker still
+      // importing then hears the verdict instead of finding nothing
+      // listening, which names no cause (issue 30: a server killed 0.34 s
+      // after launch, three workers arrived after the scheduler had ended on
+      // the first one). Not longer: a worker killed before it connected is
+      // known only at BYTEPS_TIMEOUT, and the scheduler must still be gone
+      // BYTEPS_TIMEOUT + 5 s after the fault (5 s made it 9.1-9.5 s at 4).
+      const bool may_end = first_failure_.ok() || everyone_arrived ||
+                           std::chrono::steady_clock::now() - failed_at_ > std::chrono::seconds(4);
       if (may_end && connected_ >= expected_clients && finished_ == connected_) {
         auto now = std::chrono::steady_clock::now();
         if (all_finished_since == std::chrono::steady_clock::time_point{}) all_finished_since = now;

@@ -102,7 +102,7 @@ TEST(EngineLifecycle, AFailedInitLeavesNothingRunningAndCanBeRetried) {
   EXPECT_EQ(engine.engine(), nullptr);
   // Everything Init opened is closed again: the scheduler sees its clients go
   // and ends. (A failed job whose workers have not all arrived keeps its
-  // scheduler 5 s after the failure, so a late worker hears the verdict.)
+  // scheduler 4 s after the failure, so a late worker hears the verdict.)
   EXPECT_TRUE(scheduler->WaitUntilAllClientsLeft(10)) << "a failed Init left scheduler connections open";
   scheduler.reset();
 
