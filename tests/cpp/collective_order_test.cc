@@ -71,15 +71,7 @@ INSTANTIATE_TEST_SUITE_P(Layouts, CollectiveOrderTest,
                                            JobShape{0, 0, 1, 4096, 20, 8192, {2, 1}},
                                            JobShape{0, 0, 2, 4096, 20, 8192, {3, 1}},
                                            JobShape{0, 0, 2, 4096, 20, 8192, {2, 3}}),
-                         [](const ::testing::TestParamInfo<JobShape>& info) {
-                           if (!info.param.local_sizes.empty()) {
-                             std::string name = "uneven";
-                             for (int l : info.param.local_sizes) name += "_" + std::to_string(l);
-                             return name + "local";
-                           }
-                           return std::to_string(info.param.machines) + "machines_x" +
-                                  std::to_string(info.param.local_size) + "local";
-                         });
+                         testing_support::LayoutName);
 
 TEST(CollectiveOrderOwnOrder, EachRankIssuingInItsOwnOrderBreaksTheContractAndFailsLoudly) {
   EmulatedOrderMode() = CollectiveOrder::Mode::kOwnOrder;

@@ -3,6 +3,7 @@
 // through one MemoryStore and talking over loopback TCP with the real
 // handshake. Local ranks of one machine share real POSIX shared memory.
 #pragma once
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -40,6 +41,16 @@ struct JobShape {
   int machine_count() const { return local_sizes.empty() ? machines : static_cast<int>(local_sizes.size()); }
   int local_size_of(int m) const { return local_sizes.empty() ? local_size : local_sizes[m]; }
 };
+
+// A layout's test name: "2machines_x2local", "uneven_2_1local".
+inline std::string LayoutName(const ::testing::TestParamInfo<JobShape>& info) {
+  if (!info.param.local_sizes.empty()) {
+    std::string name = "uneven";
+    for (int l : info.param.local_sizes) name += "_" + std::to_string(l);
+    return name + "local";
+  }
+  return std::to_string(info.param.machines) + "machines_x" + std::to_string(info.param.local_size) + "local";
+}
 
 inline void PrintTo(const JobShape& s, std::ostream* os) {
   if (s.local_sizes.empty()) {

@@ -221,6 +221,17 @@ class SequencedReducerConformance : public ::testing::TestWithParam<SequencedCas
       outputs_[q] = &out;
     }
   }
+  // Every rank's round completed and its output holds `factor` x the sum.
+  void ExpectExactSums(const std::vector<RankRound>& ranks, int64_t count, uint32_t round, double factor = 1) {
+    for (int q = 0; q < L(); ++q) {
+      ASSERT_EQ(ranks[q].result, RankRound::kDone) << "rank " << q << ": " << ranks[q].error.message();
+      std::vector<float> out = Output<float>(q, count);
+      for (int64_t i = 0; i < count; ++i) {
+        ASSERT_EQ(out[i], factor * Sum(i, round)) << "count " << count << " round " << round << " rank " << q
+                                                  << " element " << i;
+      }
+    }
+  }
   template <typename T>
   std::vector<T> Output(int q, int64_t count) {
     std::vector<T> v(static_cast<size_t>(count));
@@ -261,14 +272,7 @@ TEST_P(SequencedReducerConformance, EveryRankGathersTheExactSumRoundAfterRoundAn
       std::vector<RankRound> ranks;
       SetUpRanks<float>(ranks, count, round, DataType::kFloat32);
       RunRound(ranks, key, round, ThreeMachines);
-      for (int q = 0; q < L(); ++q) {
-        ASSERT_EQ(ranks[q].result, RankRound::kDone) << "rank " << q << ": " << ranks[q].error.message();
-        std::vector<float> out = Output<float>(q, count);
-        for (int64_t i = 0; i < count; ++i) {
-          ASSERT_EQ(out[i], 3 * Sum(i, round)) << "count " << count << " round " << round << " rank " << q
-                                               << " element " << i;
-        }
-      }
+      ASSERT_NO_FATAL_FAILURE(ExpectExactSums(ranks, count, round, 3));
     }
   }
   for (int q = 0; q < L(); ++q) EXPECT_GT(rings_[q].load(), 0) << "rank " << q << "'s reducer never rang the engine";
@@ -328,11 +332,7 @@ TEST_P(SequencedReducerConformance, RanksDisagreeingOnTheShapeAllFailNamingBothS
   }
   SetUpRanks<float>(ranks, 64, 1, DataType::kFloat32);
   RunRound(ranks, 13, 1, nullptr);
-  for (int q = 0; q < L(); ++q) {
-    ASSERT_EQ(ranks[q].result, RankRound::kDone) << ranks[q].error.message();
-    std::vector<float> out = Output<float>(q, 64);
-    for (int64_t i = 0; i < 64; ++i) ASSERT_EQ(out[i], Sum(i, 1)) << i;
-  }
+  ASSERT_NO_FATAL_FAILURE(ExpectExactSums(ranks, 64, 1));
 }
 
 // A rank whose op failed before staging (its server connection broke, say)
@@ -362,11 +362,7 @@ TEST_P(SequencedReducerConformance, ARoundClosedByAFailedRankFailsTheOthersAndTh
   }
   SetUpRanks<float>(ranks, 500, 1, DataType::kFloat32);
   RunRound(ranks, 21, 1, nullptr);
-  for (int q = 0; q < L(); ++q) {
-    ASSERT_EQ(ranks[q].result, RankRound::kDone) << ranks[q].error.message();
-    std::vector<float> out = Output<float>(q, 500);
-    for (int64_t i = 0; i < 500; ++i) ASSERT_EQ(out[i], Sum(i, 1)) << i;
-  }
+  ASSERT_NO_FATAL_FAILURE(ExpectExactSums(ranks, 500, 1));
 }
 
 // The last local rank dies after its peers issued a reduce-scatter with it:
