@@ -279,6 +279,18 @@ class Cluster:
                 raise ClusterError(f"timed out after {timeout:.0f}s waiting for {names}\n{tails}")
             time.sleep(0.05)
 
+    def tcp_ceiling(self, sender, receiver, flows=4, seconds=3.0, port=29400):
+        """GB/s that `flows` plain TCP flows move from one host to another
+        (benchmarks/tcp_ceiling.py): the path's own ceiling on this machine."""
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tcp_ceiling.py")
+        receiver = self.hosts[receiver] if isinstance(receiver, int) else receiver
+        serve = self.start(receiver, f"tcp-ceiling-{port}", [sys.executable, script, "serve", str(port), str(flows)])
+        time.sleep(0.5)
+        out = self.run(sender, [sys.executable, script, "send", receiver.address, str(port), str(flows), str(seconds)],
+                       timeout=seconds + 30)
+        self.wait([serve], timeout=30)
+        return float(out.stdout.strip().splitlines()[-1])
+
     def link_stats(self):
         """Bytes sent by each host (tx of eth0) and received (tx of its switch port): {host: (tx, rx)}."""
         out = {}
@@ -354,6 +366,40 @@ class LinkSamples:
                     "idle_share": round(idle / (len(window) - 1), 3) if self.rate_bytes else None,
                 }
         return out
+
+
+    def step_profile(self, host, starts, idle_below=0.05):
+        """Where one host's link sat idle inside each step: `starts` are the
+        step boundaries (CLOCK_MONOTONIC, n+1 of them for n steps). Per
+        direction, the medians over steps of: utilisation; `lead_idle_s`, from
+        the step's start to the first busy sample interval (the forward pass
+        and the backward's first buckets); `tail_idle_s`, from the last busy
+        interval to the step's end (for the download: the last answer to the
+        end of the step, i.e. the gather, the optimizer and the next step's
+        start). Busy: above idle_below x the link rate."""
+        samples = self.series.get(host)
+        if not samples or not self.rate_bytes or len(starts) < 2:
+            return None
+        rows = {"upload": [], "download": []}
+        for begin, end in zip(starts, starts[1:]):
+            window = [s for s in samples if begin <= s[0] <= end]
+            if len(window) < 3:
+                continue
+            for direction, k in (("upload", 1), ("download", 2)):
+                busy = [(a[0], b[0]) for a, b in zip(window, window[1:])
+                        if (b[k] - a[k]) >= idle_below * self.rate_bytes * (b[0] - a[0])]
+                total = window[-1][k] - window[0][k]
+                rows[direction].append({
+                    "utilisation": total / ((window[-1][0] - window[0][0]) * self.rate_bytes),
+                    "lead_idle_s": (busy[0][0] - begin) if busy else end - begin,
+                    "tail_idle_s": (end - busy[-1][1]) if busy else end - begin,
+                })
+
+        def median(values):
+            values = sorted(values)
+            return round(values[len(values) // 2], 4) if values else None
+        return {d: {m: median([r[m] for r in rs]) for m in ("utilisation", "lead_idle_s", "tail_idle_s")}
+                for d, rs in rows.items()} | {"steps": len(rows["upload"])}
 
 
 def _rate_bytes(rate):

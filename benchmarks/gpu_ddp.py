@@ -130,11 +130,14 @@ def worker(args):
     dist.barrier()
     window_start = time.monotonic()  # one clock in every namespace: the link sampler's window
     start = time.perf_counter()
+    step_starts = []  # host clock at each step's start: where the link sat idle inside a step
     for _ in range(args.steps):
+        step_starts.append(time.monotonic())
         step()
     torch.cuda.synchronize()
     elapsed = time.perf_counter() - start
     window_end = time.monotonic()
+    step_starts.append(window_end)
     dist.barrier()
     stats = {}
     if args.backend == "byteps":
@@ -146,7 +149,7 @@ def worker(args):
             "rank": dist.get_rank(), "samples_per_s": args.steps * batch * dist.get_world_size() / elapsed,
             "step_ms": 1000 * elapsed / args.steps, "params": params, "batch": batch,
             "gradient_bytes": params * 4, "pinned_staging_bytes": stats.get("pinned_staging_bytes", 0),
-            "window": [window_start, window_end]}) + "\n")
+            "window": [window_start, window_end], "step_starts": step_starts}) + "\n")
         sys.stdout.flush()  # one write per line: ranks share the pipe
     dist.destroy_process_group()
     if args.backend == "byteps" and os.environ.get("DMLC_ROLE") == "worker":
@@ -168,19 +171,29 @@ WORKER_ENV = {"OMP_NUM_THREADS": "4", "NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_D
 # NCCL's socket transport tuned for fast links (issue 14's "NCCL tuned"):
 # more threads and sockets per peer than its defaults.
 NCCL_TUNED_ENV = {"NCCL_SOCKET_NTHREADS": "4", "NCCL_NSOCKS_PERTHREAD": "4"}
+# The strongest peer decides (issue 26): NCCL's variants, each its own run;
+# byteps is reported against the best of them. At two machines the tree is a
+# hierarchical all-reduce moving the parameter servers' bytes per machine.
+NCCL_VARIANTS = {
+    "default": {},
+    "tuned": NCCL_TUNED_ENV,
+    "tree": {"NCCL_ALGO": "allreduce:tree"},
+    "ring": {"NCCL_ALGO": "allreduce:ring"},
+    "tree_tuned": dict(NCCL_TUNED_ENV, NCCL_ALGO="allreduce:tree"),
+}
 
 
 def _backend_env(backend, args):
-    """Extra environment of one run: the tuned NCCL variables, or --byteps-env."""
-    if backend == "nccl_tuned":
-        return dict(NCCL_TUNED_ENV)
+    """Extra environment of one run: an NCCL variant's variables, or --byteps-env."""
+    if backend.startswith("nccl:"):
+        return dict(NCCL_VARIANTS[backend[len("nccl:"):]])
     if backend == "byteps":
         return dict(kv.split("=", 1) for kv in args.byteps_env)
     return {}
 
 
 def _worker_args(model, backend, args):
-    backend = "nccl" if backend == "nccl_tuned" else backend
+    backend = "nccl" if backend.startswith("nccl") else backend
     return [os.path.abspath(__file__), "--worker", "--model", model, "--backend", backend,
             "--steps", str(args.steps), "--warmup", str(args.warmup), "--batch", str(args.batch),
             "--hook", args.hook]
@@ -292,6 +305,11 @@ def run_config_shaped(cluster, model, backend, args, gpus):
     window = head.get("window") or [None, None]
     links = samples.summary(window[0], window[1])
     head["machine_links"] = {h.name: links.get(h.name) for h in machines}
+    # Inside each step (rank 0's step boundaries): when the link started and
+    # stopped carrying bytes, i.e. what the forward pass, the backward's first
+    # buckets and the tail after the last answer cost.
+    head["machine_step_profile"] = {h.name: samples.step_profile(h.name, head.get("step_starts") or [])
+                                    for h in machines}
     return head
 
 
@@ -311,8 +329,13 @@ def main():
     parser.add_argument("--batch", type=int, default=0, help="per GPU; default 128 (ResNet-50), 8 x 512 tokens (BERT)")
     parser.add_argument("--repeats", type=int, default=1, help="alternating nccl/byteps runs per model")
     parser.add_argument("--byteps-only", action="store_true", help="skip the NCCL runs (e.g. GPUs shared)")
-    parser.add_argument("--nccl-tuned", action="store_true", help="also run NCCL with NCCL_SOCKET_NTHREADS=4 "
-                        "NCCL_NSOCKS_PERTHREAD=4 (its socket transport tuned for fast links)")
+    parser.add_argument("--nccl-variants", default="default",
+                        help="comma-separated NCCL runs per repeat, each its own job: " + ", ".join(
+                            f"{k} ({' '.join(f'{a}={b}' for a, b in v.items()) or 'no variables'})"
+                            for k, v in NCCL_VARIANTS.items()) + "; byteps is compared with the best")
+    parser.add_argument("--nccl-tuned", action="store_true", help="shorthand for --nccl-variants default,tuned")
+    parser.add_argument("--ceiling", action="store_true", help="with --shaped: measure the path's own ceiling "
+                        "(4 plain TCP flows machine 0 -> server host 0) before the runs")
     parser.add_argument("--byteps-env", action="append", default=[], metavar="NAME=VALUE",
                         help="extra environment for the byteps workers and servers (repeatable)")
     parser.add_argument("--shaped", metavar="RATE", help="emulated machines in network namespaces, links "
@@ -347,50 +370,73 @@ def main():
         cluster.setup()
         print(f"shaped: {args.machines} machine namespaces + {args.machines} server hosts, every link "
               f"{args.shaped} each way (tbf burst {args.burst})", flush=True)
+    variants = [v for v in args.nccl_variants.split(",") if v]
+    if args.nccl_tuned and "tuned" not in variants:
+        variants.append("tuned")
+    unknown = [v for v in variants if v not in NCCL_VARIANTS]
+    if unknown:
+        parser.error(f"unknown NCCL variant(s) {unknown}; known: {sorted(NCCL_VARIANTS)}")
+    if args.byteps_only:
+        variants = []
     try:
+        if cluster and args.ceiling:
+            ceiling = cluster.tcp_ceiling(cluster.hosts[0], cluster.hosts[args.machines], flows=4)
+            print(f"path ceiling (4 TCP flows, machine 0 -> server host 0): {ceiling:.2f} GB/s", flush=True)
+            rows.append({"path_ceiling_gb_s": ceiling, "flows": 4})
         for model in args.models:
             for rep in range(args.repeats):
                 run = (lambda b: run_config_shaped(cluster, model, b, args, gpus)) if cluster else \
                     (lambda b: run_config(model, b, args, gpus))
-                nccl = None if args.byteps_only else run("nccl")
-                if nccl:  # printed at once: a failing byteps run must not lose it
-                    print(f"{'':<11} nccl {nccl['samples_per_s']:.1f} samples/s", flush=True)
-                tuned = run("nccl_tuned") if args.nccl_tuned and not args.byteps_only else None
+                nccl = {}
+                for v in variants:  # each printed at once: a failing byteps run must not lose it
+                    nccl[v] = run("nccl:" + v)
+                    print(f"{'':<11} nccl {v}: {nccl[v]['samples_per_s']:.1f} samples/s", flush=True)
                 byteps = run("byteps")
-                ratio = byteps["samples_per_s"] / nccl["samples_per_s"] if nccl else float("nan")
+                best = max(nccl, key=lambda v: nccl[v]["samples_per_s"]) if nccl else None
+                ratio = byteps["samples_per_s"] / nccl[best]["samples_per_s"] if best else float("nan")
                 pinned = max(byteps["pinned_staging_bytes_per_machine"]) / 1e6
                 print(f"{model:<11} {byteps['params'] / 1e6:>7.1f}M {byteps['batch']:>9} "
-                      f"{nccl['samples_per_s'] if nccl else float('nan'):>15.1f} "
+                      f"{nccl[best]['samples_per_s'] if best else float('nan'):>15.1f} "
                       f"{byteps['samples_per_s']:>17.1f} {ratio:>11.3f} {pinned:>17.1f}", flush=True)
-                gb = lambda r, k: max(r[k]) / 1e9 if r else float("nan")  # noqa: E731
-                if tuned:
-                    print(f"{'':<11} nccl tuned ({' '.join(k + '=' + v for k, v in NCCL_TUNED_ENV.items())}): "
-                          f"{tuned['samples_per_s']:.1f} samples/s; byteps / nccl tuned "
-                          f"{byteps['samples_per_s'] / tuned['samples_per_s']:.3f}", flush=True)
+                if best:
+                    print(f"{'':<11} byteps / nccl: " + ", ".join(
+                        f"{v} {byteps['samples_per_s'] / r['samples_per_s']:.3f}" for v, r in nccl.items())
+                        + f"; best NCCL variant: {best}", flush=True)
+                runs = dict({f"nccl {v}": r for v, r in nccl.items()}, byteps=byteps)
                 if cluster:
                     # Per machine, each way: link bytes per step x steps per second.
                     def rate(r):
-                        return max(r["machine_tx_bytes_per_step"]) / r["step_ms"] / 1e6 if r else float("nan")
-                    print(f"{'':<11} link GB/s per machine (tx): nccl {rate(nccl):.2f}"
-                          + (f", nccl tuned {rate(tuned):.2f}" if tuned else "") + f", byteps {rate(byteps):.2f}",
-                          flush=True)
-                    print(f"{'':<11} link GB/step per machine (tx, rx): nccl {gb(nccl, 'machine_tx_bytes_per_step'):.3f}, "
-                          f"{gb(nccl, 'machine_rx_bytes_per_step'):.3f}; byteps "
-                          f"{gb(byteps, 'machine_tx_bytes_per_step'):.3f}, {gb(byteps, 'machine_rx_bytes_per_step'):.3f}; "
-                          f"gradient {byteps['gradient_bytes'] / 1e9:.3f} GB", flush=True)
+                        return max(r["machine_tx_bytes_per_step"]) / r["step_ms"] / 1e6
+                    print(f"{'':<11} link GB/s per machine (tx): " +
+                          ", ".join(f"{k} {rate(r):.2f}" for k, r in runs.items()), flush=True)
+                    print(f"{'':<11} link GB/step per machine (tx, rx): " + "; ".join(
+                        f"{k} {max(r['machine_tx_bytes_per_step']) / 1e9:.3f}, "
+                        f"{max(r['machine_rx_bytes_per_step']) / 1e9:.3f}" for k, r in runs.items())
+                        + f"; gradient {byteps['gradient_bytes'] / 1e9:.3f} GB", flush=True)
 
                     def busy(r):  # the busiest machine's upload over the timed steps
-                        links = [v["upload"] for v in (r or {}).get("machine_links", {}).values() if v]
+                        links = [v["upload"] for v in r.get("machine_links", {}).values() if v]
                         if not links or links[0]["utilisation"] is None:
                             return "n/a"
                         top = max(links, key=lambda u: u["utilisation"])
                         return f"{top['utilisation']:.0%} used, {top['idle_share']:.0%} of 5 ms idle"
-                    print(f"{'':<11} link upload (busiest machine): nccl {busy(nccl)}"
-                          + (f", nccl tuned {busy(tuned)}" if tuned else "") + f"; byteps {busy(byteps)}", flush=True)
+                    print(f"{'':<11} link upload (busiest machine): " +
+                          "; ".join(f"{k} {busy(r)}" for k, r in runs.items()), flush=True)
+
+                    def inside(r):  # machine 0's median step: idle before the first and after the last bytes
+                        prof = next(iter(r.get("machine_step_profile", {}).values()), None)
+                        if not prof:
+                            return "n/a"
+                        up, down = prof["upload"], prof["download"]
+                        return (f"step {r['step_ms']:.0f} ms: upload {up['utilisation']:.0%}, idle "
+                                f"{1000 * up['lead_idle_s']:.0f} ms before its first bytes; last answer to step "
+                                f"end {1000 * down['tail_idle_s']:.0f} ms")
+                    for k, r in runs.items():
+                        print(f"{'':<11} inside a step, {k}: {inside(r)}", flush=True)
                 print(f"{'':<11} pinned staging per machine {pinned:.1f} MB = "
                       f"{pinned * 1e6 / (byteps['gradient_bytes'] or 1):.3f} x the gradient bytes", flush=True)
                 rows.append({"model": model, "repeat": rep, "hook": args.hook, "gpus": gpus, "machines": args.machines,
-                             "shaped": args.shaped, "nccl": nccl, "nccl_tuned": tuned, "byteps": byteps, "ratio": ratio,
+                             "shaped": args.shaped, "nccl": nccl, "best_nccl": best, "byteps": byteps, "ratio": ratio,
                              "byteps_env": args.byteps_env})
     finally:
         if cluster:

@@ -149,6 +149,7 @@ Status ProcessEngine::InitSteps(const bps_init_options* options) {
   transport_options.liveness_seconds = c.timeout_seconds;
   transport_options.receive_low_water = static_cast<size_t>(c.tcp_receive_low_water);
   transport_options.congestion = c.tcp_congestion;
+  transport_options.socket_buffer_bytes = static_cast<size_t>(c.tcp_socket_buffer);
   BPS_RETURN_IF_ERROR(transport::CreateTransport("tcp", transport_options, &transport));
 
   auto engine = std::make_shared<Engine>(c, store, std::move(transport), engine_options);

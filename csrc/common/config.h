@@ -40,6 +40,11 @@ struct Config {
   std::string job_id;            // BYTEPS_JOB_ID: names shared memory; from the store if unset
   int connections_per_server = 1;// BYTEPS_TCP_CONNECTIONS (default cores/4, 1..4)
   int64_t tcp_receive_low_water = 512 << 10;  // BYTEPS_TCP_RCVLOWAT: bytes per receive wakeup; 0 = every segment
+  // BYTEPS_TCP_SOCKET_BUFFER: SO_SNDBUF/SO_RCVBUF of data connections; 0
+  // leaves them to the kernel's autotuning (net.ipv4.tcp_rmem/tcp_wmem),
+  // which a fixed size turns off. The kernel caps a fixed size at
+  // net.core.rmem_max/wmem_max.
+  int64_t tcp_socket_buffer = 4 << 20;
   // BYTEPS_TCP_CONGESTION: the data connections' algorithm; "system" keeps
   // the host's default. Not BBR by default: a PS job runs n x k paced flows,
   // and BBR's per-flow pacing timers cost CPU that a busy host lacks

@@ -85,6 +85,7 @@ transport::TransportOptions Server::TransportOptionsFor(const Config& config, in
   options.liveness_seconds = config.timeout_seconds;
   options.receive_low_water = static_cast<size_t>(config.tcp_receive_low_water);
   options.congestion = config.tcp_congestion;
+  options.socket_buffer_bytes = static_cast<size_t>(config.tcp_socket_buffer);
   options.io_threads = std::max(1, config.server_engine_threads);
   return options;
 }

@@ -198,6 +198,7 @@ struct TransportOptions {
   double liveness_seconds = 300;  // BYTEPS_TIMEOUT: a silent peer is cut off after this
   size_t receive_low_water = 0;
   std::string congestion;
+  size_t socket_buffer_bytes = 4 << 20;  // 0: the kernel's autotuning
   // I/O threads of the process: each new connection gets a thread of its
   // own until there are this many, then they are shared round-robin, so
   // BYTEPS_TCP_CONNECTIONS adds threads, not only sockets. 0: half the

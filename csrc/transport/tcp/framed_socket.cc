@@ -30,9 +30,14 @@ FramedSocket::FramedSocket(int fd, EventLoop* loop, FramedSocketHandler* handler
   }
   SetNonBlocking(fd_, true);
   SetNoDelay(fd_);
-  int buf = 4 << 20;  // large socket buffers keep a 1-10 Gbit pipe full
-  setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
-  setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+  // Large fixed buffers kept a 1-10 Gbit pipe full where the kernel's
+  // defaults were small; a fixed size also turns the kernel's autotuning off
+  // (and is capped at net.core.{r,w}mem_max), hence the choice (issue 26).
+  if (tuning.buffer_bytes > 0) {
+    int buf = static_cast<int>(tuning.buffer_bytes);
+    setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+    setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+  }
 }
 
 FramedSocket::~FramedSocket() {

@@ -34,6 +34,8 @@ struct SocketTuning {
   size_t receive_low_water = 0;
   // TCP congestion control algorithm; empty keeps the system's default.
   std::string congestion;
+  // SO_SNDBUF and SO_RCVBUF; 0 keeps the kernel's autotuning.
+  size_t buffer_bytes = 4 << 20;
 };
 
 

@@ -360,7 +360,7 @@ class TcpListener final : public Listener {
     SetLivenessProbes(fd, options_.liveness_seconds);
     auto conn = std::make_shared<TcpPeer>(peer.Describe(), loops_->Next());
     conn->SetHandlers(std::move(handlers));
-    conn->Start(fd, SocketTuning{options_.receive_low_water, options_.congestion});
+    conn->Start(fd, SocketTuning{options_.receive_low_water, options_.congestion, options_.socket_buffer_bytes});
     registry_->Add(conn);
     *out = conn;
     return Status::OK();
@@ -375,7 +375,7 @@ class TcpListener final : public Listener {
         return;
       }
       conn->SetHandlers(std::move(handlers));
-      conn->Start(fd, SocketTuning{options_.receive_low_water, options_.congestion});
+      conn->Start(fd, SocketTuning{options_.receive_low_water, options_.congestion, options_.socket_buffer_bytes});
       registry_->Add(conn);
     });
   }
@@ -458,7 +458,7 @@ class TcpTransport final : public Transport {
     }
     auto conn = std::make_shared<TcpPeer>(peer_name, loops_.Next());
     conn->SetHandlers(std::move(handlers));
-    conn->Start(fd, SocketTuning{options_.receive_low_water, options_.congestion});
+    conn->Start(fd, SocketTuning{options_.receive_low_water, options_.congestion, options_.socket_buffer_bytes});
     registry_->Add(conn);
     *out = conn;
     return Status::OK();
