@@ -73,6 +73,11 @@ def _sources(subdir):
     return sorted(glob.glob(os.path.join(CSRC, subdir, "*.cc")))
 
 
+def _cuda_sources():
+    """The engine's few kernels (csrc/gpu/*.cu), compiled by nvcc."""
+    return sorted(glob.glob(os.path.join(CSRC, "gpu", "*.cu")))
+
+
 def engine_sources():
     """Every .cc under csrc/ but the adapter and tool folders, at any depth."""
     found = []
@@ -134,6 +139,8 @@ class BuildAll(build_ext):
             # -DBPS_WITH_CUDA changes c_api.cc: separate objects, same library.
             objects = cache.compile_objects(CXX, sources + _sources("gpu"), ENGINE_FLAGS + cuda["cflags"],
                                             os.path.join(objects_dir, "engine-cuda"), CSRC)
+            objects += cache.compile_objects(cuda["nvcc"], _cuda_sources(), frameworks.nvcc_flags(CXX, CSRC),
+                                             os.path.join(objects_dir, "engine-cuda-kernels"), CSRC)
             libs = ENGINE_LIBS + cuda["libs"]
         else:
             objects = cache.compile_objects(CXX, sources, ENGINE_FLAGS, os.path.join(objects_dir, "engine"), CSRC)

@@ -271,11 +271,25 @@ def cuda_config(extra_site_dirs=()):
     print(f"byteps-native: building with CUDA ({cuda_home}) and NCCL ({nccl_file})", flush=True)
     return {
         "home": cuda_home,
+        "nvcc": os.path.join(cuda_home, "bin", "nvcc"),
         "cflags": ["-DBPS_WITH_CUDA", "-I" + os.path.join(cuda_home, "include"), "-I" + nccl_inc],
         "libs": ["-L" + cuda_lib, "-lcudart", "-Wl,-rpath," + cuda_lib,
                  # By file name: the wheel ships only libnccl.so.2, no dev symlink.
                  "-L" + nccl_lib, "-l:" + os.path.basename(nccl_file), "-Wl,-rpath," + nccl_lib],
     }
+
+
+# The GPUs the kernels are built for: Ampere and Hopper as machine code, and
+# Hopper's PTX for later ones (the driver compiles it at load).
+CUDA_ARCHS = ["-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90,code=sm_90",
+              "-gencode=arch=compute_90,code=compute_90"]
+
+
+def nvcc_flags(host_compiler, csrc):
+    """nvcc's flags for the engine's kernels (csrc/gpu/*.cu), with the host
+    compiler the rest of the engine is built with (one C++ runtime)."""
+    return ["-std=c++17", "-O3", "-ccbin", host_compiler, "-Xcompiler", "-fPIC,-fvisibility=hidden",
+            "-I" + csrc] + CUDA_ARCHS
 
 
 def pybind11_include():

@@ -15,11 +15,16 @@ flags=$(BYTEPS_WITH_CUDA=1 "$PY" -c '
 import sys
 sys.path.insert(0, ".")
 from build_tools import frameworks
+import os, sysconfig
 c = frameworks.cuda_config()
-print(" ".join(c["cflags"]) + "|" + " ".join(c["libs"]))' | tail -1)
+host = os.environ.get("CXX") or sysconfig.get_config_var("CXX").split()[0]
+print(" ".join(c["cflags"]) + "|" + " ".join(c["libs"]) + "|" + c["nvcc"] + "|" +
+      " ".join(frameworks.nvcc_flags(host, os.path.abspath("csrc"))))' | tail -1)
+IFS="|" read -r cuda_cflags cuda_libs nvcc nvcc_flags <<<"$flags"
 build="${BPS_GPU_CPP_BUILD:-build/cpp-cuda}"
 cmake -S tests/cpp -B "$build" -DBPS_WITH_CUDA=ON -DBPS_GTEST_SOURCE="$gtest_source" \
-  -DBPS_CUDA_CFLAGS="${flags%%|*}" -DBPS_CUDA_LIBS="${flags##*|}" >/dev/null
+  -DBPS_CUDA_CFLAGS="$cuda_cflags" -DBPS_CUDA_LIBS="$cuda_libs" -DBPS_NVCC="$nvcc" -DBPS_NVCC_FLAGS="$nvcc_flags" \
+  >/dev/null
 cmake --build "$build" -- -j"$(nproc)" bps_gpu_tests >/dev/null
 # The old scheduling's stall runs alone: NCCL given mismatched calls is
 # undefined, and must not take the other cases' device state with it.

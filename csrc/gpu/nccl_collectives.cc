@@ -6,6 +6,7 @@
 
 #include "common/logging.h"
 #include "gpu/cuda_status.h"
+#include "gpu/device_scale.h"
 #include "gpu/local_communicators.h"
 #include "local/sequenced_reducer.h"
 
@@ -175,8 +176,7 @@ void NcclCollectives::ReturnReady(void* event) { ReturnEvent(static_cast<cudaEve
 
 bool NcclCollectives::ScalesAverage(DataType dtype) const {
   // Integers divide the total on the host (truncation, as everywhere); so
-  // does float64 and one local rank (no collective to pre-multiply in).
-  if (local_size_ == 1) return false;
+  // does float64. One local rank divides with its own kernel (device_scale.h).
   return dtype == DataType::kFloat32 || dtype == DataType::kFloat16 || dtype == DataType::kBFloat16;
 }
 
@@ -290,10 +290,15 @@ Status NcclCollectives::Launch(const Queued& q) {
   }
   const char* send = s->scratch ? s->scratch : w->input;
   if (local_size_ == 1) {
-    // Alone on the machine: the slice is the partition (no group: L == 1).
+    // Alone on the machine: the slice is the partition (no group: L == 1),
+    // divided for an average on the device as NCCL's pre-multiplied sum is.
     if (send != s->mine) {
       BPS_CUDA_RETURN(cudaMemcpyAsync(s->mine, send, w->count * DataTypeSize(w->dtype), cudaMemcpyDeviceToDevice,
                                       nccl_stream_));
+    }
+    if (w->divisor > 1 && ScalesAverage(w->dtype)) {
+      const int code = w->dtype == DataType::kFloat32 ? 0 : w->dtype == DataType::kFloat16 ? 1 : 2;
+      BPS_CUDA_RETURN(static_cast<cudaError_t>(bps_divide_on_device(s->mine, w->count, code, w->divisor, nccl_stream_)));
     }
     return Status::OK();
   }

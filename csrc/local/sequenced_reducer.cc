@@ -24,9 +24,10 @@ struct SequencedLocalReducer::Partition {
 // Where an average is divided must be the same on every machine of a job:
 // the servers add the machines' shares, so either every share is already
 // divided or none is. Floating point of at most 32 bits is divided before
-// the network (on the device where the library can, NCCL's pre-multiplied
-// sum; else here, on the host staging: a machine of one GPU has no
-// collective to do it in); integers and float64 divide the total after it.
+// the network (on the device where the library can: NCCL's pre-multiplied
+// sum, or a kernel for one GPU; else here, on the host staging, which holds
+// the engine thread: 0.7 ms per 3.7 MB partition); integers and float64
+// divide the total after it.
 // (Machines of different sizes once disagreed: 2 + 1 GPUs averaged 4 for 2.)
 static bool DividesBeforeTheNetwork(DataType dtype) {
   return dtype == DataType::kFloat32 || dtype == DataType::kFloat16 || dtype == DataType::kBFloat16;

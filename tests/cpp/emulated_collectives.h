@@ -86,10 +86,9 @@ class EmulatedCommunicator {
   int local_size() const { return local_size_; }
 
   // As NCCL's library: floating point of at most 32 bits is averaged in the
-  // reduce-scatter, except by a machine of one rank (no collective to do it in).
+  // reduce-scatter (a machine of one rank: by its own kernel, device_scale.h).
   static bool ScalesAverage(int local_size, DataType dtype) {
-    return local_size > 1 &&
-           (dtype == DataType::kFloat32 || dtype == DataType::kFloat16 || dtype == DataType::kBFloat16);
+    return dtype == DataType::kFloat32 || dtype == DataType::kFloat16 || dtype == DataType::kBFloat16;
   }
 
   // ncclCommAbort: every collective in flight, and every later one, ends

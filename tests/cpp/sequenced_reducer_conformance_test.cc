@@ -15,7 +15,7 @@ CollectivesKit Emulated() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Emulated, SequencedReducerConformance,
-                         ::testing::Values(SequencedCase{Emulated(), 2}, SequencedCase{Emulated(), 3},
+                         ::testing::Values(SequencedCase{Emulated(), 1}, SequencedCase{Emulated(), 2}, SequencedCase{Emulated(), 3},
                                            SequencedCase{Emulated(), 4}),
                          SequencedCaseName);
 
