@@ -6,8 +6,9 @@
 
 What a user's short benchmark sees: `dist.all_reduce(x)` on a tensor of a size
 not reduced before, timed call by call. The byteps backend names each call by
-its signature and a rotating slot (csrc/torch/call_site_names.cc); a slot's
-first call allocates and first-touches its staging. Per size it prints, for
+its signature and a rotating slot (csrc/torch/call_site_names.cc); a new
+name's first call takes staging from the machine's warm pool or from names
+gone idle (docs/architecture.md). Per size it prints, for
 byteps and for gloo (a second process group of the same job, so the same
 processes, the same machine load, the same moment):
 

@@ -92,6 +92,18 @@ def _staging_pool_line():
             f"a machine holds at most its peak staging plus the reserve (stats: staging_backed_bytes){shm}")
 
 
+def _server_pool_line():
+    """A server's buffer pool (csrc/server/buffer_pool.h; the server reads the
+    same variable): what it keeps free between rounds."""
+    keep = os.environ.get("BYTEPS_SERVER_BUFFER_POOL") or str(256 << 20)
+    try:
+        mib = int(keep) / (1 << 20)
+    except ValueError:
+        return f"server buffers: BYTEPS_SERVER_BUFFER_POOL='{keep}' is not an integer"
+    return (f"server buffers: pooled by size for every key, at most {mib:g} MiB kept free (BYTEPS_SERVER_BUFFER_POOL); "
+            f"a server holds its rounds in flight plus that (stats: colocated_server.buffer_pool)")
+
+
 def report(load=False):
     lines = [f"byteps-native {__import__('byteps_native').__version__} (python {sys.version.split()[0]}, "
              f"{install_facts.PACKAGE_DIR})"]
@@ -111,6 +123,7 @@ def report(load=False):
         lines.append(_adapter_line(framework, module, subdir, load))
     lines.append(_c10d_names_line())
     lines.append(_staging_pool_line())
+    lines.append(_server_pool_line())
     lines.append(f"NUMA nodes: {_numa_nodes()}; CPUs: {os.cpu_count()}")
     return "\n".join(lines)
 

@@ -32,6 +32,10 @@ struct Config {
   int64_t local_staging_reserve_bytes = int64_t{128} << 20;
   int scheduling_credit = 4;     // BYTEPS_SCHEDULING_CREDIT: partitions queued to the network; 0 = unlimited
   int server_engine_threads = 4; // BYTEPS_SERVER_ENGINE_THREAD: a server's event loops (default cores/2, 1..16)
+  // BYTEPS_SERVER_BUFFER_POOL: bytes of warm buffers a server keeps free for
+  // the next pushes of any key (server/buffer_pool.h); past it, let-go
+  // buffers are freed.
+  int64_t server_buffer_pool_bytes = int64_t{256} << 20;
   bool enable_async = false;     // BYTEPS_ENABLE_ASYNC
   bool force_distributed = false;// BYTEPS_FORCE_DISTRIBUTED
   double timeout_seconds = 300;  // BYTEPS_TIMEOUT: an op without progress fails after this

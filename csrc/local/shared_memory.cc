@@ -455,6 +455,31 @@ Status LocalSharedMemory::EnsureSlot(ShmEntry* e, int q, uint64_t bytes) {
   return Status::OK();
 }
 
+uint64_t LocalSharedMemory::FreeIdleSlots(std::unordered_map<ShmEntry*, IdleSlot>* idle, int q) {
+  if (idle->empty()) return 0;
+  const uint64_t L = static_cast<uint64_t>(local_size_);
+  uint64_t freed = 0;
+  // Under the layout lock: a reclaim (which frees slots too) or a new key
+  // in the same entry cannot interleave.
+  LayoutLock lock(&control_->layout_mutex);
+  for (auto it = idle->begin(); it != idle->end();) {
+    ShmEntry* e = it->first;
+    if (e->key.load(std::memory_order_acquire) != it->second.key || e->slot_bytes[q] == 0) {
+      it = idle->erase(it);  // reclaimed (its slots went with it) or freed already
+      continue;
+    }
+    if (e->released.load(std::memory_order_acquire) < (static_cast<uint64_t>(it->second.round) + 1) * L) {
+      ++it;  // a local rank still gathers from it
+      continue;
+    }
+    Free(e->slot_offset[q], e->slot_bytes[q]);
+    freed += e->slot_bytes[q];
+    e->slot_bytes[q] = 0;
+    it = idle->erase(it);
+  }
+  return freed;
+}
+
 void LocalSharedMemory::RaiseBacked(uint64_t end) {
   uint64_t cur = control_->arena_backed.load(std::memory_order_acquire);
   while (cur < end && !control_->arena_backed.compare_exchange_weak(cur, end, std::memory_order_acq_rel)) {

@@ -8,9 +8,9 @@
 // allocated (fallocate), and the arena never claims more than /dev/shm
 // had free: a full /dev/shm is an error naming it (issue 13, bug 6).
 //
-// Reclaim: a slot freed (its entry reclaimed, or its rank's partition grew)
-// returns its range to a free list, its pages still backed, for the next
-// slot; an entry of the key table is reclaimed, least recently used first,
+// Reclaim: a slot freed (its entry reclaimed, its rank's partition grew, or
+// its key idle when its rank needs a new slot: FreeIdleSlots) returns its
+// range to a free list, its pages still backed, for the next slot; an entry of the key table is reclaimed, least recently used first,
 // when the table is full and no local rank holds it or is inside one of its
 // rounds, so a job may use any number of distinct names over its life
 // (issue 20 item 12).
@@ -37,6 +37,7 @@
 #include <memory>
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 
 #include "common/status.h"
 #include "local/collective_order.h"
@@ -147,6 +148,18 @@ class LocalSharedMemory {
 
   // Makes rank q's slot of `e` at least `bytes` (between rounds only).
   Status EnsureSlot(ShmEntry* e, int q, uint64_t bytes);
+  // Rank q's slot of an entry whose round `round` (relative) was q's last:
+  // idle once every local rank has released that round.
+  struct IdleSlot {
+    uint64_t key;
+    uint32_t round;
+  };
+  // Frees rank q's slots in `idle` that no local rank reads any more (every
+  // one released the round; nobody reads a slot again before its owner
+  // stages into it, and the owner, q, is the caller, between rounds of
+  // them), so their warm pages serve the next slot of any key; forgets those
+  // and any whose entry was reclaimed meanwhile. Returns the bytes freed.
+  uint64_t FreeIdleSlots(std::unordered_map<ShmEntry*, IdleSlot>* idle, int q);
   // Maps the arena's pages of [offset, offset + bytes) into this process
   // now (MADV_POPULATE_*), so the first pass over a new slot does not fault
   // page by page. Best effort; nothing to do below mapped_end().

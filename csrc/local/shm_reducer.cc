@@ -104,7 +104,12 @@ LocalProgress ShmLocalReducer::StageIn(LocalPartition* p, uint32_t round, const 
   // Every rank finished the previous round: nobody reads this rank's slot
   // until it arrives, so it may be (re)allocated for this round's size.
   const size_t esz = DataTypeSize(c.dtype);
-  Status slot = shm_->EnsureSlot(e, me, static_cast<uint64_t>(c.count) * esz);
+  const uint64_t slot_bytes = static_cast<uint64_t>(c.count) * esz;
+  idle_slots_.erase(e);  // in a round again: its slot is not idle
+  // A new slot takes the warm pages of keys gone idle first (their rounds
+  // over on every rank) before the arena grows.
+  if (e->slot_bytes[me] < slot_bytes) shm_->FreeIdleSlots(&idle_slots_, me);
+  Status slot = shm_->EnsureSlot(e, me, slot_bytes);
   e->signature[me] = c.signature;
   e->tensor_bytes[me] = c.tensor_bytes;
   snprintf(e->shape[me], sizeof(e->shape[me]), "%s %s", DataTypeName(c.dtype), c.shape);
@@ -204,6 +209,11 @@ Status ShmLocalReducer::Gather(LocalPartition* p, uint32_t round, const LocalCon
   }
   const uint32_t all = (L >= 32) ? 0xffffffffu : ((1u << L) - 1);
   if (*gathered == all) {
+    // This rank's slot idles until the key's next round here; it is freed
+    // (once every rank released this round) when this rank needs a new one.
+    if (e->slot_bytes[local_rank_] > 0) {
+      idle_slots_[e] = LocalSharedMemory::IdleSlot{e->key.load(std::memory_order_acquire), Relative(e, round)};
+    }
     e->released.fetch_add(1, std::memory_order_acq_rel);
     shm_->Ring();
     *progress = LocalProgress::kDone;

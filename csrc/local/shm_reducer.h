@@ -11,7 +11,8 @@
 //   publish    ready[q] = round + 1
 //   gather     every rank copies every published slice into its output
 //              (released += 1)
-// Slots come warm from the arena's pool (StagingWarmer, staging_warmer.h).
+// Slots come warm from the arena's pool (StagingWarmer, staging_warmer.h),
+// and go back to it when their key is idle and this rank needs a new slot.
 #pragma once
 #include <chrono>
 #include <memory>
@@ -72,6 +73,11 @@ class ShmLocalReducer : public LocalReducer {
   std::unique_ptr<LocalSharedMemory> shm_;
   std::unique_ptr<StagingWarmer> warmer_;  // declared after shm_: stops before it unmaps
   std::unordered_map<uint64_t, uint64_t> populated_;  // peer slots mapped here: offset -> bytes
+  // This rank's slots of keys between its rounds (each its last round): a
+  // new slot first frees those every rank is done with, so a key seen for
+  // the first time takes the warm pages of keys gone idle, and staging held
+  // follows the rounds in flight rather than the names ever used (issue 27).
+  std::unordered_map<ShmEntry*, LocalSharedMemory::IdleSlot> idle_slots_;
   int local_rank_ = 0;
   int local_size_ = 1;
   int machine_ = 0;

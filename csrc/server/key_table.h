@@ -1,8 +1,8 @@
 // The server's round state, sharded so that pushes of different keys never
 // share a lock: a shard's mutex is held only to find or create a key's state,
 // and each key's round is guarded by that key's own mutex (summation of one
-// key is serial anyway: every push adds into the same accumulator). Also the
-// 64-byte-aligned buffers that payloads land in, pooled per I/O thread.
+// key is serial anyway: every push adds into the same accumulator). A key
+// between rounds holds no buffer (buffer_pool.h).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -14,30 +14,11 @@
 
 #include "common/dtype.h"
 #include "compression/compressor.h"
+#include "server/buffer_pool.h"
 #include "ps/protocol.h"
 #include "transport/transport.h"
 
 namespace bps {
-
-struct AlignedBuffer {
-  explicit AlignedBuffer(size_t n);
-  ~AlignedBuffer();
-  AlignedBuffer(const AlignedBuffer&) = delete;
-  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
-  char* data = nullptr;
-  size_t size = 0;
-};
-
-// Buffers by exact size, used by one I/O thread only (no lock).
-class BufferPool {
- public:
-  std::shared_ptr<AlignedBuffer> Take(size_t bytes);
-  // Keeps `b` for reuse if nobody else holds it and the pool is not full.
-  void Give(std::shared_ptr<AlignedBuffer> b);
-
- private:
-  std::multimap<size_t, std::shared_ptr<AlignedBuffer>> free_;
-};
 
 // One key's round. Guarded by `mu`.
 struct KeyState {
@@ -56,8 +37,9 @@ struct KeyState {
   // the sum dropped, added to the next round's sum; fresh when the codec changes.
   std::vector<float> residual;
   CodecHeader residual_codec;
-  std::shared_ptr<AlignedBuffer> acc;      // float32 for 16-bit types
-  std::shared_ptr<AlignedBuffer> wire[2];  // response buffers, by round parity
+  // The round's sum (float32 for 16-bit types), from the pool; it goes out
+  // as the answer (or is let go once converted into one). Async: the running sum.
+  std::shared_ptr<AlignedBuffer> acc;
   std::vector<std::pair<std::shared_ptr<transport::Connection>, MessageHeader>> waiting;
 };
 

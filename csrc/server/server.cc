@@ -18,7 +18,7 @@ namespace bps {
 class Server::WorkerLink final {
  public:
   WorkerLink(Server* server, const std::shared_ptr<Connection>& conn)
-      : server_(server), conn_(conn), pool_(*server->pools_[conn->io_thread()]) {}
+      : server_(server), conn_(conn) {}
 
   transport::Handlers Handlers(const std::shared_ptr<WorkerLink>& self) {
     transport::Handlers h;
@@ -28,7 +28,7 @@ class Server::WorkerLink final {
     };
     h.arrived = [self](Connection*, const transport::FrameHeader& f, void*) {
       auto shared = self->conn_.lock();
-      if (shared) self->server_->HandlePush(self->pool_, shared, FromFrame(f), std::move(self->parked_));
+      if (shared) self->server_->HandlePush(shared, FromFrame(f), std::move(self->parked_));
     };
     h.unexpected = [self](Connection* conn, const transport::FrameHeader& f, const std::string& text) {
       self->server_->OnControl(conn, FromFrame(f), text);
@@ -60,7 +60,7 @@ class Server::WorkerLink final {
                                     ": set the same value on every process");
       return nullptr;
     }
-    parked_ = pool_.Take(f.payload_bytes);
+    parked_ = server_->buffers_->Take(f.payload_bytes);
     if (!parked_->data) {
       *reject = Status::Internal("out of memory for a push of " + std::to_string(f.payload_bytes) + " bytes");
       return nullptr;
@@ -70,14 +70,14 @@ class Server::WorkerLink final {
 
   Server* server_;
   std::weak_ptr<Connection> conn_;
-  BufferPool& pool_;
   std::shared_ptr<AlignedBuffer> parked_;  // the push being received
 };
 
 Server::Server(Config config, std::shared_ptr<Store> store, int server_id, std::string listen_host,
                std::unique_ptr<transport::Transport> transport)
     : config_(std::move(config)), store_(std::move(store)), server_id_(server_id),
-      listen_host_(std::move(listen_host)), transport_(std::move(transport)) {}
+      listen_host_(std::move(listen_host)), transport_(std::move(transport)),
+      buffers_(BufferPool::Create(static_cast<uint64_t>(config_.server_buffer_pool_bytes))) {}
 
 transport::TransportOptions Server::TransportOptionsFor(const Config& config, int server_id) {
   transport::TransportOptions options;
@@ -96,7 +96,9 @@ Status Server::Start() {
   if (!transport_) {
     BPS_RETURN_IF_ERROR(transport::CreateTransport("tcp", TransportOptionsFor(config_, server_id_), &transport_));
   }
-  for (int t = 0; t < transport_->io_threads(); ++t) pools_.emplace_back(new BufferPool());
+  // A job's first keys find warm memory too: a few partitions' worth,
+  // touched in the background while the workers connect.
+  buffers_->WarmInBackground(static_cast<size_t>(config_.partition_bytes), kWarmPartitions);
   BPS_RETURN_IF_ERROR(transport_->Listen(listen_host_, 0, &listener_));
   timeline_.Configure("server " + std::to_string(server_id_), "server" + std::to_string(server_id_));
   transport::AcceptOptions options;
@@ -362,14 +364,23 @@ void Server::Poison(uint64_t name_hash, const std::string& message) {
   any_poisoned_.store(true, std::memory_order_release);
 }
 
-void Server::HandlePush(BufferPool& pool, const std::shared_ptr<Connection>& conn, const MessageHeader& h,
+bool Server::TakeBuffer(size_t bytes, const std::shared_ptr<Connection>& conn, const MessageHeader& h,
+                        std::shared_ptr<AlignedBuffer>* out) {
+  *out = buffers_->Take(bytes);
+  if ((*out)->data) return true;
+  SendError(conn, h.key, h.name_hash,
+            "server " + std::to_string(server_id_) + ": out of memory for a buffer of " + std::to_string(bytes) + " bytes");
+  out->reset();
+  return false;
+}
+
+void Server::HandlePush(const std::shared_ptr<Connection>& conn, const MessageHeader& h,
                         std::shared_ptr<AlignedBuffer> payload) {
   bytes_in_.fetch_add(h.payload_bytes, std::memory_order_relaxed);
   pushes_.fetch_add(1, std::memory_order_relaxed);
   std::string poisoned;
   if (PoisonedMessage(h.name_hash, &poisoned)) {
     SendError(conn, h.key, h.name_hash, poisoned);
-    pool.Give(std::move(payload));
     return;
   }
   const DataType dtype = static_cast<DataType>(h.dtype);
@@ -381,7 +392,6 @@ void Server::HandlePush(BufferPool& pool, const std::shared_ptr<Connection>& con
                                                   : ValidateCompressed(payload->data, h.payload_bytes);
     if (!bad.empty()) {
       SendError(conn, h.key, h.name_hash, "server " + std::to_string(server_id_) + ": " + bad);
-      pool.Give(std::move(payload));
       return;
     }
     memcpy(&codec, payload->data, sizeof(codec));
@@ -395,8 +405,6 @@ void Server::HandlePush(BufferPool& pool, const std::shared_ptr<Connection>& con
     // The tensor behind this key was resized (on every rank, or the round's
     // signature check below catches it): start over with fitting buffers.
     ks.acc.reset();
-    ks.wire[0].reset();
-    ks.wire[1].reset();
     ks.waiting.clear();
     ks.initialized = false;
   }
@@ -429,7 +437,6 @@ void Server::HandlePush(BufferPool& pool, const std::shared_ptr<Connection>& con
     TellEveryone(h.key, h.name_hash, mismatch, nullptr);
     ks.waiting.clear();
     ks.contributions = 0;
-    pool.Give(std::move(payload));
     return;
   }
   if (ks.contributions == 0) {
@@ -443,17 +450,22 @@ void Server::HandlePush(BufferPool& pool, const std::shared_ptr<Connection>& con
   if (compressed) {
     // Async rounds never see one: workers with BYTEPS_ENABLE_ASYNC=1 do not
     // compress, and CheckPushTerms refused the mix of modes above.
-    SumCompressed(pool, ks, conn, h, std::move(payload), count);
+    SumCompressed(ks, conn, h, std::move(payload), count);
     return;
   }
 
   if (config_.enable_async) {
     // Async: the key holds a running sum; every push is applied and answered.
-    if (!ks.acc || ks.acc->size != acc_bytes) ks.acc = std::make_shared<AlignedBuffer>(acc_bytes);
-    Accumulate(ks.acc->data, payload->data, count, dtype, fresh_key);
-    pool.Give(std::move(payload));
+    bool starts_sum = fresh_key;
+    if (!ks.acc || ks.acc->size != acc_bytes) {
+      if (!TakeBuffer(acc_bytes, conn, h, &ks.acc)) return;
+      starts_sum = true;  // a new running sum starts from this push
+    }
+    Accumulate(ks.acc->data, payload->data, count, dtype, starts_sum);
+    payload.reset();
     ks.contributions = 1;
-    auto snapshot = std::make_shared<AlignedBuffer>(h.payload_bytes);
+    std::shared_ptr<AlignedBuffer> snapshot;
+    if (!TakeBuffer(h.payload_bytes, conn, h, &snapshot)) return;
     AccumulatorToWire(snapshot->data, ks.acc->data, count, dtype);
     MessageHeader answer = h;
     answer.type = static_cast<uint16_t>(MessageType::kResponse);
@@ -466,16 +478,12 @@ void Server::HandlePush(BufferPool& pool, const std::shared_ptr<Connection>& con
   if (ks.contributions == 0 && !IsHalfType(dtype) && payload->size == acc_bytes) {
     // The first push of a round becomes the accumulator: its bytes landed in
     // a buffer of the right size, so adopt it instead of copying.
-    pool.Give(std::move(ks.acc));
     ks.acc = std::move(payload);
   } else {
-    if (!ks.acc || ks.acc->size != acc_bytes) ks.acc = pool.Take(acc_bytes);
+    if ((!ks.acc || ks.acc->size != acc_bytes) && !TakeBuffer(acc_bytes, conn, h, &ks.acc)) return;
     Accumulate(ks.acc->data, payload->data, count, dtype, ks.contributions == 0);
-    pool.Give(std::move(payload));
+    payload.reset();  // back to the pool, warm for the next push of any key
   }
-  // The previous round's answer, once fully sent, goes back to the pool to
-  // receive later pushes (buffers circulate: push -> sum -> answer -> push).
-  if (!IsHalfType(dtype) && ks.wire[0] && ks.wire[0].use_count() == 1) pool.Give(std::move(ks.wire[0]));
   if (w0) {
     timeline_.Record("key" + std::to_string(h.key % 100000) + ".from" + std::to_string(h.sender_rank), h.partition,
                      h.round, "server_sum", w0, Timeline::NowMicros());
@@ -484,27 +492,26 @@ void Server::HandlePush(BufferPool& pool, const std::shared_ptr<Connection>& con
   ks.waiting.emplace_back(conn, h);
   if (ks.contributions < h.num_contributors) return;
 
-  // Round complete: answer every contributor from one buffer. The buffer of
-  // the previous round may still be on the wire, hence two by parity.
+  // Round complete: answer every contributor from one buffer, which goes
+  // back to the pool once written to all of them (buffers circulate: push ->
+  // sum -> answer -> any key's next push). The key keeps none between rounds.
   std::shared_ptr<AlignedBuffer> wire;
   if (IsHalfType(dtype)) {
-    auto& slot = ks.wire[ks.round & 1];
-    if (!slot || slot.use_count() > 1) slot = std::make_shared<AlignedBuffer>(h.payload_bytes);
-    AccumulatorToWire(slot->data, ks.acc->data, count, dtype);
-    wire = slot;
+    if (!TakeBuffer(h.payload_bytes, conn, h, &wire)) return;
+    AccumulatorToWire(wire->data, ks.acc->data, count, dtype);
+    ks.acc.reset();
   } else {
     // The accumulator goes out as the answer; the next round's first push
     // becomes the next accumulator.
     wire = std::move(ks.acc);
-    ks.wire[0] = wire;
   }
   AnswerRound(ks, h, wire);
 }
 
-void Server::SumCompressed(BufferPool& pool, KeyState& ks, const std::shared_ptr<Connection>& conn, const MessageHeader& h,
+void Server::SumCompressed(KeyState& ks, const std::shared_ptr<Connection>& conn, const MessageHeader& h,
                            std::shared_ptr<AlignedBuffer> payload, size_t count) {
   const size_t acc_bytes = count * sizeof(float);
-  if (!ks.acc || ks.acc->size != acc_bytes) ks.acc = pool.Take(acc_bytes);
+  if ((!ks.acc || ks.acc->size != acc_bytes) && !TakeBuffer(acc_bytes, conn, h, &ks.acc)) return;
   float* acc = reinterpret_cast<float*>(ks.acc->data);
   // The sum in float32 of what each machine's push decompresses to.
   if (ks.contributions == 0) {
@@ -512,15 +519,15 @@ void Server::SumCompressed(BufferPool& pool, KeyState& ks, const std::shared_ptr
   } else {
     DecompressAdd(payload->data, h.key, h.round, acc);
   }
-  pool.Give(std::move(payload));
+  payload.reset();
   ks.contributions++;
   ks.waiting.emplace_back(conn, h);
   if (ks.contributions < h.num_contributors) return;
   // Round complete: the sum, compressed by the same codec (with the key's
   // error feedback when the codec asks for it), to every contributor from
-  // one buffer; the previous round's may still be on the wire, hence two.
-  auto& slot = ks.wire[ks.round & 1];
-  if (!slot || slot.use_count() > 1 || slot->size != h.payload_bytes) slot = std::make_shared<AlignedBuffer>(h.payload_bytes);
+  // one buffer of the pool.
+  std::shared_ptr<AlignedBuffer> slot;
+  if (!TakeBuffer(h.payload_bytes, conn, h, &slot)) return;
   float* residual = nullptr;
   if (ServerErrorFeedback(ks.codec)) {
     if (ks.residual.size() != count || memcmp(&ks.residual_codec, &ks.codec, sizeof(CodecHeader)) != 0) {
@@ -530,6 +537,7 @@ void Server::SumCompressed(BufferPool& pool, KeyState& ks, const std::shared_ptr
     residual = ks.residual.data();
   }
   Compress(ks.codec, acc, residual, h.key, h.round, slot->data);
+  ks.acc.reset();
   AnswerRound(ks, h, slot);
 }
 
@@ -548,9 +556,13 @@ void Server::AnswerRound(KeyState& ks, const MessageHeader& h, const std::shared
 }
 
 std::string Server::StatsJson() {
+  const BufferPoolStats b = buffers_->Stats();
   return "{\"server_id\": " + std::to_string(server_id_) + ", \"bytes_in\": " + std::to_string(bytes_in_.load()) +
          ", \"bytes_out\": " + std::to_string(bytes_out_.load()) + ", \"pushes\": " + std::to_string(pushes_.load()) +
-         "}";
+         ", \"buffer_pool\": {\"held_bytes\": " + std::to_string(b.held_bytes) +
+         ", \"peak_held_bytes\": " + std::to_string(b.peak_held_bytes) + ", \"free_bytes\": " +
+         std::to_string(b.free_bytes) + ", \"keep_bytes\": " + std::to_string(b.keep_bytes) +
+         ", \"allocations\": " + std::to_string(b.allocations) + ", \"reuses\": " + std::to_string(b.reuses) + "}}";
 }
 
 }  // namespace bps

@@ -10,10 +10,10 @@
 // Scaling with cores: worker connections are spread over up to
 // BYTEPS_SERVER_ENGINE_THREAD I/O threads of the transport (one per
 // connection until there are that many); each thread receives a push into a
-// pooled buffer of its own and sums it on the same core. The push path takes
-// no server-wide lock: round state is sharded by key (KeyTable), buffers are
-// pooled per I/O thread, and the server-wide mutex guards only connections
-// arriving and leaving.
+// pooled buffer and sums it on the same core. The push path takes no
+// server-wide lock for long: round state is sharded by key (KeyTable), the
+// buffer pool's lock covers a free-list lookup (buffer_pool.h), and the
+// server-wide mutex guards only connections arriving and leaving.
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -28,6 +28,7 @@
 #include "common/config.h"
 #include "core/timeline.h"
 #include "ps/protocol.h"
+#include "server/buffer_pool.h"
 #include "server/key_table.h"
 #include "store/store.h"
 #include "transport/transport.h"
@@ -37,6 +38,8 @@ namespace bps {
 class Server {
  public:
   static constexpr int kFailureGraceSeconds = 2;
+  // Partitions' worth of buffers the pool warms at start (within BYTEPS_SERVER_BUFFER_POOL).
+  static constexpr int kWarmPartitions = 8;
   // `transport`: what workers reach this server through; null: "tcp" with
   // TransportOptionsFor(config).
   Server(Config config, std::shared_ptr<Store> store, int server_id, std::string listen_host,
@@ -59,6 +62,7 @@ class Server {
   void Abort(const Status& why);
   std::string address() const { return listener_ ? listener_->address() : ""; }
   std::string StatsJson();
+  BufferPoolStats buffer_stats() { return buffers_->Stats(); }
 
  private:
   using Connection = transport::Connection;
@@ -68,16 +72,19 @@ class Server {
   // An authenticated worker connection, before it reads (on an I/O thread).
   bool AdmitConnection(const std::shared_ptr<Connection>& conn, const PeerIdentity& peer,
                        transport::Handlers* handlers);
-  // On the connection's I/O thread (whose buffers `pool` holds), once its payload is in `payload`.
-  void HandlePush(BufferPool& pool, const std::shared_ptr<Connection>& conn, const MessageHeader& h,
+  // On the connection's I/O thread, once its payload is in `payload`.
+  void HandlePush(const std::shared_ptr<Connection>& conn, const MessageHeader& h,
                   std::shared_ptr<AlignedBuffer> payload);
   // A compressed push: decompressed into the key's float32 sum; a complete
   // round is answered compressed (csrc/compression).
   // The round of `ks` is complete: `wire` goes to every contributor, and the
   // key moves to its next round.
   void AnswerRound(KeyState& ks, const MessageHeader& h, const std::shared_ptr<AlignedBuffer>& wire);
-  void SumCompressed(BufferPool& pool, KeyState& ks, const std::shared_ptr<Connection>& conn, const MessageHeader& h,
+  void SumCompressed(KeyState& ks, const std::shared_ptr<Connection>& conn, const MessageHeader& h,
                      std::shared_ptr<AlignedBuffer> payload, size_t count);
+  // A buffer of `bytes` from the pool; false (and the pusher told) when memory ran out.
+  bool TakeBuffer(size_t bytes, const std::shared_ptr<Connection>& conn, const MessageHeader& h,
+                  std::shared_ptr<AlignedBuffer>* out);
   // `text`: the frame's payload, escaped by the transport.
   void OnControl(Connection* conn, const MessageHeader& h, const std::string& text);
   void OnLinkClosed(Connection* conn, const Status& reason);
@@ -98,9 +105,9 @@ class Server {
   // after it; then the transport: no push is being handled after it.
   std::unique_ptr<transport::Transport> transport_;
   std::unique_ptr<transport::Listener> listener_;
-  // The buffers pushes land in, one pool per I/O thread, each touched only
-  // by its thread (no lock).
-  std::vector<std::unique_ptr<BufferPool>> pools_;
+  // Every buffer of the push path: pushes land in them, sums and answers
+  // live in them (BYTEPS_SERVER_BUFFER_POOL bounds what waits free).
+  std::shared_ptr<BufferPool> buffers_;
 
   KeyTable keys_;
 

@@ -9,10 +9,10 @@
 // bounded; a signature that recurs more often than that while earlier calls
 // are still in flight only queues behind its own slot (correct, only later).
 //
-// Each slot is an engine key whose staging (shared memory, server buffers) is
-// allocated and first touched by its first call, and held for the job: a
-// 64 MB tensor cycling through 32 slots held 2 GB and paid a cold call 32
-// times (issue 27). So a signature gets only as many slots as fit
+// Each slot is an engine key with staging of its own while in flight: a
+// 64 MB tensor cycling through 32 slots once held 2 GB and paid a cold call
+// 32 times (issue 27; staging and server buffers are now pooled and taken
+// back from idle keys). So a signature gets only as many slots as fit
 // BYTEPS_C10D_SLOT_BYTES (default 16 MiB; at least 1, at most
 // BYTEPS_C10D_NAME_SLOTS, default 32). Large tensors lose nothing by it: one
 // already spans several partitions (BYTEPS_PARTITION_BYTES) that travel side

@@ -43,8 +43,8 @@ bps.init()
 r, n = bps.rank(), bps.size()
 samples = []
 for i in range(64):
-    # A new name each step, 1 MiB: the 16-entry table reclaims earlier names,
-    # whose warm slots the new ones take.
+    # A new name each step, 1 MiB: it takes the warm slots of earlier names,
+    # idle (or reclaimed, in a small key table).
     a = np.arange(262144, dtype=np.float32) * (r + 1) + i
     bps.push_pull(a, f"new{i}", average=False)
     want = np.arange(262144, dtype=np.float64) * (n * (n + 1) / 2) + n * i
@@ -67,6 +67,22 @@ def test_new_names_take_pooled_staging_and_what_is_held_stays_bounded(tmp_path):
         assert r["reserve"] == L * (4 << 20)
         peak_in_slots = max(in_slots for in_slots, _ in r["samples"])
         assert peak_in_slots <= 16 * L * (1 << 20) + 64 * 16 * L  # the table's 16 entries, one slot per rank
+        for in_slots, backed in r["samples"]:
+            assert in_slots <= backed <= peak_in_slots + r["reserve"] + 4096, (in_slots, backed)
+
+
+def test_a_new_name_takes_the_slots_of_names_gone_idle(tmp_path):
+    """Issue 27: names cost nothing new. With the default key table (nothing
+    is reclaimed), 64 names used one after the other hold the slots of the
+    rounds in flight, not one slot per name ever used: a rank's new slot
+    first frees its slots of keys every rank is done with. Sums stay exact."""
+    _, results = run_job(tmp_path, POOLED, local_workers=2, timeout=300)
+    for r in results.values():
+        L = r["local_size"]
+        peak_in_slots = max(in_slots for in_slots, _ in r["samples"])
+        # One name in flight, one maybe still released by the other rank, and
+        # rounding: 3 names' slots, not 64.
+        assert peak_in_slots <= 3 * L * ((1 << 20) + 64), r["samples"]
         for in_slots, backed in r["samples"]:
             assert in_slots <= backed <= peak_in_slots + r["reserve"] + 4096, (in_slots, backed)
 

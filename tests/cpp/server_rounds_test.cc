@@ -7,6 +7,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -128,6 +129,7 @@ class ServerRounds : public ::testing::TestWithParam<std::string> {
     config_.server_engine_threads = 2;
     config_.timeout_seconds = 10;
     config_.rendezvous_timeout_seconds = 10;
+    Configure(&config_);
     store_ = std::make_shared<MemoryStore>();
     std::unique_ptr<transport::Transport> transport;
     ASSERT_TRUE(transport::CreateTransport(GetParam(), Server::TransportOptionsFor(config_, 0), &transport).ok());
@@ -139,6 +141,7 @@ class ServerRounds : public ::testing::TestWithParam<std::string> {
     workers_.clear();
     server_->Stop();
   }
+  virtual void Configure(Config*) {}
   FakeWorker& AddWorker(int rank) {
     workers_.emplace_back(new FakeWorker(GetParam(), address_, rank));
     return *workers_.back();
@@ -262,6 +265,102 @@ TEST_P(ServerRounds, ConcurrentWorkersOnSeveralLoopsSumEveryKeyExactly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryTransport, ServerRounds, ::testing::ValuesIn(testing_support::Transports()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+// The server's buffer pool (server/buffer_pool.h): pushes, sums and answers
+// of every key share pooled buffers, so a key seen for the first time takes
+// memory earlier keys let go, and what waits free stays under the bound.
+class ServerBufferPooling : public ServerRounds {
+ protected:
+  static constexpr size_t kFloats = 16384;  // 64 KiB pushes: one partition
+  static constexpr size_t kBytes = kFloats * sizeof(float);
+  void Configure(Config* c) override {
+    c->partition_bytes = kBytes;  // the pool warms buffers of this size
+    c->server_buffer_pool_bytes = keep_bytes_;
+  }
+  // Waits (bounded) until `done` holds for the server's pool statistics.
+  bool PoolReaches(const std::function<bool(const BufferPoolStats&)>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!done(server_->buffer_stats())) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return true;
+  }
+  // Rank 0 pushes a pattern that differs per key and element, rank 1 a
+  // constant: a buffer that carried another key's data shows in the sum.
+  static std::vector<float> Pattern(int key) {
+    std::vector<float> v(kFloats);
+    for (size_t i = 0; i < kFloats; ++i) v[i] = static_cast<float>(key * 1000 + static_cast<int>(i % 1000));
+    return v;
+  }
+  static int WrongElements(const std::vector<float>& got, int key) {
+    if (got.size() != kFloats) return static_cast<int>(kFloats);
+    int wrong = 0;
+    for (size_t i = 0; i < kFloats; ++i) wrong += got[i] != static_cast<float>(key * 1000 + static_cast<int>(i % 1000)) + 0.5f;
+    return wrong;
+  }
+  uint64_t keep_bytes_ = uint64_t{256} << 20;
+};
+
+TEST_P(ServerBufferPooling, NewKeysTakeWarmBuffersAndSumExactly) {
+  // The pool warms a few partitions' worth at start.
+  ASSERT_TRUE(PoolReaches([](const BufferPoolStats& s) { return s.free_bytes >= Server::kWarmPartitions * kBytes; }))
+      << "the pool did not warm " << Server::kWarmPartitions << " buffers";
+  const BufferPoolStats warm = server_->buffer_stats();
+  FakeWorker& a = AddWorker(0);
+  FakeWorker& b = AddWorker(1);
+  constexpr int kKeys = 64;  // each seen for the first time, one after the other
+  for (int k = 0; k < kKeys; ++k) {
+    a.Push(5000 + k, 0, Pattern(k), 2);
+    b.Push(5000 + k, 0, std::vector<float>(kFloats, 0.5f), 2);
+    EXPECT_EQ(WrongElements(a.WaitResponse(5000 + k, 0), k), 0) << "key " << k << " (rank 0)";
+    EXPECT_EQ(WrongElements(b.WaitResponse(5000 + k, 0), k), 0) << "key " << k << " (rank 1)";
+  }
+  const BufferPoolStats after = server_->buffer_stats();
+  // Before the pool, every key kept its answer's buffer: 64 keys, 64 fresh
+  // buffers. Now a round holds two or three, freed when it is answered.
+  EXPECT_LT(after.allocations - warm.allocations, 16u);
+  EXPECT_GE(after.reuses - warm.reuses, static_cast<uint64_t>(kKeys));
+  EXPECT_LE(after.peak_held_bytes, (Server::kWarmPartitions + 16) * kBytes);
+  // A key that comes back sums on whatever buffers it takes now.
+  a.Push(5000, 1, Pattern(0), 2);
+  b.Push(5000, 1, std::vector<float>(kFloats, 0.5f), 2);
+  EXPECT_EQ(WrongElements(a.WaitResponse(5000, 1), 0), 0);
+  EXPECT_EQ(WrongElements(b.WaitResponse(5000, 1), 0), 0);
+}
+
+class ServerBufferPoolBound : public ServerBufferPooling {
+ protected:
+  void Configure(Config* c) override {
+    keep_bytes_ = 3 * kBytes;  // BYTEPS_SERVER_BUFFER_POOL
+    ServerBufferPooling::Configure(c);
+  }
+};
+
+TEST_P(ServerBufferPoolBound, KeepsAtMostItsBoundFreeAndSumsExactly) {
+  FakeWorker& a = AddWorker(0);
+  FakeWorker& b = AddWorker(1);
+  constexpr int kKeys = 32;  // all in flight at once: far more buffers than the bound
+  for (int k = 0; k < kKeys; ++k) a.Push(7000 + k, 0, Pattern(k), 2);
+  for (int k = kKeys - 1; k >= 0; --k) b.Push(7000 + k, 0, std::vector<float>(kFloats, 0.5f), 2);
+  for (int k = 0; k < kKeys; ++k) {
+    EXPECT_EQ(WrongElements(a.WaitResponse(7000 + k, 0), k), 0) << "key " << k << " (rank 0)";
+    EXPECT_EQ(WrongElements(b.WaitResponse(7000 + k, 0), k), 0) << "key " << k << " (rank 1)";
+  }
+  // Once every answer is written, the server holds only what waits free,
+  // within the bound; the rest went back to the system.
+  EXPECT_TRUE(PoolReaches([](const BufferPoolStats& s) { return s.held_bytes == s.free_bytes; }))
+      << "buffers still held after every round was answered: " << server_->buffer_stats().held_bytes << " bytes";
+  const BufferPoolStats idle = server_->buffer_stats();
+  EXPECT_LE(idle.free_bytes, 3 * kBytes);
+  EXPECT_EQ(idle.keep_bytes, 3 * kBytes);
+  EXPECT_GT(idle.peak_held_bytes, 3 * kBytes) << "the rounds in flight needed more than the bound";
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryTransport, ServerBufferPooling, ::testing::ValuesIn(testing_support::Transports()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(EveryTransport, ServerBufferPoolBound, ::testing::ValuesIn(testing_support::Transports()),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 }  // namespace
