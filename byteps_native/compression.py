@@ -136,6 +136,9 @@ def _engine():
         lib = ctypes.CDLL(path)
         lib.bps_declare_compression.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
         lib.bps_declare_compression.restype = ctypes.c_int
+        lib.bps_declare_compression_segments.argtypes = [ctypes.c_char_p, ctypes.c_char_p,
+                                                         ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
+        lib.bps_declare_compression_segments.restype = ctypes.c_int
         lib.bps_last_error.restype = ctypes.c_char_p
         _engine_lib = lib
     return _engine_lib
@@ -144,23 +147,31 @@ def _engine():
 _declared = set()
 
 
-def apply_to(name, compression):
+def apply_to(name, compression, segments=None):
     """Declares `compression` for `name` when the engine runs it; clears an earlier
     declaration of `name` when it no longer does (a name keeps its declaration)."""
     spec = as_engine_spec(compression)
     if spec:
-        declare_compression(name, spec)
+        declare_compression(name, spec, segments)
         _declared.add(name)
     elif name in _declared:
         declare_compression(name, None)
         _declared.discard(name)
 
 
-def declare_compression(name, compression):
+def declare_compression(name, compression, segments=None):
     """Tensor `name` travels compressed from its next push_pull on (None or "none": not).
-    Every rank must declare the same; the servers refuse a disagreement on every rank."""
+    `segments`: the sizes of the tensors fused into it (a DDP bucket's
+    parameters, in order, adding up to it): onebit then keeps a scale per
+    tensor. Every rank must declare the same; the servers refuse a
+    disagreement on every rank."""
+    import ctypes
     spec = as_engine_spec(compression) or ""
     lib = _engine()
-    if lib.bps_declare_compression(name.encode(), spec.encode()) != 0:
+    sizes = [int(s) for s in segments or ()]
+    if any(s < 0 for s in sizes):
+        raise ValueError(f"compression segments of tensor {name!r} must be sizes >= 0, got {sizes}")
+    array = (ctypes.c_uint64 * len(sizes))(*sizes)
+    if lib.bps_declare_compression_segments(name.encode(), spec.encode(), array, len(sizes)) != 0:
         message = lib.bps_last_error().decode(errors="replace")
         raise ValueError(f"compression {spec!r} for tensor {name!r}: {message}")

@@ -41,7 +41,9 @@ def _bucket_name(state, bucket, suffix=""):
 def push_pull_hook(state, bucket):
     """Average the bucket across ranks; returns a Future of the bucket's tensor."""
     name = _bucket_name(state, bucket)
-    apply_to(name, getattr(state, "compression", None))
+    # The bucket's parameters (views of its buffer, in order): onebit keeps a scale per parameter.
+    sizes = [g.numel() for g in bucket.gradients()]
+    apply_to(name, getattr(state, "compression", None), sizes if sum(sizes) == bucket.buffer().numel() else None)
     return _c10d.push_pull_async(bucket.buffer(), name, bucket.index(), True)
 
 

@@ -411,7 +411,8 @@ void Server::HandlePush(BufferPool& pool, const std::shared_ptr<Connection>& con
   std::string mismatch = CheckPushTerms(h, ks.waiting.empty() ? nullptr : &ks.waiting.front().second,
                                         ServerTerms{server_id_, config_.enable_async});
   if (mismatch.empty() && compressed && !ks.waiting.empty()) {
-    mismatch = CheckCodecTerms(h, codec, ks.waiting.front().second, ks.codec);
+    mismatch = CheckCodecTerms(h, codec, PayloadCuts(payload->data), ks.waiting.front().second, ks.codec,
+                               ks.cuts.data());
   }
   if (mismatch.empty() && config_.enable_async && !fresh_key &&
       (h.signature != ks.signature || h.payload_bytes != ks.payload_bytes || dtype != ks.dtype)) {
@@ -438,6 +439,8 @@ void Server::HandlePush(BufferPool& pool, const std::shared_ptr<Connection>& con
     ks.round = h.round;
     ks.compressed = compressed;
     ks.codec = codec;
+    const uint32_t* cuts = compressed ? PayloadCuts(payload->data) : nullptr;
+    ks.cuts.assign(cuts, cuts + (compressed ? codec.cuts : 0));
   }
   if (compressed) {
     // Async rounds never see one: workers with BYTEPS_ENABLE_ASYNC=1 do not
@@ -497,7 +500,7 @@ void Server::HandlePush(BufferPool& pool, const std::shared_ptr<Connection>& con
     wire = std::move(ks.acc);
     ks.wire[0] = wire;
   }
-  AnswerRound(ks, h, wire);
+  AnswerRound(ks, h, wire, h.payload_bytes);
 }
 
 void Server::SumCompressed(BufferPool& pool, KeyState& ks, const std::shared_ptr<Connection>& conn, const MessageHeader& h,
@@ -518,8 +521,10 @@ void Server::SumCompressed(BufferPool& pool, KeyState& ks, const std::shared_ptr
   // Round complete: the sum, compressed by the same codec (with the key's
   // error feedback when the codec asks for it), to every contributor from
   // one buffer; the previous round's may still be on the wire, hence two.
+  const CodecHeader answer = AnswerCodec(ks.codec, h.num_contributors);
+  const uint64_t answer_bytes = CompressedBytes(answer);
   auto& slot = ks.wire[ks.round & 1];
-  if (!slot || slot.use_count() > 1 || slot->size != h.payload_bytes) slot = std::make_shared<AlignedBuffer>(h.payload_bytes);
+  if (!slot || slot.use_count() > 1 || slot->size != answer_bytes) slot = std::make_shared<AlignedBuffer>(answer_bytes);
   float* residual = nullptr;
   if (ServerErrorFeedback(ks.codec)) {
     if (ks.residual.size() != count || memcmp(&ks.residual_codec, &ks.codec, sizeof(CodecHeader)) != 0) {
@@ -528,17 +533,19 @@ void Server::SumCompressed(BufferPool& pool, KeyState& ks, const std::shared_ptr
     }
     residual = ks.residual.data();
   }
-  Compress(ks.codec, acc, residual, h.key, h.round, slot->data);
-  AnswerRound(ks, h, slot);
+  Compress(answer, acc, residual, h.key, h.round, slot->data, ks.cuts.data());
+  AnswerRound(ks, h, slot, answer_bytes);
 }
 
-void Server::AnswerRound(KeyState& ks, const MessageHeader& h, const std::shared_ptr<AlignedBuffer>& wire) {
+void Server::AnswerRound(KeyState& ks, const MessageHeader& h, const std::shared_ptr<AlignedBuffer>& wire,
+                         uint64_t answer_bytes) {
   // Every contributor gets the round's answer from one buffer.
   for (auto& waiter : ks.waiting) {
     MessageHeader answer = waiter.second;
     answer.type = static_cast<uint16_t>(MessageType::kResponse);
     answer.sender_rank = static_cast<uint32_t>(server_id_);
-    bytes_out_.fetch_add(h.payload_bytes, std::memory_order_relaxed);
+    answer.payload_bytes = answer_bytes;
+    bytes_out_.fetch_add(answer_bytes, std::memory_order_relaxed);
     waiter.first->SendOwned(ToFrame(answer), wire, wire->data);
   }
   ks.waiting.clear();
