@@ -10,8 +10,12 @@ slices), and each slice goes through what the engine does:
 on the worker optional momentum (csrc/compression `momentum=`), error
 feedback and the compressor; on the server the decompressed sum,
 re-compressed (by default with no state, as csrc/server; "_sef" variants
-keep server error feedback, server_ef=1); the worker decompresses the
-answer and averages. No network, no engine: minutes on a CPU.
+keep server error feedback, server_ef=1; "_exact" the exact sum, as topk's
+servers answer by default); the worker decompresses the answer and averages.
+--per-tensor runs the codec per parameter inside each slice (onebit's scale
+per tensor, as the engine does for declared segments), --mask adds DGC's
+momentum factor masking, --seed changes the initial weights and batches.
+No network, no engine: minutes on an idle CPU.
 
     python benchmarks/compression_sim.py --variants byteps onebit onebit_m
 """

@@ -67,7 +67,7 @@ class EngineCompressor(Compressor):
         return hash(self.engine_spec)
 
 
-def _options(error_feedback, momentum=0.0, nesterov=True, server_error_feedback=False, **numbers):
+def _options(error_feedback, momentum=0.0, nesterov=True, server_error_feedback=False, server_topk=False, **numbers):
     parts = [f"{k}={v!r}" for k, v in numbers.items() if v is not None]
     if not error_feedback:
         parts.append("ef=0")
@@ -77,23 +77,27 @@ def _options(error_feedback, momentum=0.0, nesterov=True, server_error_feedback=
             parts.append("nesterov=0")
     if server_error_feedback:
         parts.append("server_ef=1")
+    if server_topk:
+        parts.append("server_topk=1")
     return ":" + ",".join(parts) if parts else ""
 
 
 # momentum=mu runs momentum on the worker before error feedback and the
 # compressor (BytePS's momentum_type=nesterov, momentum_mu): give the
 # optimizer momentum 0 then; server_error_feedback keeps error feedback on
-# the server's re-compressed sum (docs/compression.md).
+# the server's re-compressed sum; topk's server_topk=True re-compresses the
+# sum to k entries instead of answering it exactly (docs/compression.md).
 
 def onebit(error_feedback=True, momentum=0.0, nesterov=True, server_error_feedback=False):
     """Sign of each element and one scale (mean |x|) per slice: 1 bit per float32."""
     return EngineCompressor("onebit" + _options(error_feedback, momentum, nesterov, server_error_feedback))
 
 
-def topk(ratio=0.01, error_feedback=True, momentum=0.0, nesterov=True, server_error_feedback=False):
+def topk(ratio=0.01, error_feedback=True, momentum=0.0, nesterov=True, server_error_feedback=False,
+         server_topk=False):
     """The k = max(1, floor(n * ratio)) largest magnitudes of each slice, with their indices."""
     return EngineCompressor("topk" + _options(error_feedback, momentum, nesterov, server_error_feedback,
-                                              ratio=float(ratio)))
+                                              server_topk, ratio=float(ratio)))
 
 
 def randomk(ratio=0.01, seed=0, error_feedback=True, momentum=0.0, nesterov=True, server_error_feedback=False):

@@ -82,8 +82,8 @@ bps.shutdown()
 def test_onebit_keeps_a_scale_per_declared_segment(tmp_path, spec):
     """A fused tensor (a DDP bucket) declared with its parts' sizes: one scale
     per part inside each partition slice, on the workers and the servers."""
-    script = (SEGMENTED.replace("STEPS", str(STEPS)).replace("N", str(N)).replace("SPEC", repr(spec))
-              .replace("SEGMENT_SCALES", repr(SEGMENT_SCALES)).replace("SEGMENTS", repr(SEGMENTS)))
+    script = (SEGMENTED.replace("SEGMENT_SCALES", repr(SEGMENT_SCALES)).replace("SEGMENTS", repr(SEGMENTS))
+              .replace("STEPS", str(STEPS)).replace("SPEC", repr(spec)).replace("N", str(N)))
     _, results = run_job(tmp_path, script, machines=2, servers=2, env={"BYTEPS_PARTITION_BYTES": str(64 * 1024)})
     scale = np.repeat(np.array(SEGMENT_SCALES, np.float32), SEGMENTS)
     grads = [[np.random.default_rng(1000 * step + r).standard_normal(N).astype(np.float32) * scale
@@ -96,7 +96,7 @@ def test_onebit_keeps_a_scale_per_declared_segment(tmp_path, spec):
                                        err_msg=f"{spec} rank {rank} step {step}")
     # The segments matter: the small parts' answer is far from one scale per slice's.
     small = slice(1020, 21020)
-    assert np.abs(expect[0][small]).max() < 0.01 < np.abs(one_scale[0][small]).min()
+    assert np.abs(one_scale[0][small]).mean() > 3 * np.abs(expect[0][small]).mean()
 
 
 SEGMENTS_DISAGREE = """
