@@ -83,7 +83,10 @@ def _link_bytes():
 
 
 def install_hook(torch, ddp, mode, args):
-    if mode in BYTEPS_MODES:
+    if mode in BYTEPS_MODES and args.hook == "python":
+        import byteps_native.torch as bps
+        ddp.register_comm_hook(bps.PushPullHookState(compression=BYTEPS_MODES[mode]), bps.push_pull_hook)
+    elif mode in BYTEPS_MODES:
         import byteps_native.torch as bps
         bps.register_push_pull_hook(ddp, compression=BYTEPS_MODES[mode])
     elif mode == "powersgd":
@@ -191,7 +194,7 @@ class TrainingJob(Job):
     def common_env(self):
         a = self.args
         knobs = {k: getattr(a, k) for k in ("width", "batch", "lr", "epochs", "eval_every", "powersgd_rank",
-                                            "job_timeout", "seed")}
+                                            "job_timeout", "seed", "hook")}
         return {"TTA_ARGS": json.dumps(knobs), "OMP_NUM_THREADS": 1, "PYTHONUNBUFFERED": 1}
 
 
@@ -310,6 +313,9 @@ def parse_args(argv):
     p.add_argument("--eval-every", type=int, default=5, help="steps between test evaluations")
     p.add_argument("--target", type=float, default=0.95, help="test accuracy of the time-to-accuracy column")
     p.add_argument("--powersgd-rank", type=int, default=4)
+    p.add_argument("--hook", choices=["cpp", "python"], default="cpp",
+                   help="byteps modes' DDP hook: register_push_pull_hook (C++) or PushPullHookState + "
+                        "push_pull_hook (Python); both declare the same names and segments")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2],
                    help="initial weights and sampler order; each seed runs every mode")
     p.add_argument("--byteps-env", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),

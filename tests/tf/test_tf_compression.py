@@ -39,6 +39,26 @@ def test_faces_match_the_reference(face, kind, options, spec):
                                        atol=1e-6, err_msg=f"{face} rank {o.rank} step {step}")
 
 
+def test_a_fused_buffer_keeps_a_onebit_scale_per_variable():
+    """BytePSOps.batch_reduce of two gradients 1000-fold apart, fused into one
+    engine tensor (byteps_native/tf/fusion.py): each
+    answer is onebit of that gradient alone (one slice: the order inside the
+    buffer does not matter), not one scale for the buffer."""
+    outcomes = run_job("compression_worker.py", num_workers=2, args=["fused", "onebit", json.dumps({"momentum": 0.9})])
+    require_success(outcomes)
+    big = [[np.random.default_rng(100 * step + r).standard_normal(N).astype(np.float32) for r in range(2)]
+           for step in range(STEPS)]
+    small = [[np.random.default_rng(100 * step + r + 7).standard_normal(3001).astype(np.float32) * np.float32(1e-3)
+              for r in range(2)] for step in range(STEPS)]
+    expect_w = [s / np.float32(2) for s in job_result("onebit:momentum=0.9", big, "w", 4096000, 1)]
+    expect_v = [s / np.float32(2) for s in job_result("onebit:momentum=0.9", small, "v", 4096000, 1)]
+    for o in outcomes:
+        for step in range(STEPS):
+            gw, gv = (np.array(g, np.float32) for g in o.result["grads"][step])
+            np.testing.assert_allclose(gw, expect_w[step], rtol=2e-6, atol=1e-6, err_msg=f"w rank {o.rank}")
+            np.testing.assert_allclose(gv, expect_v[step], rtol=2e-6, atol=1e-9, err_msg=f"v rank {o.rank}")
+
+
 def test_ranks_that_disagree_on_the_options_fail_on_every_rank():
     outcomes = run_job("compression_worker.py", num_workers=2,
                        args=["disagree", "onebit", json.dumps({"momentum": 0.9, "server_error_feedback": True})],

@@ -3,6 +3,9 @@ compression_worker.py FACE COMPRESSOR OPTIONS_JSON, the compressor built by
 byteps_native.compression.COMPRESSOR(**OPTIONS) (onebit, topk, randomk):
 
     tape       DistributedGradientTape(tape, compression=...)
+    fused      BytePSOps(compression=...).batch_reduce of two gradients, the
+               second 1000x smaller (3001 elements): fused into one engine
+               tensor, onebit keeps a scale per gradient (both reported)
     optimizer  DistributedOptimizer(keras SGD(learning_rate=1), compression=...):
                the variable is reset to zero before each step, so it ends
                holding minus the averaged gradient, exactly
@@ -26,7 +29,7 @@ from tensorflow.python.distribute import values as value_lib  # noqa: E402
 import byteps_native.compression as compression  # noqa: E402
 import byteps_native.tf as bps  # noqa: E402
 
-N, STEPS = 50000, 3
+N, STEPS, SMALL = 50000, 3, 3001
 FACE, KIND, OPTIONS = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 bps.init()
 rank = bps.rank()
@@ -38,6 +41,7 @@ def gradient(step):
 
 
 w = tf.Variable(tf.zeros([N]))
+v = tf.Variable(tf.zeros([SMALL]))
 grads = []
 if FACE in ("tape", "disagree"):
     for step in range(STEPS):
@@ -56,13 +60,21 @@ elif FACE == "optimizer":
         w.assign(tf.zeros([N]))
         opt.apply_gradients([(gradient(step), w)])
         grads.append((-w).numpy().tolist())
-elif FACE == "bytepsops":
+elif FACE in ("bytepsops", "fused"):
     device = "/job:localhost/replica:0/task:0/device:CPU:0"
     ops = bps.BytePSOps(devices=[device], compression=compressor)
+
+    def local(reduced):
+        return (reduced.values[0] if isinstance(reduced, value_lib.DistributedValues) else reduced).numpy().tolist()
     for step in range(STEPS):
         with tf.device(device):
             value = value_lib.PerReplica([tf.identity(gradient(step))])
-        reduced = ops.reduce(tf.distribute.ReduceOp.MEAN, value, destinations=value)
-        local = reduced.values[0] if isinstance(reduced, value_lib.DistributedValues) else reduced
-        grads.append(local.numpy().tolist())
+        if FACE == "bytepsops":
+            grads.append(local(ops.reduce(tf.distribute.ReduceOp.MEAN, value, destinations=value)))
+            continue
+        small = np.random.default_rng(100 * step + rank + 7).standard_normal(SMALL).astype(np.float32) * 1e-3
+        with tf.device(device):
+            second = value_lib.PerReplica([tf.constant(small)])
+        reduced = ops.batch_reduce(tf.distribute.ReduceOp.MEAN, [(value, value), (second, second)])
+        grads.append([local(r) for r in reduced])
 common.write_result(rank, {"grads": grads, "spec": compressor.engine_spec, "error": None})
