@@ -41,7 +41,6 @@ def gradient(step):
 
 
 w = tf.Variable(tf.zeros([N]))
-v = tf.Variable(tf.zeros([SMALL]))
 grads = []
 if FACE in ("tape", "disagree"):
     for step in range(STEPS):
