@@ -38,9 +38,9 @@ inline float SignedAt(const uint8_t* bits, uint32_t i, float scale) {
   return (bits[i >> 3] >> (i & 7)) & 1 ? -scale : scale;
 }
 
-// fn(bits + begin/8, first, count) over [lo, hi) from its first byte-aligned
-// element (the kernels read bits from bit 0); `head(i)` takes the elements
-// before it one by one.
+// Segment [lo, hi) of a onebit payload: kernel(first, count) from its first
+// element on a byte boundary of the sign bits (the kernels start at bit 0 of
+// a byte), head(i) for each element before it.
 template <typename Head, typename Kernel>
 void OverSegment(uint32_t lo, uint32_t hi, Head head, Kernel kernel) {
   const uint32_t aligned = static_cast<uint32_t>(std::min<uint64_t>(hi, (uint64_t{lo} + 7) / 8 * 8));

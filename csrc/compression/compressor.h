@@ -1,8 +1,9 @@
 // Gradient compressors that travel through the parameter servers (issue 29):
 // the worker compresses each pushed slice (with error feedback: what the
 // compressor dropped is added to the next step's slice), the server
-// decompresses every push, sums in float32, and answers the compressed sum,
-// so each worker sends and receives the compressed size once.
+// decompresses every push, sums in float32, and answers the compressed sum
+// (topk: the exact sum, up to machines x k entries: AnswerCodec), so each
+// worker sends and receives the compressed size once.
 //
 // One implementation for every face (DDP hook, DistributedOptimizer,
 // BytePSOps, the core API); float32 tensors only (others travel as they are).
