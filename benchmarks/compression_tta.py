@@ -249,9 +249,35 @@ def run_benchmark(args):
                     rec = {"rate": rate, "mode": mode, "seed": seed, "error": str(e)[-2000:]}
                     print(f"{rate} {mode}: FAILED {rec['error']}", file=sys.stderr, flush=True)
                 records.append(rec)
+                if args.json:  # after every job: a long run's records survive its interruption
+                    _write_json(args, records)
+    return _result(args, records)
+
+
+def _result(args, records):
     config = {k: v for k, v in vars(args).items() if k not in ("variants", "seed")}
     config.update(compression=BYTEPS_MODES, mode_env=MODE_ENV)
     return {"config": config, "records": records}
+
+
+def _write_json(args, records):
+    with open(args.json, "w") as f:
+        json.dump(_result(args, records), f, indent=1)
+
+
+def merge_runs(paths):
+    """One result of several --json files (e.g. one run per rate): the first's
+    configuration, every run's rates and records."""
+    merged = None
+    for path in paths:
+        with open(path) as f:
+            result = json.load(f)
+        if merged is None:
+            merged = result
+            continue
+        merged["config"]["rates"] += [r for r in result["config"]["rates"] if r not in merged["config"]["rates"]]
+        merged["records"] += result["records"]
+    return merged
 
 
 def _median_range(values, fmt):
@@ -323,7 +349,8 @@ def parse_args(argv):
     p.add_argument("--job-timeout", type=float, default=600)
     p.add_argument("--logdir", help="keep process logs here")
     p.add_argument("--json", help="write all records here")
-    p.add_argument("--table-only", metavar="JSON", help="print the table of a --json file without measuring")
+    p.add_argument("--table-only", metavar="JSON", nargs="+",
+                   help="print the table of --json files (runs of other rates merged) without measuring")
     args = p.parse_args(argv)
     args.variants = {}  # multihost.Job's per-variant byteps env: none here
     return args
@@ -334,8 +361,7 @@ def main(argv=None):
     if args.worker:
         return worker(args.worker)
     if args.table_only:
-        with open(args.table_only) as f:
-            print_table(json.load(f))
+        print_table(merge_runs(args.table_only))
         return 0
     from benchmarks.cluster import Cluster
     reason = Cluster.unavailable_reason()
@@ -344,9 +370,6 @@ def main(argv=None):
         return 2
     result = run_benchmark(args)
     print_table(result)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
     return 0 if all("error" not in r for r in result["records"]) else 1
 
 

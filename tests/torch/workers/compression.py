@@ -39,8 +39,11 @@ class TwoLayers(nn.Module):
 
     def __init__(self):
         super().__init__()
-        self.p = nn.Parameter(torch.zeros(N))
+        # q first: DDP's first bucket lays the parameters out in reverse, [p, q],
+        # the order their gradients become ready, so the rebuild after the first
+        # step keeps that layout (a new layout starts onebit's state afresh).
         self.q = nn.Parameter(torch.zeros(SMALL))
+        self.p = nn.Parameter(torch.zeros(N))
 
     def forward(self, x):
         return (self.p * x[:N]).sum() + (self.q * x[N:]).sum()
