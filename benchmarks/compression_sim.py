@@ -10,8 +10,12 @@ slices), and each slice goes through what the engine does:
 on the worker optional momentum (csrc/compression `momentum=`), error
 feedback and the compressor; on the server the decompressed sum,
 re-compressed (by default with no state, as csrc/server; "_sef" variants
-keep server error feedback, server_ef=1); the worker decompresses the
-answer and averages. No network, no engine: minutes on a CPU.
+keep server error feedback, server_ef=1; "_exact" the exact sum, as topk's
+servers answer by default); the worker decompresses the answer and averages.
+--per-tensor runs the codec per parameter inside each slice (onebit's scale
+per tensor, as the engine does for declared segments), --mask adds DGC's
+momentum factor masking, --seed changes the initial weights and batches.
+No network, no engine: minutes on an idle CPU.
 
     python benchmarks/compression_sim.py --variants byteps onebit onebit_m
 """
@@ -38,15 +42,20 @@ VARIANTS = {
     "topk": ("topk", 0.0, False, 0.9, "recompress"),
     "topk_m": ("topk", 0.9, True, 0.0, "recompress"),
     "topk_m_sef": ("topk", 0.9, True, 0.0, "ef"),
+    "topk_m_exact": ("topk", 0.9, True, 0.0, "exact"),
 }
 
 
-def onebit(x):
+def onebit(x, segments=None):
+    if segments:
+        return torch.cat([onebit(x[lo:hi]) for lo, hi in segments])
     scale = x.abs().double().mean().float()
     return torch.where(x < 0, -scale, scale)
 
 
-def topk(x, ratio=0.01):
+def topk(x, segments=None, ratio=0.01):
+    if segments:
+        return torch.cat([topk(x[lo:hi], None, ratio) for lo, hi in segments])
     k = max(1, int(x.numel() * ratio))
     out = torch.zeros_like(x)
     idx = x.abs().topk(k, sorted=False).indices
@@ -54,22 +63,30 @@ def topk(x, ratio=0.01):
     return out
 
 
+def slice_segments(bounds, lo, size):
+    """The parameters' [start, end) inside slice [lo, lo + size), relative to lo."""
+    cuts = sorted({0, size} | {b - lo for b in bounds if lo < b < lo + size})
+    return list(zip(cuts[:-1], cuts[1:]))
+
+
 class Worker:
     """One worker's per-slice state: error-feedback residual and momentum."""
 
-    def __init__(self, codec, mu, nesterov):
-        self.codec, self.mu, self.nesterov = codec, mu, nesterov
+    def __init__(self, codec, mu, nesterov, mask=False):
+        self.codec, self.mu, self.nesterov, self.mask = codec, mu, nesterov, mask
         self.residual, self.momentum = {}, {}
 
-    def compress(self, key, x):
+    def compress(self, key, x, segments=None):
         if self.mu:
             m = self.momentum.setdefault(key, torch.zeros_like(x))
             m.mul_(self.mu).add_(x)
             x = x + self.mu * m if self.nesterov else m.clone()
         e = self.residual.setdefault(key, torch.zeros_like(x))
         c = x + e
-        sent = self.codec(c)
+        sent = self.codec(c, segments)
         self.residual[key] = c - sent
+        if self.mask and self.mu:  # DGC's momentum factor masking
+            self.momentum[key][sent != 0] = 0
         return sent
 
 
@@ -97,7 +114,7 @@ def run(name, args):
     kind, mu, nesterov, opt_mom, server = VARIANTS[name]
     server_residual = {}
     codec = {"onebit": onebit, "topk": topk, None: None}[kind]
-    torch.manual_seed(0)
+    torch.manual_seed(args.seed)
     model = digits_classifier(torch, args.width)
     params = list(model.parameters())
     bks = buckets(params)
@@ -105,10 +122,17 @@ def run(name, args):
     loaders = []
     samplers = []
     for r in range(2):
-        s = DistributedSampler(train_set, num_replicas=2, rank=r, shuffle=True, seed=0)
+        s = DistributedSampler(train_set, num_replicas=2, rank=r, shuffle=True, seed=args.seed)
         samplers.append(s)
         loaders.append(DataLoader(train_set, batch_size=args.batch, sampler=s, drop_last=True))
-    workers = [Worker(codec, mu, nesterov) for _ in range(2)]
+    workers = [Worker(codec, mu, nesterov, args.mask) for _ in range(2)]
+    bounds = []
+    for b in bks:
+        ends, off = [], 0
+        for p in b:
+            off += p.numel()
+            ends.append(off)
+        bounds.append(ends)
     opt = torch.optim.SGD(params, lr=args.lr, momentum=opt_mom)
     loss_fn = torch.nn.CrossEntropyLoss()
     test_x, test_y = test_set.tensors
@@ -131,16 +155,17 @@ def run(name, args):
                     plan = plan_partitions(n, args.partition_bytes, 2)
                 for lo, size in plan:
                     parts = [f[bi][lo:lo + size] for f in flats]
+                    segs = slice_segments(bounds[bi], lo, size) if args.per_tensor else None
                     if codec is None:
                         total = parts[0] + parts[1]
                     else:
-                        total = sum(w.compress((bi, lo), p) for w, p in zip(workers, parts))
+                        total = sum(w.compress((bi, lo), p, segs) for w, p in zip(workers, parts))
                         if server == "ef":
                             c = total + server_residual.get((bi, lo), 0)
-                            total = codec(c)
+                            total = codec(c, segs)
                             server_residual[(bi, lo)] = c - total
                         elif server == "recompress":
-                            total = codec(total)
+                            total = codec(total, segs)
                     avg[lo:lo + size] = total / 2
                 off = 0
                 for p in b:
@@ -171,6 +196,10 @@ def main():
     p.add_argument("--eval-every", type=int, default=8)
     p.add_argument("--target", type=float, default=0.95)
     p.add_argument("--json", help="append each result as a JSON line")
+    p.add_argument("--per-tensor", action="store_true",
+                   help="the codec per parameter inside a slice (onebit: a scale per tensor; topk: k per tensor)")
+    p.add_argument("--mask", action="store_true", help="DGC's momentum factor masking: sent elements' momentum zeroed")
+    p.add_argument("--seed", type=int, default=0, help="initial weights and sampler order")
     args = p.parse_args()
     torch.set_num_threads(1)
     for name in args.variants:

@@ -7,9 +7,11 @@ worker hosts train it with DDP, side by side in one run, per link rate:
   byteps    the C++ DDP hook, uncompressed (register_push_pull_hook)
   onebit    the C++ DDP hook, compression="onebit:momentum=0.9" (momentum, then
             error feedback, on the worker; the optimizer without momentum)
-  topk      the C++ DDP hook, compression="topk:ratio=0.01,momentum=0.9,server_ef=1"
-            (likewise, and error feedback on the servers' re-compression)
-  topk_noserveref  (optional) topk with worker momentum, no server error feedback
+  topk      the C++ DDP hook, compression="topk:ratio=0.01,momentum=0.9" (likewise;
+            the servers answer the exact sum of the pushes)
+  topk_servertopk  (optional) topk whose servers answer the top k of the sum
+            with error feedback (server_topk=1,server_ef=1: the previous recipe)
+  topk_noserveref  (optional) topk_servertopk without server error feedback
   onebit_sgdm, topk_sgdm  (optional) the same compressors without worker
             momentum, under the optimizer's SGD momentum (issue 29's first run)
   powersgd  torch's PowerSGD hook (rank --powersgd-rank, error feedback) over gloo
@@ -23,10 +25,13 @@ Reported per mode and rate: final test accuracy, wire bytes per step (what a
 worker host's link sent during training, counted by the kernel: TCP/IP
 included, and with colocated servers their answers too), median step time,
 and training time (evaluations excluded) until the test accuracy first
-reached --target. Every mode starts from the same weights and sees the same
-batches. Nothing is asserted: the numbers are for docs/performance.md.
+reached --target. Per seed (--seeds), every mode starts from the same
+weights and sees the same batches; the table gives each column's median over
+the seeds and its range. Per rate, the seeds run one after another, each
+running every mode side by side. Nothing is asserted: the numbers are for
+docs/performance.md.
 
-    sudo .venv/bin/python benchmarks/compression_tta.py --json /tmp/tta.json
+    sudo .venv/bin/python benchmarks/compression_tta.py --seeds 0 1 2 --json /tmp/tta.json
     python benchmarks/compression_tta.py --table-only /tmp/tta.json   # print the table again
 
 Workers are this file run with `--worker <mode>` inside a namespace.
@@ -44,14 +49,14 @@ if REPO not in sys.path:
 
 from benchmarks.multihost import Job  # noqa: E402
 
-BYTEPS_MODES = {"byteps": None, "onebit": "onebit:momentum=0.9", "topk": "topk:ratio=0.01,momentum=0.9,server_ef=1",
-                "topk_noserveref": "topk:ratio=0.01,momentum=0.9",
+BYTEPS_MODES = {"byteps": None, "onebit": "onebit:momentum=0.9", "topk": "topk:ratio=0.01,momentum=0.9",
+                "topk_servertopk": "topk:ratio=0.01,momentum=0.9,server_ef=1,server_topk=1",
+                "topk_noserveref": "topk:ratio=0.01,momentum=0.9,server_topk=1",
                 "onebit_sgdm": "onebit", "topk_sgdm": "topk:ratio=0.01"}
-# A mode's own byteps settings (every process of its job), over --byteps-env:
-# onebit's one scale per slice of 1M floats spans layers of very different
-# gradient sizes; 64K-float slices (256 KiB partitions) keep it local
-# (benchmarks/compression_sim.py: 98.1% instead of 96.7%).
-MODE_ENV = {"onebit": {"BYTEPS_PARTITION_BYTES": 262144}}
+# A mode's own byteps settings (every process of its job), over --byteps-env.
+# None: every mode runs the defaults (onebit keeps a scale per parameter of a
+# DDP bucket, so the default 4 MB partitions need no change).
+MODE_ENV = {}
 MODES = tuple(BYTEPS_MODES) + ("powersgd", "gloo")
 DEFAULT_MODES = ("byteps", "onebit", "topk", "powersgd")
 
@@ -78,7 +83,10 @@ def _link_bytes():
 
 
 def install_hook(torch, ddp, mode, args):
-    if mode in BYTEPS_MODES:
+    if mode in BYTEPS_MODES and args.hook == "python":
+        import byteps_native.torch as bps
+        ddp.register_comm_hook(bps.PushPullHookState(compression=BYTEPS_MODES[mode]), bps.push_pull_hook)
+    elif mode in BYTEPS_MODES:
         import byteps_native.torch as bps
         bps.register_push_pull_hook(ddp, compression=BYTEPS_MODES[mode])
     elif mode == "powersgd":
@@ -110,7 +118,7 @@ def worker(mode):
     else:
         dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    torch.manual_seed(0)  # the same initial weights in every mode
+    torch.manual_seed(args.seed)  # the same initial weights in every mode
     model = digits_classifier(torch, args.width)
     params = sum(p.numel() for p in model.parameters())
     # torch's PowerSGD hook waits for an all-reduce inside a Future callback,
@@ -121,7 +129,7 @@ def worker(mode):
     ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb)
     install_hook(torch, ddp, mode, args)
     train_set, test_set = digits()
-    sampler = DistributedSampler(train_set, shuffle=True, seed=0)
+    sampler = DistributedSampler(train_set, shuffle=True, seed=args.seed)
     loader = DataLoader(train_set, batch_size=args.batch, sampler=sampler, drop_last=True)
     test_x, test_y = test_set.tensors
     # With momentum inside the compressor (BytePS's momentum_type=nesterov) the
@@ -186,7 +194,7 @@ class TrainingJob(Job):
     def common_env(self):
         a = self.args
         knobs = {k: getattr(a, k) for k in ("width", "batch", "lr", "epochs", "eval_every", "powersgd_rank",
-                                            "job_timeout")}
+                                            "job_timeout", "seed", "hook")}
         return {"TTA_ARGS": json.dumps(knobs), "OMP_NUM_THREADS": 1, "PYTHONUNBUFFERED": 1}
 
 
@@ -211,7 +219,7 @@ def measure(cluster, rate, mode, args):
     # A step ends when the slowest rank's does: per step, the slowest rank.
     per_step = [max(r["step_times"][i] for r in results) for i in range(steps)]
     seconds, at_step = time_to_target(results[0]["evals"], args.target)
-    return {"rate": rate, "mode": mode, "params": results[0]["params"], "steps": steps,
+    return {"rate": rate, "mode": mode, "seed": args.seed, "params": results[0]["params"], "steps": steps,
             "final_accuracy": results[0]["evals"][-1][2], "evals": results[0]["evals"],
             "wire_bytes_per_step": statistics.mean(r["tx_bytes"] for r in results) / steps,
             "step_s": statistics.median(per_step), "train_s": sum(per_step),
@@ -229,45 +237,90 @@ def run_benchmark(args):
     records = []
     for rate in args.rates:
         with Cluster(hosts=2 * args.n + 1, rate=rate, burst=args.burst, logdir=args.logdir) as cluster:
-            for mode in args.modes:
+            for seed, mode in ((seed, mode) for seed in args.seeds for mode in args.modes):
+                args.seed = seed
                 try:
                     rec = measure(cluster, rate, mode, args)
-                    print(f"{rate} {mode:8s} acc {rec['final_accuracy']:.4f} step {rec['step_s'] * 1e3:.0f} ms "
+                    print(f"{rate} seed {seed} {mode:8s} acc {rec['final_accuracy']:.4f} step {rec['step_s'] * 1e3:.0f} ms "
                           f"wire {rec['wire_bytes_per_step'] / 1e6:.2f} MB/step to {args.target:.0%} "
                           f"{rec['time_to_target_s']} s (wall {rec['wall_s']:.0f} s, load {rec['loadavg_1']:.1f})",
                           flush=True)
                 except Exception as e:  # a failed mode is reported, the others still run
-                    rec = {"rate": rate, "mode": mode, "error": str(e)[-2000:]}
+                    rec = {"rate": rate, "mode": mode, "seed": seed, "error": str(e)[-2000:]}
                     print(f"{rate} {mode}: FAILED {rec['error']}", file=sys.stderr, flush=True)
                 records.append(rec)
-    config = {k: v for k, v in vars(args).items() if k != "variants"}
+                if args.json:  # after every job: a long run's records survive its interruption
+                    _write_json(args, records)
+    return _result(args, records)
+
+
+def _result(args, records):
+    config = {k: v for k, v in vars(args).items() if k not in ("variants", "seed")}
     config.update(compression=BYTEPS_MODES, mode_env=MODE_ENV)
     return {"config": config, "records": records}
 
 
+def _write_json(args, records):
+    with open(args.json, "w") as f:
+        json.dump(_result(args, records), f, indent=1)
+
+
+def merge_runs(paths):
+    """One result of several --json files (e.g. one run per rate): the first's
+    configuration, every run's rates and records."""
+    merged = None
+    for path in paths:
+        with open(path) as f:
+            result = json.load(f)
+        if merged is None:
+            merged = result
+            continue
+        merged["config"]["rates"] += [r for r in result["config"]["rates"] if r not in merged["config"]["rates"]]
+        merged["records"] += result["records"]
+    return merged
+
+
+def _median_range(values, fmt):
+    """'median (min-max)' of the values, or the one value."""
+    values = sorted(values)
+    if len(values) == 1:
+        return fmt(values[0])
+    return f"{fmt(statistics.median(values))} ({fmt(values[0])}-{fmt(values[-1])})"
+
+
 def print_table(result):
     cfg = result["config"]
-    records = [r for r in result["records"] if "error" not in r]
+    records = [dict(r, seed=r.get("seed", 0)) for r in result["records"] if "error" not in r]  # older runs: seed 0
     params = records[0]["params"] if records else 0
+    seeds = cfg.get("seeds", [0])
     print(f"\n{params / 1e6:.1f}M-parameter digits classifier, {cfg['n']} worker hosts x batch {cfg['batch']}, "
           f"{cfg['epochs']} epochs, {cfg['servers']} servers; time to {cfg['target']:.0%} test accuracy "
-          f"(training time, evaluations excluded)\n")
-    print("| link | mode | final accuracy | vs byteps | wire MB/step | smaller by | step ms | "
-          f"time to {cfg['target']:.0%} | steps to {cfg['target']:.0%} |")
+          f"(training time, evaluations excluded); median (min-max) over seeds {seeds}\n")
+    print("| link | mode | final accuracy | vs byteps (median of per-seed differences) | wire MB/step | smaller by | "
+          f"step ms | time to {cfg['target']:.0%} | steps to {cfg['target']:.0%} |")
     print("|---|---|---|---|---|---|---|---|---|")
     for rate in cfg["rates"]:
         rows = [r for r in records if r["rate"] == rate]
-        base = next((r for r in rows if r["mode"] == "byteps"), None)
-        for r in rows:
-            delta = f"{(r['final_accuracy'] - base['final_accuracy']) * 100:+.1f} pp" if base else ""
-            smaller = f"{base['wire_bytes_per_step'] / r['wire_bytes_per_step']:.1f}x" if base else ""
-            tta = f"{r['time_to_target_s']:.1f} s" if r["time_to_target_s"] is not None else "not reached"
-            steps = r["steps_to_target"] if r["steps_to_target"] is not None else "-"
-            print(f"| {rate} | {r['mode']} | {r['final_accuracy']:.2%} | {delta} | "
-                  f"{r['wire_bytes_per_step'] / 1e6:.3f} | {smaller} | {r['step_s'] * 1e3:.0f} | {tta} | {steps} |")
+        base = {r["seed"]: r for r in rows if r["mode"] == "byteps"}
+        for mode in dict.fromkeys(r["mode"] for r in rows):
+            runs = [r for r in rows if r["mode"] == mode]
+            acc = _median_range([r["final_accuracy"] for r in runs], lambda v: f"{v:.2%}")
+            paired = [(r, base[r["seed"]]) for r in runs if r["seed"] in base]
+            delta = _median_range([(r["final_accuracy"] - b["final_accuracy"]) * 100 for r, b in paired],
+                                  lambda v: f"{v:+.1f} pp") if paired and mode != "byteps" else ""
+            wire = _median_range([r["wire_bytes_per_step"] / 1e6 for r in runs], lambda v: f"{v:.3f}")
+            smaller = _median_range([b["wire_bytes_per_step"] / r["wire_bytes_per_step"] for r, b in paired],
+                                    lambda v: f"{v:.1f}x") if paired else ""
+            step = _median_range([r["step_s"] * 1e3 for r in runs], lambda v: f"{v:.0f}")
+            reached = [r for r in runs if r["time_to_target_s"] is not None]
+            tta = _median_range([r["time_to_target_s"] for r in reached], lambda v: f"{v:.1f} s") if reached else ""
+            if len(reached) < len(runs):
+                tta = f"{tta} ({len(runs) - len(reached)} of {len(runs)} not reached)".strip()
+            steps = _median_range([r["steps_to_target"] for r in reached], lambda v: f"{v:.0f}") if reached else "-"
+            print(f"| {rate} | {mode} | {acc} | {delta} | {wire} | {smaller} | {step} | {tta} | {steps} |")
     for r in result["records"]:
         if "error" in r:
-            print(f"\n{r['rate']} {r['mode']}: FAILED\n{r['error']}")
+            print(f"\n{r['rate']} {r['mode']} seed {r.get('seed')}: FAILED\n{r['error']}")
 
 
 def parse_args(argv):
@@ -286,12 +339,18 @@ def parse_args(argv):
     p.add_argument("--eval-every", type=int, default=5, help="steps between test evaluations")
     p.add_argument("--target", type=float, default=0.95, help="test accuracy of the time-to-accuracy column")
     p.add_argument("--powersgd-rank", type=int, default=4)
+    p.add_argument("--hook", choices=["cpp", "python"], default="cpp",
+                   help="byteps modes' DDP hook: register_push_pull_hook (C++) or PushPullHookState + "
+                        "push_pull_hook (Python); both declare the same names and segments")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2],
+                   help="initial weights and sampler order; each seed runs every mode")
     p.add_argument("--byteps-env", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                    help="extra env for byteps processes, e.g. --byteps-env BYTEPS_PARTITION_BYTES 1024000")
     p.add_argument("--job-timeout", type=float, default=600)
     p.add_argument("--logdir", help="keep process logs here")
     p.add_argument("--json", help="write all records here")
-    p.add_argument("--table-only", metavar="JSON", help="print the table of a --json file without measuring")
+    p.add_argument("--table-only", metavar="JSON", nargs="+",
+                   help="print the table of --json files (runs of other rates merged) without measuring")
     args = p.parse_args(argv)
     args.variants = {}  # multihost.Job's per-variant byteps env: none here
     return args
@@ -302,8 +361,7 @@ def main(argv=None):
     if args.worker:
         return worker(args.worker)
     if args.table_only:
-        with open(args.table_only) as f:
-            print_table(json.load(f))
+        print_table(merge_runs(args.table_only))
         return 0
     from benchmarks.cluster import Cluster
     reason = Cluster.unavailable_reason()
@@ -312,9 +370,6 @@ def main(argv=None):
         return 2
     result = run_benchmark(args)
     print_table(result)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
     return 0 if all("error" not in r for r in result["records"]) else 1
 
 

@@ -67,7 +67,7 @@ class EngineCompressor(Compressor):
         return hash(self.engine_spec)
 
 
-def _options(error_feedback, momentum=0.0, nesterov=True, server_error_feedback=False, **numbers):
+def _options(error_feedback, momentum=0.0, nesterov=True, server_error_feedback=False, server_topk=False, **numbers):
     parts = [f"{k}={v!r}" for k, v in numbers.items() if v is not None]
     if not error_feedback:
         parts.append("ef=0")
@@ -77,23 +77,27 @@ def _options(error_feedback, momentum=0.0, nesterov=True, server_error_feedback=
             parts.append("nesterov=0")
     if server_error_feedback:
         parts.append("server_ef=1")
+    if server_topk:
+        parts.append("server_topk=1")
     return ":" + ",".join(parts) if parts else ""
 
 
 # momentum=mu runs momentum on the worker before error feedback and the
 # compressor (BytePS's momentum_type=nesterov, momentum_mu): give the
 # optimizer momentum 0 then; server_error_feedback keeps error feedback on
-# the server's re-compressed sum (docs/compression.md).
+# the server's re-compressed sum; topk's server_topk=True re-compresses the
+# sum to k entries instead of answering it exactly (docs/compression.md).
 
 def onebit(error_feedback=True, momentum=0.0, nesterov=True, server_error_feedback=False):
     """Sign of each element and one scale (mean |x|) per slice: 1 bit per float32."""
     return EngineCompressor("onebit" + _options(error_feedback, momentum, nesterov, server_error_feedback))
 
 
-def topk(ratio=0.01, error_feedback=True, momentum=0.0, nesterov=True, server_error_feedback=False):
+def topk(ratio=0.01, error_feedback=True, momentum=0.0, nesterov=True, server_error_feedback=False,
+         server_topk=False):
     """The k = max(1, floor(n * ratio)) largest magnitudes of each slice, with their indices."""
     return EngineCompressor("topk" + _options(error_feedback, momentum, nesterov, server_error_feedback,
-                                              ratio=float(ratio)))
+                                              server_topk, ratio=float(ratio)))
 
 
 def randomk(ratio=0.01, seed=0, error_feedback=True, momentum=0.0, nesterov=True, server_error_feedback=False):
@@ -136,6 +140,9 @@ def _engine():
         lib = ctypes.CDLL(path)
         lib.bps_declare_compression.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
         lib.bps_declare_compression.restype = ctypes.c_int
+        lib.bps_declare_compression_segments.argtypes = [ctypes.c_char_p, ctypes.c_char_p,
+                                                         ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
+        lib.bps_declare_compression_segments.restype = ctypes.c_int
         lib.bps_last_error.restype = ctypes.c_char_p
         _engine_lib = lib
     return _engine_lib
@@ -144,23 +151,31 @@ def _engine():
 _declared = set()
 
 
-def apply_to(name, compression):
+def apply_to(name, compression, segments=None):
     """Declares `compression` for `name` when the engine runs it; clears an earlier
     declaration of `name` when it no longer does (a name keeps its declaration)."""
     spec = as_engine_spec(compression)
     if spec:
-        declare_compression(name, spec)
+        declare_compression(name, spec, segments)
         _declared.add(name)
     elif name in _declared:
         declare_compression(name, None)
         _declared.discard(name)
 
 
-def declare_compression(name, compression):
+def declare_compression(name, compression, segments=None):
     """Tensor `name` travels compressed from its next push_pull on (None or "none": not).
-    Every rank must declare the same; the servers refuse a disagreement on every rank."""
+    `segments`: the sizes of the tensors fused into it (a DDP bucket's
+    parameters, in order, adding up to it): onebit then keeps a scale per
+    tensor. Every rank must declare the same; the servers refuse a
+    disagreement on every rank."""
+    import ctypes
     spec = as_engine_spec(compression) or ""
     lib = _engine()
-    if lib.bps_declare_compression(name.encode(), spec.encode()) != 0:
+    sizes = [int(s) for s in segments or ()]
+    if any(s < 0 for s in sizes):
+        raise ValueError(f"compression segments of tensor {name!r} must be sizes >= 0, got {sizes}")
+    array = (ctypes.c_uint64 * len(sizes))(*sizes)
+    if lib.bps_declare_compression_segments(name.encode(), spec.encode(), array, len(sizes)) != 0:
         message = lib.bps_last_error().decode(errors="replace")
         raise ValueError(f"compression {spec!r} for tensor {name!r}: {message}")

@@ -166,12 +166,13 @@ def _push_pull_device_async(array, name, average, priority, output):
                                         int(priority), stream, (array, out_array))
 
 
-def declare_compression(name, compression):
+def declare_compression(name, compression, segments=None):
     """Tensor `name` travels compressed through the servers from its next push_pull
     on: "onebit", "topk:ratio=0.01", "randomk:ratio=0.01,seed=0" (",ef=0": without
     error feedback), or byteps_native.compression.onebit() etc.; None: uncompressed.
+    `segments`: sizes of the tensors fused into it (onebit: a scale per tensor).
     Every rank must declare the same (docs/compression.md)."""
-    _compression.declare_compression(str(name), compression)
+    _compression.declare_compression(str(name), compression, segments)
 
 
 def push_pull_async(array, name, average=True, priority=0, output=None, compression=None):

@@ -106,8 +106,10 @@ def push_pull_many(tensors, label, hints=None, divisor=1, device="/cpu:0", timeo
                 first, last = hints[members[0]], hints[members[-1]]
                 size = f":{naming.describe(flat.dtype, flat.shape)}" if sized else f":{flat.dtype.name}"
                 names.append(naming.unique(f"{label}/fused:{first}..{last}:{len(members)}x{size}"))
-        for name in names:
-            apply_to(name, compression)
+        for name, members in zip(names, buckets):
+            # A fused bucket's parts: onebit keeps a scale per tensor (docs/compression.md).
+            sizes = [dense[i].shape.num_elements() for i in members] if len(members) > 1 else None
+            apply_to(name, compression, sizes)
         engine_average = divisor != 1 and divisor == engine.size()
         reduced = push_pull_list(payloads, names, priorities=[-k for k in range(len(buckets))],
                                  average=engine_average, timeout_seconds=timeout_seconds)

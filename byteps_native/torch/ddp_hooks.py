@@ -38,10 +38,24 @@ def _bucket_name(state, bucket, suffix=""):
     return f"{prefix}ddp.bucket{bucket.index()}.{dtype}.{buffer.numel()}{suffix}"
 
 
+def _segments(bucket):
+    """The sizes of the bucket's parameters in buffer order (onebit keeps a
+    scale per parameter), or None when they do not tile the buffer."""
+    buffer = bucket.buffer()
+    parts = sorted(((g.data_ptr() - buffer.data_ptr()) // buffer.element_size(), g.numel())
+                   for g in bucket.gradients())
+    end = 0
+    for offset, size in parts:
+        if offset != end:
+            return None
+        end += size
+    return [size for _, size in parts] if end == buffer.numel() else None
+
+
 def push_pull_hook(state, bucket):
     """Average the bucket across ranks; returns a Future of the bucket's tensor."""
     name = _bucket_name(state, bucket)
-    apply_to(name, getattr(state, "compression", None))
+    apply_to(name, getattr(state, "compression", None), _segments(bucket))
     return _c10d.push_pull_async(bucket.buffer(), name, bucket.index(), True)
 
 

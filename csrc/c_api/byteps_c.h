@@ -133,6 +133,15 @@ BPS_EXPORT int bps_push_pull_async(const bps_tensor* input, void* output,
  * Every rank must declare the same (the servers check it). docs/compression.md. */
 BPS_EXPORT int bps_declare_compression(const char* name, const char* spec);
 
+/* As bps_declare_compression, for a fused tensor (a DDP bucket) made of
+ * `num_segments` parts of these sizes in elements, in order, adding up to the
+ * tensor: onebit then keeps one scale per part within each partition slice
+ * (the parts' boundaries travel in the payload). Every rank must declare the
+ * same parts. */
+BPS_EXPORT int bps_declare_compression_segments(const char* name, const char* spec,
+                                                const uint64_t* segment_sizes,
+                                                size_t num_segments);
+
 /* As bps_push_pull_async, for a tensor in CUDA memory (input->device >= 0;
  * output on the same device): the engine's work is ordered after everything
  * already queued on `cuda_stream` (a cudaStream_t; NULL: the legacy default

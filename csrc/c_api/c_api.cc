@@ -124,6 +124,17 @@ int bps_declare_compression(const char* name, const char* spec) {
   });
 }
 
+int bps_declare_compression_segments(const char* name, const char* spec, const uint64_t* segment_sizes,
+                                     size_t num_segments) {
+  return Guarded([&] {
+    if (!name || !spec) return bps::Status::Invalid("declare_compression: null name or spec");
+    if (num_segments > 0 && !segment_sizes) return bps::Status::Invalid("declare_compression: null segment sizes");
+    auto engine = RunningEngine();
+    if (!engine) return bps::Status(BPS_NOT_INITIALIZED, "byteps is not initialised: call init() first");
+    return engine->DeclareCompression(name, spec, std::vector<uint64_t>(segment_sizes, segment_sizes + num_segments));
+  });
+}
+
 namespace {
 int SubmitOnStream(const bps_tensor* input, void* output, const char* name, int32_t priority, int32_t reduce_op,
                    void* cuda_stream, bps_done_fn done, void* user_data) {

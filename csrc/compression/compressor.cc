@@ -14,6 +14,7 @@ constexpr uint8_t kOptionErrorFeedback = 1;
 constexpr uint8_t kOptionMomentum = 2;
 constexpr uint8_t kOptionNesterov = 4;
 constexpr uint8_t kOptionServerErrorFeedback = 8;
+constexpr uint8_t kOptionServerTopK = 16;
 
 bool ParseDouble(const std::string& text, double* v) {
   if (text.empty()) return false;
@@ -24,7 +25,28 @@ bool ParseDouble(const std::string& text, double* v) {
 
 // Whole 32-bit words of sign bits: float32 frames carry multiples of 4 bytes.
 uint64_t OneBitSignBytes(uint64_t n) { return (n + 31) / 32 * 4; }
-uint64_t OneBitBodyBytes(uint64_t n) { return sizeof(float) + OneBitSignBytes(n); }
+uint64_t OneBitBodyBytes(uint64_t n, uint64_t cuts) { return (cuts + 1) * sizeof(float) + OneBitSignBytes(n); }
+uint64_t CutBytes(const CodecHeader& h) { return uint64_t{h.cuts} * sizeof(uint32_t); }
+
+// Segment s of a slice of n elements: [begin, end).
+uint32_t SegmentBegin(const uint32_t* cuts, uint32_t s) { return s == 0 ? 0 : cuts[s - 1]; }
+uint32_t SegmentEnd(const uint32_t* cuts, uint32_t num_cuts, uint32_t s, uint32_t n) {
+  return s == num_cuts ? n : cuts[s];
+}
+
+inline float SignedAt(const uint8_t* bits, uint32_t i, float scale) {
+  return (bits[i >> 3] >> (i & 7)) & 1 ? -scale : scale;
+}
+
+// Segment [lo, hi) of a onebit payload: kernel(first, count) from its first
+// element on a byte boundary of the sign bits (the kernels start at bit 0 of
+// a byte), head(i) for each element before it.
+template <typename Head, typename Kernel>
+void OverSegment(uint32_t lo, uint32_t hi, Head head, Kernel kernel) {
+  const uint32_t aligned = static_cast<uint32_t>(std::min<uint64_t>(hi, (uint64_t{lo} + 7) / 8 * 8));
+  for (uint32_t i = lo; i < aligned; ++i) head(i);
+  if (aligned < hi) kernel(aligned, hi - aligned);
+}
 
 uint64_t SplitMix64(uint64_t* state) {
   uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
@@ -80,7 +102,8 @@ Status ParseCompressionSpec(const std::string& text, CompressionSpec* spec) {
   const std::string kind = text.substr(0, colon);
   const std::string grammar =
       ": expected onebit, topk or randomk, then options after ':' separated by ',' "
-      "(ratio=<0..0.5>, seed=<int>, ef=<0|1>, momentum=<0..1>, nesterov=<0|1>, server_ef=<0|1>), e.g. 'topk:ratio=0.01' "
+      "(ratio=<0..0.5>, seed=<int>, ef=<0|1>, momentum=<0..1>, nesterov=<0|1>, server_ef=<0|1>, server_topk=<0|1>), "
+      "e.g. 'topk:ratio=0.01' "
       "or 'onebit:momentum=0.9'";
   if (kind.empty() || kind == "none") {
     if (colon != std::string::npos) return Status::Invalid("compression '" + text + "' has options" + grammar);
@@ -136,6 +159,9 @@ Status ParseCompressionSpec(const std::string& text, CompressionSpec* spec) {
     } else if (name == "server_ef") {
       if (v != 0 && v != 1) return Status::Invalid("compression '" + text + "': server_ef must be 0 or 1");
       spec->server_error_feedback = v == 1;
+    } else if (name == "server_topk" && spec->kind == CompressorKind::kTopK) {
+      if (v != 0 && v != 1) return Status::Invalid("compression '" + text + "': server_topk must be 0 or 1");
+      spec->server_topk = v == 1;
     } else {
       return Status::Invalid("compression option '" + name + "' does not apply to " + kind + " in '" +
                                      text + "'" + grammar);
@@ -161,15 +187,29 @@ std::string DescribeSpec(const CompressionSpec& spec) {
     if (!spec.nesterov) text += ",nesterov=0";
   }
   if (spec.server_error_feedback) text += ",server_ef=1";
+  if (spec.server_topk) text += ",server_topk=1";
   return text;
 }
 
-CodecHeader MakeCodecHeader(const CompressionSpec& spec, uint64_t count) {
+std::vector<uint32_t> SliceCuts(const CompressionSpec& spec, uint64_t offset, uint64_t count) {
+  std::vector<uint32_t> cuts;
+  if (spec.kind != CompressorKind::kOneBit || !spec.segment_ends) return cuts;
+  const auto& ends = *spec.segment_ends;
+  for (auto it = std::upper_bound(ends.begin(), ends.end(), offset);
+       it != ends.end() && *it < offset + count && cuts.size() < kMaxCuts; ++it) {
+    cuts.push_back(static_cast<uint32_t>(*it - offset));
+  }
+  return cuts;
+}
+
+CodecHeader MakeCodecHeader(const CompressionSpec& spec, uint64_t count, size_t cuts) {
   CodecHeader h;
+  h.cuts = static_cast<uint16_t>(std::min<size_t>(cuts, kMaxCuts));
   h.kind = static_cast<uint8_t>(spec.kind);
   h.options = spec.error_feedback ? kOptionErrorFeedback : 0;
   if (spec.momentum > 0) h.options |= spec.nesterov ? kOptionMomentum | kOptionNesterov : kOptionMomentum;
   if (spec.server_error_feedback) h.options |= kOptionServerErrorFeedback;
+  if (spec.server_topk) h.options |= kOptionServerTopK;
   h.count = static_cast<uint32_t>(count);
   if (spec.kind == CompressorKind::kTopK || spec.kind == CompressorKind::kRandomK) {
     const double k = std::floor(static_cast<double>(count) * spec.ratio);
@@ -181,9 +221,17 @@ CodecHeader MakeCodecHeader(const CompressionSpec& spec, uint64_t count) {
 
 bool ServerErrorFeedback(const CodecHeader& h) { return (h.options & kOptionServerErrorFeedback) != 0; }
 
+CodecHeader AnswerCodec(const CodecHeader& push, uint32_t machines) {
+  CodecHeader answer = push;
+  if (static_cast<CompressorKind>(push.kind) == CompressorKind::kTopK && !(push.options & kOptionServerTopK)) {
+    answer.k = static_cast<uint32_t>(std::min<uint64_t>(push.count, uint64_t{push.k} * std::max(1u, machines)));
+  }
+  return answer;
+}
+
 uint64_t CompressedBytes(const CodecHeader& h) {
   switch (static_cast<CompressorKind>(h.kind)) {
-    case CompressorKind::kOneBit: return sizeof(CodecHeader) + OneBitBodyBytes(h.count);
+    case CompressorKind::kOneBit: return sizeof(CodecHeader) + CutBytes(h) + OneBitBodyBytes(h.count, h.cuts);
     case CompressorKind::kTopK: return sizeof(CodecHeader) + uint64_t{h.k} * (sizeof(uint32_t) + sizeof(float));
     case CompressorKind::kRandomK: return sizeof(CodecHeader) + uint64_t{h.k} * sizeof(float);
     default: return 0;
@@ -196,11 +244,13 @@ std::string DescribeCodec(const CodecHeader& h) {
   if (kind == CompressorKind::kTopK || kind == CompressorKind::kRandomK) text += " (k=" + std::to_string(h.k);
   if (kind == CompressorKind::kRandomK) text += ", seed=" + std::to_string(h.seed);
   if (kind == CompressorKind::kTopK || kind == CompressorKind::kRandomK) text += ")";
+  if (h.cuts) text += " (" + std::to_string(h.cuts + 1) + " scales)";
   text += (h.options & kOptionErrorFeedback) ? " with error feedback" : " without error feedback";
   if (h.options & kOptionMomentum) {
     text += (h.options & kOptionNesterov) ? " and nesterov momentum" : " and momentum";
   }
   if (h.options & kOptionServerErrorFeedback) text += ", server error feedback";
+  if (h.options & kOptionServerTopK) text += ", server top-k";
   return text;
 }
 
@@ -216,9 +266,22 @@ std::string ValidateCompressed(const char* payload, uint64_t payload_bytes) {
   if (kind != CompressorKind::kOneBit && (h.k == 0 || h.k > h.count)) {
     return "compressed push has k=" + std::to_string(h.k) + " of " + std::to_string(h.count) + " elements";
   }
+  if (kind != CompressorKind::kOneBit && h.cuts != 0) {
+    return "compressed push of " + std::string(CompressorName(kind)) + " carries segment boundaries (onebit only)";
+  }
   if (CompressedBytes(h) != payload_bytes) {
     return DescribeCodec(h) + " of " + std::to_string(h.count) + " elements takes " +
            std::to_string(CompressedBytes(h)) + " bytes, the push carried " + std::to_string(payload_bytes);
+  }
+  uint32_t previous = 0;
+  for (uint32_t i = 0; i < h.cuts; ++i) {
+    uint32_t cut;
+    memcpy(&cut, payload + sizeof(CodecHeader) + uint64_t{i} * sizeof(uint32_t), sizeof(cut));
+    if (cut <= previous || cut >= h.count) {
+      return "onebit push's segment boundary " + std::to_string(cut) + " is not ascending inside its " +
+             std::to_string(h.count) + " elements";
+    }
+    previous = cut;
   }
   if (kind == CompressorKind::kTopK) {
     const char* indices = payload + sizeof(CodecHeader);
@@ -253,10 +316,15 @@ void RandomIndices(uint32_t seed, uint64_t key, uint32_t round, uint32_t n, uint
   std::sort(out->begin(), out->end());
 }
 
+const uint32_t* PayloadCuts(const char* payload) {
+  return reinterpret_cast<const uint32_t*>(payload + sizeof(CodecHeader));
+}
+
 void Compress(const CodecHeader& h, const float* x, const SliceState& state, uint64_t key, uint32_t round,
               char* out) {
   memcpy(out, &h, sizeof(h));
-  char* body = out + sizeof(h);
+  if (h.cuts) memcpy(out + sizeof(h), state.cuts, CutBytes(h));
+  char* body = out + sizeof(h) + CutBytes(h);
   const uint32_t n = h.count;
   float* residual = state.residual;
   if (state.momentum) {
@@ -285,12 +353,19 @@ void Compress(const CodecHeader& h, const float* x, const SliceState& state, uin
   }
   const auto kind = static_cast<CompressorKind>(h.kind);
   if (kind == CompressorKind::kOneBit) {
-    const float scale = static_cast<float>(onebit::AbsSum(c, n) / n);
-    memcpy(body, &scale, sizeof(scale));
-    uint8_t* bits = reinterpret_cast<uint8_t*>(body + sizeof(float));
+    float* scales = reinterpret_cast<float*>(body);
+    uint8_t* bits = reinterpret_cast<uint8_t*>(body + (uint64_t{h.cuts} + 1) * sizeof(float));
     onebit::PackSigns(c, n, bits);
     memset(bits + (n + 7) / 8, 0, OneBitSignBytes(n) - (n + 7) / 8);
-    if (residual) onebit::SubtractSigned(residual, bits, n, scale);
+    for (uint32_t s = 0; s <= h.cuts; ++s) {
+      const uint32_t lo = SegmentBegin(state.cuts, s), hi = SegmentEnd(state.cuts, h.cuts, s, n);
+      const float scale = static_cast<float>(onebit::AbsSum(c + lo, hi - lo) / (hi - lo));
+      scales[s] = scale;
+      if (!residual) continue;
+      OverSegment(
+          lo, hi, [&](uint32_t i) { residual[i] -= SignedAt(bits, i, scale); },
+          [&](uint32_t from, uint32_t len) { onebit::SubtractSigned(residual + from, bits + from / 8, len, scale); });
+    }
     return;
   }
   std::vector<uint32_t> chosen;
@@ -310,23 +385,33 @@ void Compress(const CodecHeader& h, const float* x, const SliceState& state, uin
 
 namespace {
 // A compressed payload: its header (copied out: the payload need not be
-// aligned) and its body; onebit's body is a float scale, then the signs.
+// aligned), its segment boundaries and its body; onebit's body is a float
+// scale per segment, then the signs.
 struct Encoded {
   CodecHeader h;
+  const uint32_t* cuts;
   const char* body;
   bool onebit() const { return static_cast<CompressorKind>(h.kind) == CompressorKind::kOneBit; }
-  float scale() const {
+  float scale(uint32_t s) const {
     float scale;
-    memcpy(&scale, body, sizeof(scale));
+    memcpy(&scale, body + uint64_t{s} * sizeof(float), sizeof(scale));
     return scale;
   }
-  const uint8_t* signs() const { return reinterpret_cast<const uint8_t*>(body + sizeof(float)); }
+  const uint8_t* signs() const {
+    return reinterpret_cast<const uint8_t*>(body + (uint64_t{h.cuts} + 1) * sizeof(float));
+  }
+  // fn(lo, hi, scale) for each segment.
+  template <typename Fn>
+  void ForEachSegment(Fn fn) const {
+    for (uint32_t s = 0; s <= h.cuts; ++s) fn(SegmentBegin(cuts, s), SegmentEnd(cuts, h.cuts, s, h.count), scale(s));
+  }
 };
 
 Encoded Parse(const char* in) {
   Encoded e;
   memcpy(&e.h, in, sizeof(e.h));
-  e.body = in + sizeof(e.h);
+  e.cuts = PayloadCuts(in);
+  e.body = in + sizeof(e.h) + CutBytes(e.h);
   return e;
 }
 }  // namespace
@@ -334,7 +419,12 @@ Encoded Parse(const char* in) {
 void Decompress(const char* in, uint64_t key, uint32_t round, float* out) {
   const Encoded e = Parse(in);
   if (e.onebit()) {
-    onebit::UnpackSigns(e.signs(), e.h.count, e.scale(), out);
+    const uint8_t* bits = e.signs();
+    e.ForEachSegment([&](uint32_t lo, uint32_t hi, float scale) {
+      OverSegment(
+          lo, hi, [&](uint32_t i) { out[i] = SignedAt(bits, i, scale); },
+          [&](uint32_t from, uint32_t len) { onebit::UnpackSigns(bits + from / 8, len, scale, out + from); });
+    });
     return;
   }
   memset(out, 0, uint64_t{e.h.count} * sizeof(float));
@@ -344,7 +434,12 @@ void Decompress(const char* in, uint64_t key, uint32_t round, float* out) {
 void DecompressAdd(const char* in, uint64_t key, uint32_t round, float* acc) {
   const Encoded e = Parse(in);
   if (e.onebit()) {
-    onebit::AddSigned(acc, e.signs(), e.h.count, e.scale());
+    const uint8_t* bits = e.signs();
+    e.ForEachSegment([&](uint32_t lo, uint32_t hi, float scale) {
+      OverSegment(
+          lo, hi, [&](uint32_t i) { acc[i] += SignedAt(bits, i, scale); },
+          [&](uint32_t from, uint32_t len) { onebit::AddSigned(acc + from, bits + from / 8, len, scale); });
+    });
     return;
   }
   std::vector<uint32_t> scratch;

@@ -9,11 +9,26 @@
 
 namespace bps {
 
-Status Engine::DeclareCompression(const std::string& name, const std::string& spec_text) {
+Status Engine::DeclareCompression(const std::string& name, const std::string& spec_text,
+                                  std::vector<uint64_t> segment_sizes) {
   if (name.empty()) return Status::Invalid("declare_compression needs a tensor name");
   CompressionSpec spec;
   BPS_RETURN_IF_ERROR(ParseCompressionSpec(spec_text, &spec).WithContext("tensor '" + name + "'"));
+  if (segment_sizes.size() > 1) {
+    // Sizes -> ends; a size of zero (an empty parameter) marks no boundary.
+    uint64_t end = 0;
+    std::vector<uint64_t> ends;
+    for (uint64_t size : segment_sizes) {
+      if (size == 0) continue;
+      end += size;
+      ends.push_back(end);
+    }
+    if (ends.size() > 1) spec.segment_ends = std::make_shared<const std::vector<uint64_t>>(std::move(ends));
+  }
   std::lock_guard<std::mutex> lock(compression_mu_);
+  auto known = compression_by_name_.find(HashName(name));
+  // Hooks declare before every push: an unchanged declaration stays as it is.
+  if (spec.enabled() && known != compression_by_name_.end() && known->second == spec) return Status::OK();
   if (spec.enabled()) {
     compression_by_name_[HashName(name)] = spec;
   } else {
@@ -22,7 +37,7 @@ Status Engine::DeclareCompression(const std::string& name, const std::string& sp
   return Status::OK();
 }
 
-CompressedSlice* Engine::CompressionFor(const TensorOp& op, uint64_t key, uint64_t count) {
+CompressedSlice* Engine::CompressionFor(const TensorOp& op, uint64_t key, uint64_t offset, uint64_t count) {
   const uint64_t tensor_bytes = static_cast<uint64_t>(op.count) * DataTypeSize(op.dtype);
   // The same decision on every rank: it depends only on what they agree on
   // (dtype, size, declaration, configuration), which the server checks.
@@ -30,19 +45,22 @@ CompressedSlice* Engine::CompressionFor(const TensorOp& op, uint64_t key, uint64
       tensor_bytes < static_cast<uint64_t>(config_.min_compress_bytes) || count == 0 || count > UINT32_MAX) {
     return nullptr;
   }
-  const CodecHeader codec = MakeCodecHeader(op.compression, count);
+  std::vector<uint32_t> cuts = SliceCuts(op.compression, offset, count);
+  const CodecHeader codec = MakeCodecHeader(op.compression, count, cuts.size());
   const uint64_t wire_bytes = CompressedBytes(codec);
   if (wire_bytes >= count * sizeof(float)) return nullptr;  // tiny slices: no gain
   auto& slot = compressed_slices_[key];
-  if (!slot || memcmp(&slot->codec, &codec, sizeof(codec)) != 0) {
+  if (!slot || memcmp(&slot->codec, &codec, sizeof(codec)) != 0 || slot->cuts != cuts) {
     // First use, or the tensor or its compressor changed: fresh state.
     slot.reset(new CompressedSlice);
     slot->codec = codec;
+    slot->cuts = std::move(cuts);
     slot->wire_bytes = wire_bytes;
+    slot->answer_bytes = CompressedBytes(AnswerCodec(codec, static_cast<uint32_t>(config_.num_worker)));
     if (op.compression.error_feedback) slot->residual.assign(count, 0.0f);
     if (op.compression.momentum > 0) slot->momentum.assign(count, 0.0f);
     slot->send.resize(wire_bytes);
-    slot->answer.resize(wire_bytes);
+    slot->answer.resize(slot->answer_bytes);
   }
   return slot.get();
 }

@@ -114,6 +114,12 @@ Status Engine::Submit(const bps_tensor& input, void* output, const std::string& 
     auto declared = compression_by_name_.find(op->name_hash);
     if (declared != compression_by_name_.end()) op->compression = declared->second;
   }
+  const auto& ends = op->compression.segment_ends;
+  if (ends && ends->back() != static_cast<uint64_t>(op->count)) {
+    return Status::Invalid("tensor '" + name + "' has " + std::to_string(op->count) +
+                           " elements but its compression declares segments ending at " + std::to_string(ends->back()) +
+                           " (bps_declare_compression_segments: the sizes of its parts must add up to the tensor)");
+  }
   op->done = done;
   op->user_data = user_data;
   op->device = input.device >= 0 ? input.device : -1;

@@ -109,7 +109,10 @@ class Engine {
   // Pushes of tensor `name` are compressed from its next submission on
   // ("onebit", "topk:ratio=0.01", ...; "" or "none": not; see
   // csrc/compression/compressor.h). Every rank must declare the same.
-  Status DeclareCompression(const std::string& name, const std::string& spec);
+  // `segment_sizes`: a fused tensor's parts (a DDP bucket's parameters), in
+  // order, adding up to the tensor: onebit keeps a scale per part.
+  Status DeclareCompression(const std::string& name, const std::string& spec,
+                            std::vector<uint64_t> segment_sizes = {});
   std::string StatsJson();
 
  private:
@@ -149,7 +152,8 @@ class Engine {
   // The compressed state of a push of `count` elements under `key`, or null
   // when it travels uncompressed (none declared, not float32, below
   // BYTEPS_MIN_COMPRESS_BYTES, async rounds, or no smaller compressed).
-  CompressedSlice* CompressionFor(const TensorOp& op, uint64_t key, uint64_t count);
+  // `offset`: the slice's first element in the tensor (onebit's segments).
+  CompressedSlice* CompressionFor(const TensorOp& op, uint64_t key, uint64_t offset, uint64_t count);
 
   // Failures of ops (op_failure.cc).
   void FailOp(TensorOp* op, const Status& st);

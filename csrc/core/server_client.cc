@@ -73,7 +73,8 @@ std::shared_ptr<PendingPull> ServerClient::Push(const PushRequest& r, std::funct
   transport::Connection* conn = conns[r.key % conns.size()].get();
   auto pull = std::make_shared<PendingPull>();
   pull->dst = r.dst;
-  pull->bytes = r.bytes;
+  const uint64_t answer_bytes = r.answer_bytes ? r.answer_bytes : r.bytes;
+  pull->bytes = answer_bytes;
   pull->round = r.round;
   pull->io = r.io;
   pull->conn = conn;
@@ -84,7 +85,7 @@ std::shared_ptr<PendingPull> ServerClient::Push(const PushRequest& r, std::funct
   }
   // Posted before the push leaves: the answer may come at once.
   const uint64_t key = r.key;
-  conn->PostReceive(key, r.round, r.dst, r.bytes, [this, pull, key](const Status& st) {
+  conn->PostReceive(key, r.round, r.dst, answer_bytes, [this, pull, key](const Status& st) {
     // Not OK: cancelled (the op failed), an error frame (state already 2),
     // or the connection was lost (the engine fails as a whole).
     if (st.ok()) pull->state.store(1, std::memory_order_release);

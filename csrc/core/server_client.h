@@ -69,6 +69,7 @@ struct PushRequest {
   const char* data = nullptr;  // read until the push is written
   uint64_t bytes = 0;
   char* dst = nullptr;         // the answer's destination
+  uint64_t answer_bytes = 0;   // 0: `bytes` (a compressed answer may differ: AnswerCodec)
   std::shared_ptr<PartitionIo> io;
 };
 

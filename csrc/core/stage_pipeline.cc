@@ -195,7 +195,8 @@ Engine::Step Engine::Push(PartitionTask& t) {
     NetworkPush& push = t.pushes[t.pushes_sent];
     const Range& s = push.slice;
     const uint64_t raw_bytes = static_cast<uint64_t>(s.count) * esz;
-    CompressedSlice* z = CompressionFor(*op, push.key, static_cast<uint64_t>(s.count));
+    CompressedSlice* z = CompressionFor(*op, push.key, static_cast<uint64_t>(t.range.offset + s.offset),
+                                        static_cast<uint64_t>(s.count));
     const uint64_t bytes = z ? z->wire_bytes : raw_bytes;
     if (!credits_.TryAdmit(bytes)) return t.pushes_sent > 0 ? Step::kMoved : Step::kWait;
     const size_t within = static_cast<size_t>(s.offset - own_offset) * esz;
@@ -222,6 +223,7 @@ Engine::Step Engine::Push(PartitionTask& t) {
       push.answer_dst = r.dst;
       r.data = z->send.data();
       r.dst = z->answer.data();
+      r.answer_bytes = z->answer_bytes;
       r.compressed = true;
       stats_.compressed_pushes++;
       stats_.bytes_before_compression += raw_bytes;

@@ -26,10 +26,13 @@ struct TensorOp;
 struct CompressedSlice {
   CodecHeader codec;
   uint64_t wire_bytes = 0;
+  uint64_t answer_bytes = 0;  // CompressedBytes(AnswerCodec(codec, machines))
   std::vector<float> residual;  // empty without error feedback
   std::vector<float> momentum;  // empty without worker momentum
+  std::vector<uint32_t> cuts;   // onebit's segment boundaries (SliceCuts)
   SliceState State(const CompressionSpec& spec) {
     SliceState s;
+    s.cuts = cuts.data();
     s.residual = residual.empty() ? nullptr : residual.data();
     s.momentum = momentum.empty() ? nullptr : momentum.data();
     s.mu = static_cast<float>(spec.momentum);

@@ -33,6 +33,7 @@ struct KeyState {
   int contributions = 0;
   bool compressed = false;  // the round's pushes are compressed (codec)
   CodecHeader codec;
+  std::vector<uint32_t> cuts;  // onebit's segment boundaries of the round (codec.cuts of them)
   // Server error feedback (ServerErrorFeedback(codec)): what re-compressing
   // the sum dropped, added to the next round's sum; fresh when the codec changes.
   std::vector<float> residual;

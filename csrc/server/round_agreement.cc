@@ -93,9 +93,16 @@ std::string CheckPushTerms(const MessageHeader& push, const MessageHeader* first
   return "";
 }
 
-std::string CheckCodecTerms(const MessageHeader& push, const CodecHeader& push_codec, const MessageHeader& first,
-                            const CodecHeader& first_codec) {
-  if (memcmp(&push_codec, &first_codec, sizeof(CodecHeader)) == 0) return "";
+std::string CheckCodecTerms(const MessageHeader& push, const CodecHeader& push_codec, const uint32_t* push_cuts,
+                            const MessageHeader& first, const CodecHeader& first_codec, const uint32_t* first_cuts) {
+  if (memcmp(&push_codec, &first_codec, sizeof(CodecHeader)) == 0) {
+    if (push_codec.cuts == 0 || memcmp(push_cuts, first_cuts, uint64_t{push_codec.cuts} * sizeof(uint32_t)) == 0) {
+      return "";
+    }
+    return "ranks disagree on this tensor's compression: " + Rank(first) + " and " + Rank(push) +
+           " cut it into different parts for onebit's scales (a fused bucket of other tensors: "
+           "declare the same segments on every rank)";
+  }
   return "ranks disagree on this tensor's compression: " + Rank(first) + " compresses it with " +
          DescribeCodec(first_codec) + " but " + Rank(push) + " with " + DescribeCodec(push_codec) +
          " (of " + std::to_string(first_codec.count) + " and " + std::to_string(push_codec.count) +

@@ -30,9 +30,10 @@ struct ServerTerms {
 std::string CheckPushTerms(const MessageHeader& push, const MessageHeader* first, const ServerTerms& server);
 
 // Compressed pushes of one round (both kFlagCompressed) must use the same
-// compressor, k, seed and error feedback: "" when they do, else a message
-// naming both ranks' compressors.
-std::string CheckCodecTerms(const MessageHeader& push, const CodecHeader& push_codec, const MessageHeader& first,
-                            const CodecHeader& first_codec);
+// compressor, k, seed, error feedback and onebit's segment boundaries (the
+// `cuts` after each header): "" when they do, else a message naming both
+// ranks' compressors.
+std::string CheckCodecTerms(const MessageHeader& push, const CodecHeader& push_codec, const uint32_t* push_cuts,
+                            const MessageHeader& first, const CodecHeader& first_codec, const uint32_t* first_cuts);
 
 }  // namespace bps

@@ -420,7 +420,8 @@ void Server::HandlePush(const std::shared_ptr<Connection>& conn, const MessageHe
   std::string mismatch = CheckPushTerms(h, ks.waiting.empty() ? nullptr : &ks.waiting.front().second,
                                         ServerTerms{server_id_, config_.enable_async});
   if (mismatch.empty() && compressed && !ks.waiting.empty()) {
-    mismatch = CheckCodecTerms(h, codec, ks.waiting.front().second, ks.codec);
+    mismatch = CheckCodecTerms(h, codec, PayloadCuts(payload->data), ks.waiting.front().second, ks.codec,
+                               ks.cuts.data());
   }
   if (mismatch.empty() && config_.enable_async && !fresh_key &&
       (h.signature != ks.signature || h.payload_bytes != ks.payload_bytes || dtype != ks.dtype)) {
@@ -446,6 +447,8 @@ void Server::HandlePush(const std::shared_ptr<Connection>& conn, const MessageHe
     ks.round = h.round;
     ks.compressed = compressed;
     ks.codec = codec;
+    const uint32_t* cuts = compressed ? PayloadCuts(payload->data) : nullptr;
+    ks.cuts.assign(cuts, cuts + (compressed ? codec.cuts : 0));
   }
   if (compressed) {
     // Async rounds never see one: workers with BYTEPS_ENABLE_ASYNC=1 do not
@@ -505,7 +508,7 @@ void Server::HandlePush(const std::shared_ptr<Connection>& conn, const MessageHe
     // becomes the next accumulator.
     wire = std::move(ks.acc);
   }
-  AnswerRound(ks, h, wire);
+  AnswerRound(ks, h, wire, h.payload_bytes);
 }
 
 void Server::SumCompressed(KeyState& ks, const std::shared_ptr<Connection>& conn, const MessageHeader& h,
@@ -525,9 +528,12 @@ void Server::SumCompressed(KeyState& ks, const std::shared_ptr<Connection>& conn
   if (ks.contributions < h.num_contributors) return;
   // Round complete: the sum, compressed by the same codec (with the key's
   // error feedback when the codec asks for it), to every contributor from
-  // one buffer of the pool.
+  // one buffer of the pool (topk's answer may be larger than a push: the
+  // exact sum of every machine's entries).
+  const CodecHeader answer = AnswerCodec(ks.codec, h.num_contributors);
+  const uint64_t answer_bytes = CompressedBytes(answer);
   std::shared_ptr<AlignedBuffer> slot;
-  if (!TakeBuffer(h.payload_bytes, conn, h, &slot)) return;
+  if (!TakeBuffer(answer_bytes, conn, h, &slot)) return;
   float* residual = nullptr;
   if (ServerErrorFeedback(ks.codec)) {
     if (ks.residual.size() != count || memcmp(&ks.residual_codec, &ks.codec, sizeof(CodecHeader)) != 0) {
@@ -536,18 +542,20 @@ void Server::SumCompressed(KeyState& ks, const std::shared_ptr<Connection>& conn
     }
     residual = ks.residual.data();
   }
-  Compress(ks.codec, acc, residual, h.key, h.round, slot->data);
+  Compress(answer, acc, residual, h.key, h.round, slot->data, ks.cuts.data());
   ks.acc.reset();
-  AnswerRound(ks, h, slot);
+  AnswerRound(ks, h, slot, answer_bytes);
 }
 
-void Server::AnswerRound(KeyState& ks, const MessageHeader& h, const std::shared_ptr<AlignedBuffer>& wire) {
+void Server::AnswerRound(KeyState& ks, const MessageHeader& h, const std::shared_ptr<AlignedBuffer>& wire,
+                         uint64_t answer_bytes) {
   // Every contributor gets the round's answer from one buffer.
   for (auto& waiter : ks.waiting) {
     MessageHeader answer = waiter.second;
     answer.type = static_cast<uint16_t>(MessageType::kResponse);
     answer.sender_rank = static_cast<uint32_t>(server_id_);
-    bytes_out_.fetch_add(h.payload_bytes, std::memory_order_relaxed);
+    answer.payload_bytes = answer_bytes;
+    bytes_out_.fetch_add(answer_bytes, std::memory_order_relaxed);
     waiter.first->SendOwned(ToFrame(answer), wire, wire->data);
   }
   ks.waiting.clear();

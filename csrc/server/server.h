@@ -79,7 +79,9 @@ class Server {
   // round is answered compressed (csrc/compression).
   // The round of `ks` is complete: `wire` goes to every contributor, and the
   // key moves to its next round.
-  void AnswerRound(KeyState& ks, const MessageHeader& h, const std::shared_ptr<AlignedBuffer>& wire);
+  // `answer_bytes`: the answer's payload (a compressed answer's may differ from the pushes').
+  void AnswerRound(KeyState& ks, const MessageHeader& h, const std::shared_ptr<AlignedBuffer>& wire,
+                   uint64_t answer_bytes);
   void SumCompressed(KeyState& ks, const std::shared_ptr<Connection>& conn, const MessageHeader& h,
                      std::shared_ptr<AlignedBuffer> payload, size_t count);
   // A buffer of `bytes` from the pool; false (and the pusher told) when memory ran out.

@@ -3,6 +3,7 @@
 #include <ATen/core/grad_mode.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <exception>
 #include <utility>
 #include <vector>
@@ -66,7 +67,27 @@ c10::intrusive_ptr<c10::ivalue::Future> PushPullCommHook::runHook(c10d::GradBuck
     // names change once (the rebuild after the first step), and an engine
     // started again (shutdown, init) begins with no declarations. A hash map
     // write under a lock, nothing next to the push itself.
-    if (bps_declare_compression(name.c_str(), compression_spec_.c_str()) != BPS_OK) {
+    // The bucket's parameters, in buffer order: onebit keeps a scale per
+    // parameter (one scale across layers starves the small ones).
+    std::vector<std::pair<int64_t, uint64_t>> parts;  // (offset, size)
+    for (const at::Tensor& grad : bucket.getGradients()) {
+      const auto bytes = static_cast<const char*>(grad.data_ptr()) - static_cast<const char*>(buffer.data_ptr());
+      parts.emplace_back(bytes / static_cast<int64_t>(buffer.element_size()), static_cast<uint64_t>(grad.numel()));
+    }
+    std::sort(parts.begin(), parts.end());
+    std::vector<uint64_t> sizes;
+    int64_t end = 0;
+    for (const auto& part : parts) {
+      if (part.first != end) {  // not back to back: no segments (one scale per slice)
+        sizes.clear();
+        break;
+      }
+      sizes.push_back(part.second);
+      end += static_cast<int64_t>(part.second);
+    }
+    if (end != buffer.numel()) sizes.clear();
+    if (bps_declare_compression_segments(name.c_str(), compression_spec_.c_str(), sizes.data(), sizes.size()) !=
+        BPS_OK) {
       const char* why = bps_last_error();
       TORCH_CHECK(false, "byteps DDP hook: compression '", compression_spec_, "' for bucket '", name,
                   "': ", (why && *why) ? why : "refused by the engine");

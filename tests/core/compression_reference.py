@@ -73,16 +73,29 @@ def k_of(n, ratio):
     return int(max(1.0, min(np.floor(n * ratio), n)))
 
 
-def compress(spec, c, key, rnd):
-    """Returns decompress(compress(c)) as float32: what the wire carries, dense."""
+def slice_cuts(segment_sizes, offset, count):
+    """Where the declared segments (sizes of the fused tensors) end inside
+    slice [offset, offset + count), relative to it: onebit's scale boundaries."""
+    ends = np.cumsum([s for s in segment_sizes or () if s > 0])
+    return [int(e - offset) for e in ends if offset < e < offset + count]
+
+
+def compress(spec, c, key, rnd, cuts=(), k=None):
+    """Returns decompress(compress(c)) as float32: what the wire carries, dense.
+    onebit: one scale mean(|c|) per segment between `cuts`; topk: `k` (default
+    from the ratio) largest."""
     kind, ratio, _, seed = parse(spec)
     n = c.size
     if kind == "onebit":
-        scale = np.float32(np.abs(c.astype(np.float64)).sum() / n)
-        return np.where(c < 0, -scale, scale).astype(np.float32)
+        out = np.empty(n, np.float32)
+        for lo, hi in zip([0, *cuts], [*cuts, n]):
+            part = c[lo:hi]
+            scale = np.float32(np.abs(part.astype(np.float64)).sum() / part.size)
+            out[lo:hi] = np.where(part < 0, -scale, scale)
+        return out
     if kind == "topk":
         order = np.lexsort((np.arange(n), -np.abs(c)))  # |c| descending, ties to the lower index
-        idx = np.sort(order[:k_of(n, ratio)])
+        idx = np.sort(order[:k or k_of(n, ratio)])
     else:
         idx = random_indices(seed, key, rnd, n, k_of(n, ratio))
     out = np.zeros(n, np.float32)
@@ -98,7 +111,7 @@ class Worker:
         self.residual = {}
         self.momentum = {}
 
-    def push(self, g, key, rnd):
+    def push(self, g, key, rnd, cuts=()):
         _, _, ef, _ = parse(self.spec)
         mu, nesterov = parse_momentum(self.spec)
         c = g.astype(np.float32)
@@ -110,29 +123,36 @@ class Worker:
             c = (c + mu * m).astype(np.float32) if nesterov else m
         if ef:
             c = (self.residual.get(key, np.zeros_like(c)) + c).astype(np.float32)
-        sent = compress(self.spec, c, key, rnd)
+        sent = compress(self.spec, c, key, rnd, cuts)
         if ef:
             self.residual[key] = (c - sent).astype(np.float32)
         return sent
 
 
-def server_answer(spec, pushes, key, rnd, server_residual=None):
+def server_answer(spec, pushes, key, rnd, server_residual=None, cuts=()):
     """Decompressed pushes summed in float32 (arrival order), then compressed;
-    with server_ef=1 the key's residual (a dict) is added first and updated."""
+    with server_ef=1 the key's residual (a dict) is added first and updated.
+    topk answers the top machines x k of the sum (all of it: each push has k
+    entries at most), or with server_topk=1 the top k."""
     acc = pushes[0].copy()
     for p in pushes[1:]:
         acc = (acc + p).astype(np.float32)
+    k = None
+    kind, ratio, _, _ = parse(spec)
+    if kind == "topk" and "server_topk=1" not in spec:
+        k = min(acc.size, len(pushes) * k_of(acc.size, ratio))
     if "server_ef=1" not in spec:
-        return compress(spec, acc, key, rnd)
+        return compress(spec, acc, key, rnd, cuts, k)
     acc = (server_residual.get(key, np.zeros_like(acc)) + acc).astype(np.float32)
-    sent = compress(spec, acc, key, rnd)
+    sent = compress(spec, acc, key, rnd, cuts, k)
     server_residual[key] = (acc - sent).astype(np.float32)
     return sent
 
 
-def job_result(spec, gradients_per_step, name, partition_bytes, num_servers):
+def job_result(spec, gradients_per_step, name, partition_bytes, num_servers, segments=None):
     """What every rank of a job of machines with one local rank each receives
-    (sum) at every step; gradients_per_step[step][machine] is a float32 array."""
+    (sum) at every step; gradients_per_step[step][machine] is a float32 array;
+    `segments`: the sizes of the tensors fused into it (onebit's scales)."""
     n = gradients_per_step[0][0].size
     workers = [Worker(spec) for _ in gradients_per_step[0]]
     server_residual = {}
@@ -142,7 +162,8 @@ def job_result(spec, gradients_per_step, name, partition_bytes, num_servers):
         out = np.empty(n, np.float32)
         for p, (off, cnt) in enumerate(plan_partitions(n, partition_bytes, num_servers)):
             key = mix_key(name_hash, p, 0)
-            pushes = [w.push(g[off:off + cnt], key, rnd) for w, g in zip(workers, grads)]
-            out[off:off + cnt] = server_answer(spec, pushes, key, rnd, server_residual)
+            cuts = slice_cuts(segments, off, cnt) if spec.startswith("onebit") else []
+            pushes = [w.push(g[off:off + cnt], key, rnd, cuts) for w, g in zip(workers, grads)]
+            out[off:off + cnt] = server_answer(spec, pushes, key, rnd, server_residual, cuts)
         results.append(out)
     return results

@@ -33,7 +33,8 @@ bps.shutdown()
 
 @pytest.mark.parametrize("spec", ["onebit", "onebit:ef=0", "topk:ratio=0.01", "randomk:ratio=0.05,seed=3",
                                   "onebit:momentum=0.9", "topk:ratio=0.01,momentum=0.8,nesterov=0",
-                                  "onebit:momentum=0.9,server_ef=1"])
+                                  "onebit:momentum=0.9,server_ef=1", "topk:ratio=0.01,server_topk=1",
+                                  "topk:ratio=0.01,momentum=0.9,server_ef=1,server_topk=1"])
 def test_each_compressor_matches_the_numpy_reference_across_steps(tmp_path, spec):
     script = EXACT_AGAINST_REFERENCE.replace("STEPS", str(STEPS)).replace("N", str(N)).replace("SPEC", repr(spec))
     _, results = run_job(tmp_path, script, machines=2, servers=2,
@@ -52,6 +53,92 @@ def test_each_compressor_matches_the_numpy_reference_across_steps(tmp_path, spec
         assert res["stats"]["compressed_pushes"] == STEPS * len(plan_partitions(N, 64 * 1024, 2)) == STEPS * 4
     # Lossy, yet not the uncompressed sum: the reference is really compressing.
     assert not np.allclose(expect[0], grads[0][0] + grads[0][1], atol=1e-3)
+
+
+# A fused tensor of parts whose gradients differ by orders of magnitude, cut
+# at offsets that are not multiples of 8 (onebit's sign bytes) and across
+# partition boundaries (12,500 elements each).
+SEGMENTS = [3, 1000, 17, 20000, 13, 8963, 20004]
+SEGMENT_SCALES = [1.0, 0.01, 3.0, 0.001, 10.0, 0.1, 1e-4]
+
+SEGMENTED = """
+import numpy as np
+import byteps_native.core as bps
+bps.init()
+r = bps.rank()
+bps.declare_compression("grad.w", SPEC, segments=SEGMENTS)
+scale = np.repeat(np.array(SEGMENT_SCALES, np.float32), SEGMENTS)
+outs = []
+for step in range(STEPS):
+    g = np.random.default_rng(1000 * step + r).standard_normal(N).astype(np.float32) * scale
+    bps.push_pull(g, name="grad.w", average=False)
+    outs.append(g.tolist())
+report({"outs": outs})
+bps.shutdown()
+"""
+
+
+@pytest.mark.parametrize("spec", ["onebit", "onebit:momentum=0.9,server_ef=1"])
+def test_onebit_keeps_a_scale_per_declared_segment(tmp_path, spec):
+    """A fused tensor (a DDP bucket) declared with its parts' sizes: one scale
+    per part inside each partition slice, on the workers and the servers."""
+    script = (SEGMENTED.replace("SEGMENT_SCALES", repr(SEGMENT_SCALES)).replace("SEGMENTS", repr(SEGMENTS))
+              .replace("STEPS", str(STEPS)).replace("SPEC", repr(spec)).replace("N", str(N)))
+    _, results = run_job(tmp_path, script, machines=2, servers=2, env={"BYTEPS_PARTITION_BYTES": str(64 * 1024)})
+    scale = np.repeat(np.array(SEGMENT_SCALES, np.float32), SEGMENTS)
+    grads = [[np.random.default_rng(1000 * step + r).standard_normal(N).astype(np.float32) * scale
+              for r in range(2)] for step in range(STEPS)]
+    expect = job_result(spec, grads, "grad.w", 64 * 1024, 2, segments=SEGMENTS)
+    one_scale = job_result(spec, grads, "grad.w", 64 * 1024, 2)
+    for rank, res in results.items():
+        for step in range(STEPS):
+            np.testing.assert_allclose(np.array(res["outs"][step], np.float32), expect[step], rtol=2e-6, atol=1e-9,
+                                       err_msg=f"{spec} rank {rank} step {step}")
+    # The segments matter: the small parts' answer is far from one scale per slice's.
+    small = slice(1020, 21020)
+    assert np.abs(one_scale[0][small]).mean() > 3 * np.abs(expect[0][small]).mean()
+
+
+SEGMENTS_DISAGREE = """
+import numpy as np
+import byteps_native.core as bps
+bps.init()
+r = bps.rank()
+bps.declare_compression("grad.w", "onebit", segments=[[500, 99500], [501, 99499]][r])
+try:
+    bps.push_pull(np.ones(100000, np.float32), name="grad.w")
+    report({"error": None})
+except bps.BytePSError as e:
+    report({"error": str(e)})
+bps.shutdown()
+"""
+
+
+def test_ranks_that_disagree_on_segments_fail_on_every_rank(tmp_path):
+    _, results = run_job(tmp_path, SEGMENTS_DISAGREE, machines=2, servers=1, expect_ok=False,
+                         env={"BYTEPS_TIMEOUT": "30"})
+    assert sorted(results) == [0, 1]
+    for rank, res in results.items():
+        assert "grad.w" in res["error"] and "different parts for onebit's scales" in res["error"], (rank, res)
+
+
+def test_segments_that_miss_the_tensor_size_are_refused(tmp_path):
+    script = """
+import numpy as np
+import byteps_native.core as bps
+bps.init()
+bps.declare_compression("grad.b", "onebit", segments=[50000, 50001])
+try:
+    bps.push_pull(np.ones(100000, np.float32), name="grad.b")
+    report({"error": None})
+except (bps.BytePSError, ValueError) as e:
+    report({"error": str(e)})
+bps.shutdown()
+"""
+    _, results = run_job(tmp_path, script, machines=2, servers=1, expect_ok=False, env={"BYTEPS_TIMEOUT": "30"})
+    assert sorted(results) == [0, 1]
+    for res in results.values():
+        assert "has 100000 elements but its compression declares segments ending at 100001" in res["error"], res
 
 
 LOSSLESS_CASES = """
@@ -88,13 +175,15 @@ import numpy as np
 import byteps_native.core as bps
 bps.init()
 g = np.random.default_rng(bps.rank()).standard_normal(1 << 20).astype(np.float32)  # 4 MiB
-def pushed(name, compression):
-    before = bps.stats()["bytes_pushed"]
+def pushed(name, compression, counter="bytes_pushed"):
+    before = bps.stats()[counter]
     for _ in range(3):
         bps.push_pull(g.copy(), name=name, compression=compression)
-    return (bps.stats()["bytes_pushed"] - before) / 3
+    return (bps.stats()[counter] - before) / 3
 report({"none": pushed("plain", None), "onebit": pushed("ob", "onebit"),
-        "topk": pushed("tk", "topk:ratio=0.01"), "randomk": pushed("rk", "randomk:ratio=0.01")})
+        "topk": pushed("tk", "topk:ratio=0.01"), "randomk": pushed("rk", "randomk:ratio=0.01"),
+        "topk_answer": pushed("tka", "topk:ratio=0.01", "bytes_pulled"),
+        "server_topk_answer": pushed("tks", "topk:ratio=0.01,server_topk=1", "bytes_pulled")})
 bps.shutdown()
 """
 
@@ -106,6 +195,10 @@ def test_wire_bytes_per_step(tmp_path):
         assert res["none"] / res["onebit"] >= 20, res
         assert res["none"] / res["topk"] >= 40, res
         assert res["none"] / res["randomk"] >= 80, res
+        # topk's answer: the exact sum, machines x k entries (2 here); with server_topk=1, k
+        header = 16 * 2  # two partitions of the 4 MiB tensor
+        assert res["topk_answer"] - header == 2 * (res["topk"] - header), res
+        assert res["server_topk_answer"] == res["topk"], res
     print("wire bytes per step and rank:", results[0])
 
 

@@ -216,5 +216,77 @@ TEST(CompressedPayloadTest, ServerRefusesMalformedPayloads) {
   EXPECT_NE(ValidateCompressed(wire.data(), wire.size()).find("names element 8 of 8"), std::string::npos);
 }
 
+TEST(OneBitTest, OneScalePerDeclaredSegment) {
+  // Parts of a fused tensor cut at offsets that are not multiples of 8, a
+  // slice starting inside the second part; error feedback across two steps.
+  CompressionSpec spec = Spec("onebit");
+  spec.segment_ends = std::make_shared<const std::vector<uint64_t>>(std::vector<uint64_t>{5, 300, 301, 1100, 2000});
+  const uint64_t offset = 40, n = 1500;
+  std::vector<uint32_t> cuts = SliceCuts(spec, offset, n);
+  EXPECT_EQ(cuts, (std::vector<uint32_t>{260, 261, 1060}));
+  EXPECT_TRUE(SliceCuts(Spec("topk:ratio=0.1"), offset, n).empty());
+  CodecHeader h = MakeCodecHeader(spec, n, cuts.size());
+  EXPECT_EQ(CompressedBytes(h), sizeof(CodecHeader) + 3 * 4 + 4 * 4 + (n + 31) / 32 * 4);
+  std::vector<float> residual(n, 0.0f), want_residual(n, 0.0f);
+  SliceState state;
+  state.residual = residual.data();
+  state.cuts = cuts.data();
+  std::vector<char> wire(CompressedBytes(h));
+  for (int step = 0; step < 2; ++step) {
+    std::vector<float> x = Gradient(n, 50 + step);
+    for (uint64_t i = 0; i < n; ++i) x[i] *= i < 260 ? 1.0f : i < 261 ? 100.0f : i < 1060 ? 0.001f : 10.0f;
+    Compress(h, x.data(), state, 9, step, wire.data());
+    EXPECT_EQ(ValidateCompressed(wire.data(), wire.size()), "");
+    std::vector<float> out(n), acc(n, 1.0f);
+    Decompress(wire.data(), 9, step, out.data());
+    DecompressAdd(wire.data(), 9, step, acc.data());
+    const uint32_t bounds[] = {0, 260, 261, 1060, static_cast<uint32_t>(n)};
+    for (int s = 0; s < 4; ++s) {
+      double sum = 0;
+      for (uint32_t i = bounds[s]; i < bounds[s + 1]; ++i) sum += std::fabs(static_cast<double>(x[i] + want_residual[i]));
+      const float scale = static_cast<float>(sum / (bounds[s + 1] - bounds[s]));
+      for (uint32_t i = bounds[s]; i < bounds[s + 1]; ++i) {
+        const float c = x[i] + want_residual[i];
+        const float sent = c < 0 ? -scale : scale;
+        ASSERT_FLOAT_EQ(out[i], sent) << "step " << step << " element " << i;
+        ASSERT_FLOAT_EQ(acc[i], 1.0f + sent) << i;
+        want_residual[i] = c - sent;
+        ASSERT_NEAR(residual[i], want_residual[i], 1e-6f * std::max(1.0f, std::fabs(c))) << i;
+      }
+    }
+  }
+  // A boundary out of order is refused before anything decodes it.
+  uint32_t bad = 5;
+  memcpy(wire.data() + sizeof(CodecHeader) + sizeof(uint32_t), &bad, sizeof(bad));
+  EXPECT_NE(ValidateCompressed(wire.data(), wire.size()).find("not ascending"), std::string::npos);
+}
+
+TEST(TopKTest, TheServerAnswersTheExactSumUnlessAskedForTopK) {
+  // Two machines' top-k pushes have at most 2k nonzeros between them: the
+  // answer holds 2k entries (the sum, exactly); server_topk=1 keeps k.
+  CodecHeader push = MakeCodecHeader(Spec("topk:ratio=0.01"), 1000);
+  EXPECT_EQ(push.k, 10u);
+  EXPECT_EQ(AnswerCodec(push, 2).k, 20u);
+  EXPECT_EQ(AnswerCodec(push, 200).k, 1000u);  // never past the slice
+  EXPECT_EQ(AnswerCodec(MakeCodecHeader(Spec("topk:ratio=0.01,server_topk=1"), 1000), 2).k, 10u);
+  EXPECT_EQ(AnswerCodec(MakeCodecHeader(Spec("randomk:ratio=0.01"), 1000), 2).k, 10u);  // shared indices
+  EXPECT_EQ(DescribeSpec(Spec("topk:ratio=0.01,server_topk=1")), "topk:ratio=0.01,ef=1,server_topk=1");
+  CompressionSpec spec;
+  EXPECT_NE(ParseCompressionSpec("onebit:server_topk=1", &spec).message().find("does not apply to onebit"),
+            std::string::npos);
+  std::vector<float> a = Gradient(1000, 1), b = Gradient(1000, 2), sum(1000, 0.0f);
+  std::vector<char> wa(CompressedBytes(push)), wb(CompressedBytes(push));
+  Compress(push, a.data(), nullptr, 1, 0, wa.data());
+  Compress(push, b.data(), nullptr, 1, 0, wb.data());
+  DecompressAdd(wa.data(), 1, 0, sum.data());
+  DecompressAdd(wb.data(), 1, 0, sum.data());
+  const CodecHeader answer = AnswerCodec(push, 2);
+  std::vector<char> wire(CompressedBytes(answer));
+  Compress(answer, sum.data(), nullptr, 1, 0, wire.data());
+  std::vector<float> out(1000);
+  Decompress(wire.data(), 1, 0, out.data());
+  EXPECT_EQ(out, sum);
+}
+
 }  // namespace
 }  // namespace bps

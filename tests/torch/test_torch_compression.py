@@ -54,6 +54,24 @@ def test_ddp_hooks_match_the_reference(exact_job, case, spec, name):
                                        err_msg=f"{case} rank {rank} step {step}")
 
 
+@pytest.mark.parametrize("case", ["cpp_onebit_layers", "python_onebit_layers"])
+def test_ddp_hooks_keep_a_onebit_scale_per_parameter(exact_job, case):
+    """One bucket of two parameters whose gradients differ 1000-fold: each
+    parameter's answer is onebit of that parameter alone (one slice here, so
+    the bucket's layout order does not matter), not one scale for the bucket."""
+    small = [[np.random.default_rng(100 * step + r + 7).standard_normal(3001).astype(np.float32) * np.float32(1e-3)
+              for r in range(2)] for step in range(STEPS)]
+    spec = "onebit:momentum=0.9"
+    expect_p = [s / np.float32(2) for s in job_result(spec, gradients(), "p", PARTITION_BYTES, SERVERS)]
+    expect_q = [s / np.float32(2) for s in job_result(spec, small, "q", PARTITION_BYTES, SERVERS)]
+    for rank, res in exact_job.items():
+        for step in range(STEPS):
+            p, q = (np.array(g, np.float32) for g in res[case][step])
+            np.testing.assert_allclose(p, expect_p[step], rtol=2e-6, atol=1e-6, err_msg=f"{case} p rank {rank}")
+            np.testing.assert_allclose(q, expect_q[step], rtol=2e-6, atol=1e-9, err_msg=f"{case} q rank {rank}")
+        assert np.abs(q).max() < 0.01  # one scale for the bucket would give q p's scale (~0.8)
+
+
 def test_distributed_optimizer_matches_the_reference(exact_job):
     params = np.cumsum([-s for s in averaged("topk:ratio=0.01", "opt")], axis=0, dtype=np.float32)
     for rank, res in exact_job.items():
@@ -70,6 +88,9 @@ def test_cpp_hooks_that_disagree_fail_on_every_rank(tmp_path):
         "other_compressor": ["'other_compressor.ddp.bucket0.float32.50000'", "ranks disagree on this tensor's "
                              "compression", "onebit", "topk (k=500)"],
         "uncompressed": ["'uncompressed.ddp.bucket0.float32.50000'", "compresses it", "sends it uncompressed"],
+        # Either rank's push may come first: both descriptions, in either order.
+        "other_options": ["'other_options.ddp.bucket0.float32.50000'", "ranks disagree on this tensor's compression",
+                          "onebit with error feedback and nesterov momentum, server error feedback"],
     }
     for rank, res in results.items():
         for case, words in causes.items():

@@ -33,6 +33,25 @@ class Dot(nn.Module):
         return (self.p * x).sum()  # d/dp = x: the gradient is what we choose
 
 
+class TwoLayers(nn.Module):
+    """Two parameters in one DDP bucket whose gradients differ 1000-fold: a
+    scale per parameter (the bucket's segments), not one for the bucket."""
+
+    def __init__(self):
+        super().__init__()
+        # q first: DDP's first bucket lays the parameters out in reverse, [p, q],
+        # the order their gradients become ready, so the rebuild after the first
+        # step keeps that layout (a new layout starts onebit's state afresh).
+        self.q = nn.Parameter(torch.zeros(SMALL))
+        self.p = nn.Parameter(torch.zeros(N))
+
+    def forward(self, x):
+        return (self.p * x[:N]).sum() + (self.q * x[N:]).sum()
+
+
+SMALL = 3001
+
+
 def gradient(rank, step):
     return torch.from_numpy(np.random.default_rng(100 * step + rank).standard_normal(N).astype(np.float32))
 
@@ -58,6 +77,20 @@ def hook_gradients(rank, install):
     return grads
 
 
+def layer_gradients(rank, install):
+    """As hook_gradients for TwoLayers: each step's averaged p.grad and q.grad."""
+    ddp = DDP(TwoLayers())
+    install(ddp)
+    grads = []
+    for step in range(STEPS):
+        ddp.zero_grad()
+        small = torch.from_numpy(np.random.default_rng(100 * step + rank + 7).standard_normal(SMALL)
+                                 .astype(np.float32)) * 1e-3
+        ddp(torch.cat([gradient(rank, step), small])).backward()
+        grads.append([ddp.module.p.grad.tolist(), ddp.module.q.grad.tolist()])
+    return grads
+
+
 def exact(rank):
     results = {
         "python_onebit": hook_gradients(rank, python_hook("", "onebit")),
@@ -69,6 +102,9 @@ def exact(rank):
         "mixed_topk": hook_gradients(rank, (cpp_hook if rank == 0 else python_hook)("mixed.", "topk:ratio=0.01")),
         # Worker momentum before error feedback, from the Python factory.
         "cpp_onebit_momentum": hook_gradients(rank, cpp_hook("cppm.", onebit(momentum=0.9))),
+        # A bucket of two parameters: a scale per parameter from either hook.
+        "cpp_onebit_layers": layer_gradients(rank, cpp_hook("cppl.", onebit(momentum=0.9))),
+        "python_onebit_layers": layer_gradients(rank, python_hook("pyl.", onebit(momentum=0.9))),
     }
     model = Dot()
     opt = bps.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=1.0), model.named_parameters(),
@@ -85,7 +121,8 @@ def exact(rank):
 
 def disagree(rank):
     outcomes = {}
-    for case, specs in (("other_compressor", ["onebit", "topk:ratio=0.01"]), ("uncompressed", ["onebit", None])):
+    for case, specs in (("other_compressor", ["onebit", "topk:ratio=0.01"]), ("uncompressed", ["onebit", None]),
+                        ("other_options", [onebit(momentum=0.9, server_error_feedback=True), onebit(momentum=0.9)])):
         ddp = DDP(Dot())
         bps.register_push_pull_hook(ddp, f"{case}.", compression=specs[rank])
         try:
