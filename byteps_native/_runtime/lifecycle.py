@@ -20,6 +20,7 @@ import os
 import threading
 
 from byteps_native._runtime import config, library
+from byteps_native._runtime.c_store import CStore
 from byteps_native._runtime.errors import EngineError
 from byteps_native._runtime.orphaned_shm import remove_orphaned_segments
 
@@ -146,7 +147,6 @@ def _init_through_torchrun_store():
             "this process was started by torchrun (RANK/WORLD_SIZE/MASTER_ADDR are set) but torch is not "
             "importable, so it cannot reach torchrun's rendezvous store; install torch, or launch with "
             "`bpslaunch --local-workers N -- python script.py`") from e
-    from byteps_native._runtime.c_store import CStore
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
     raw = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world,
@@ -169,34 +169,40 @@ def require(what, face):
         raise EngineError(f"byteps_native.{face}.{what}() needs the engine: call byteps_native.{face}.init() first")
 
 
-def _topology(what, face):
-    require(what, face)
-    return getattr(library.engine(), "bps_" + what)()
+class Topology:
+    """The engine's topology, asked in the name of `face` (whose init() an
+    error names when the engine is not running)."""
 
+    def __init__(self, face):
+        self._face = face
 
-def rank(face="core"):
-    return _topology("rank", face)
+    def _ask(self, what):
+        require(what, self._face)
+        return getattr(library.engine(), "bps_" + what)()
 
+    def rank(self):
+        return self._ask("rank")
 
-def size(face="core"):
-    return _topology("size", face)
+    def size(self):
+        return self._ask("size")
 
+    def local_rank(self):
+        return self._ask("local_rank")
 
-def local_rank(face="core"):
-    return _topology("local_rank", face)
+    def local_size(self):
+        return self._ask("local_size")
 
+    def cross_rank(self):
+        return self._ask("cross_rank")
 
-def local_size(face="core"):
-    return _topology("local_size", face)
+    def cross_size(self):
+        return self._ask("cross_size")
 
+    def is_homogeneous(self):
+        return self._ask("is_homogeneous") == 1
 
-def cross_rank(face="core"):
-    return _topology("cross_rank", face)
-
-
-def cross_size(face="core"):
-    return _topology("cross_size", face)
-
-
-def is_homogeneous(face="core"):
-    return _topology("is_homogeneous", face) == 1
+    def functions(self):
+        """(rank, size, local_rank, local_size, cross_rank, cross_size,
+        is_homogeneous), for a face to export as its own."""
+        return (self.rank, self.size, self.local_rank, self.local_size, self.cross_rank, self.cross_size,
+                self.is_homogeneous)

@@ -32,32 +32,8 @@ def is_initialized():
     return lifecycle.initialized()
 
 
-def rank():
-    return lifecycle.rank(_FACE)
-
-
-def size():
-    return lifecycle.size(_FACE)
-
-
-def local_rank():
-    return lifecycle.local_rank(_FACE)
-
-
-def local_size():
-    return lifecycle.local_size(_FACE)
-
-
-def cross_rank():
-    return lifecycle.cross_rank(_FACE)
-
-
-def cross_size():
-    return lifecycle.cross_size(_FACE)
-
-
-def is_homogeneous():
-    return lifecycle.is_homogeneous(_FACE)
+rank, size, local_rank, local_size, cross_rank, cross_size, is_homogeneous = \
+    lifecycle.Topology(_FACE).functions()
 
 
 def stats_json():

@@ -49,7 +49,8 @@ def sizes_in_names():
         return False  # the op will fail, naming the missing init()
     # A job-wide answer: machines of different sizes (issue 29) have some
     # machine with several processes, and every process must name alike.
-    return lifecycle.local_size() > 1 or not lifecycle.is_homogeneous() or config.asynchronous()
+    topology = lifecycle.Topology("tf")
+    return topology.local_size() > 1 or not topology.is_homogeneous() or config.asynchronous()
 
 
 def describe(dtype, shape):
