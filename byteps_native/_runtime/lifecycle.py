@@ -108,7 +108,9 @@ def shutdown():
     with a shutdown error. Idempotent."""
     global _started_hooks
     with _lock:
-        stops = list(reversed(_stop_hooks)) if _started_hooks else []
+        # Every stop hook, also when the engine was started elsewhere (a
+        # watcher may have started with the first operation): they are idempotent.
+        stops = list(reversed(_stop_hooks))
         _started_hooks = False
     for stop in stops:
         stop()
