@@ -65,7 +65,7 @@ def start(face, starter=None):
         if not initialized():
             role = config.role()
             if role:
-                if role != "worker":
+                if role in ("server", "scheduler"):  # any other value: the engine names what it accepts
                     raise EngineError(
                         f"byteps_native.{face}.init() runs in workers, but DMLC_ROLE={role!r}; servers and "
                         "schedulers are started by bpslaunch, not by training scripts")
