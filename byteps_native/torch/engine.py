@@ -20,7 +20,7 @@ class _C10dStarter(lifecycle.Starter):
     def through_torchrun(self):
         if not dist.is_initialized():
             dist.init_process_group("byteps")
-        if not _c10d.initialized():  # the default group runs another backend: share its store
+        if not lifecycle.initialized():  # the default group runs another backend: share its store
             store = dist.PrefixStore("byteps_native/", dist.distributed_c10d._get_default_store())
             _c10d.init_with_store(store, dist.get_rank(), dist.get_world_size())
 
