@@ -168,7 +168,8 @@ def _init_through_torchrun_store():
 
 def require(what, face):
     if not initialized():
-        raise EngineError(f"byteps_native.{face}.{what}() needs the engine: call byteps_native.{face}.init() first")
+        raise EngineError(f"byteps_native.{face}.{what}() needs the engine: call bps.init() first "
+                          f"(import byteps_native.{face} as bps)")
 
 
 class Topology:
