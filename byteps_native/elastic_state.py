@@ -18,13 +18,8 @@ import os
 import pickle
 import tempfile
 
-
-class HostsUpdatedInterrupt(RuntimeError):
-    """Horovod raises it when hosts join or leave; torchrun restarts instead."""
-
-    def __init__(self, skip_sync=False):
-        super().__init__("hosts updated")
-        self.skip_sync = skip_sync
+from byteps_native._runtime import config
+from byteps_native._runtime.errors import HostsUpdatedInterrupt  # noqa: F401  (re-exported)
 
 
 def commit_path(file_name):
@@ -34,7 +29,7 @@ def commit_path(file_name):
 
 
 def restart_count():
-    return int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0)
+    return config.restart_count()
 
 
 class State:

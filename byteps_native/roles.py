@@ -1,8 +1,9 @@
 """Entry points of the non-worker roles (dedicated server, scheduler)."""
-import datetime
 import os
 import sys
 
+from byteps_native._runtime import config, library
+from byteps_native._runtime.c_store import CStore
 from byteps_native.core import _core
 
 
@@ -10,14 +11,11 @@ def _run_server_on_torch_store():
     """A dedicated server of a torchrun job: rendezvous through its TCPStore."""
     import torch.distributed as dist
 
-    from byteps_native.core.c_store import CStore, engine_library
-    timeout = datetime.timedelta(seconds=float(os.environ.get("BYTEPS_RENDEZVOUS_TIMEOUT", "300")))
     store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
-                          timeout=timeout)
+                          timeout=config.rendezvous_timeout())
     adapter = CStore(store)
-    lib = engine_library()
-    if lib.bps_run_server_with_store(adapter.struct) != 0:
-        raise _core.BytePSError(lib.bps_last_error().decode())
+    if library.engine().bps_run_server_with_store(adapter.pointer()) != 0:
+        raise _core.BytePSError(library.last_error())
 
 
 _RUNNERS = {"server": _core.run_server, "scheduler": _core.run_scheduler}

@@ -1,13 +1,13 @@
-"""Python core API over the pybind11 module `_core` (which wraps the C ABI)."""
-import atexit
+"""Python core API: the data path over the pybind11 module `_core` (which
+wraps the C ABI); lifecycle and topology are byteps_native/_runtime's."""
 import json
-import os
 
 import numpy as np
 
 from byteps_native import compression as _compression
+from byteps_native._runtime import config, library, lifecycle
+from byteps_native._runtime.orphaned_shm import remove_orphaned_segments
 from byteps_native.core import _core
-from byteps_native.core.orphaned_shm import remove_orphaned_segments
 
 BytePSError = _core.BytePSError
 Handle = _core.Handle
@@ -34,58 +34,56 @@ def _dtype_code(array):
                     "(supported: float32, float64, float16, bfloat16, int32, int64, uint8)")
 
 
+class _EnvironmentStarter(lifecycle.Starter):
+    """This face always starts from the environment (bps_init(NULL)), which
+    reads bpslaunch's or torchrun's variables itself; errors are BytePSError."""
+
+    def from_environment(self):
+        try:
+            _core.init()
+        except BytePSError:
+            remove_orphaned_segments(config.job_id())  # a local rank 0 killed at start-up
+            raise
+
+    through_torchrun = alone = from_environment
+
+
 def init():
     """Initialise the engine from the environment (idempotent)."""
-    try:
-        _core.init()
-    except BytePSError:
-        remove_orphaned_segments(os.environ.get("BYTEPS_JOB_ID"))  # a local rank 0 killed at start-up
-        raise
+    lifecycle.start("core", _EnvironmentStarter())
 
 
 def shutdown():
-    _core.shutdown()
-
-
-@atexit.register
-def _shutdown_at_exit():
-    # A script that never calls shutdown() still leaves in order: servers and
-    # the scheduler would otherwise report this process as dead.
-    if _core.initialized():
-        try:
-            _core.shutdown()
-        except BytePSError:
-            pass
-    remove_orphaned_segments(os.environ.get("BYTEPS_JOB_ID"))
+    lifecycle.shutdown()
 
 
 def initialized():
-    return _core.initialized()
+    return lifecycle.initialized()
 
 
 def rank():
-    return _core.rank()
+    return library.engine().bps_rank()
 
 
 def size():
-    return _core.size()
+    return library.engine().bps_size()
 
 
 def local_rank():
-    return _core.local_rank()
+    return library.engine().bps_local_rank()
 
 
 def local_size():
-    return _core.local_size()
+    return library.engine().bps_local_size()
 
 
 def build_info():
-    return _core.build_info()
+    return library.build_info()
 
 
 def stats():
     """Counters of this process: bytes pushed/pulled, per-stage seconds, queue depth."""
-    return json.loads(_core.stats_json())
+    return json.loads(library.stats_json())
 
 
 def _as_buffer(array, writable=True):

@@ -21,7 +21,8 @@ __all__ = ["BytePSOps", "stats", "init", "shutdown", "is_initialized", "size", "
 # ---- Horovod / BytePS API compatibility (owned by the "compat" helper; issue 18) ----
 from byteps_native.tf import util  # noqa: E402,F401  (elastic: imported on first use, it loads Keras)
 from byteps_native.tf.api import (  # noqa: E402,F401
-    DistributedOptimizer, PartialDistributedGradientTape, broadcast_, broadcast_global_variables)
+    PartialDistributedGradientTape, broadcast_, broadcast_global_variables)
+from byteps_native.tf.optimizer import DistributedOptimizer  # noqa: E402,F401
 from byteps_native.tf.util import _executing_eagerly, refs_to_vars, vars_to_refs  # noqa: E402,F401
 from byteps_native.tf.basics import (  # noqa: E402,F401
     ProcessSet, add_process_set, ccl_built, check_num_rank_power_of_2, cross_rank, cross_size, cuda_built,

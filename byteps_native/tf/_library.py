@@ -10,14 +10,11 @@ import os
 
 import tensorflow as tf
 
-from byteps_native.tf import engine
+from byteps_native._runtime import library
 
 OPS_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libbyteps_tf_ops.so")
-EXPECTED_C_API_VERSION = 1
-
-
-def _rebuild_hint():
-    return f"rebuild with: cd {engine._repo_root()} && pip install --no-build-isolation -e ."
+EXPECTED_C_API_VERSION = library.C_API_VERSION
+_rebuild_hint = library.rebuild_hint
 
 
 def _load():
@@ -25,7 +22,7 @@ def _load():
         raise ImportError(
             f"byteps_native.tf: op library {OPS_PATH} is missing (TensorFlow was not importable "
             f"when byteps-native was built?); {_rebuild_hint()}")
-    engine.library()  # resolve the engine first so the op library finds the same copy
+    library.engine()  # resolve the engine first so the op library finds the same copy
     # TensorFlow must be the first to dlopen the library: it collects the ops
     # registered while it loads, so an earlier ctypes load would hide them.
     try:

@@ -16,6 +16,7 @@ changes between calls.
 import tensorflow as tf
 
 from byteps_native.tf import engine, fusion, naming
+from byteps_native.tf.collectives import allreduce, check_ranks_agree, fail_if_joined_beside, joined_round
 from byteps_native.tf.compression import Compression
 from byteps_native.tf.ops import SUPPORTED_DTYPES, after, push_pull_list
 from byteps_native.tf.reduce_ops import Adasum, Average, Sum, resolve_op
@@ -40,7 +41,6 @@ def push_pull(tensor, scope="", average=None, device_dense="", device_sparse="",
     """
     op = resolve_op(op, average, "push_pull")
     if op not in (Average, Sum):
-        from byteps_native.tf.collectives import allreduce
         return allreduce(tensor, op=op, compression=compression, name=name)
     with tf.device("/cpu:0"):  # the op has a CPU kernel only (see docs/tf.md)
         dense = fusion.densify(tensor)
@@ -62,12 +62,10 @@ def broadcast(tensor, root_rank=0, name=None, scope="", is_variable=True, proces
     value = tf.convert_to_tensor(tensor)
     check = None
     if name is None:  # ranks that disagree would submit different names (collectives.check_ranks_agree)
-        from byteps_native.tf.collectives import check_ranks_agree
         check = check_ranks_agree("broadcast", value, extra=1 + int(root_rank))  # fails after a join()
     with after([check]):  # every engine op waits, zeros included
         out = _broadcast_checked(value, root_rank, name)
     if name is not None:  # Horovod's rule after join(), as the check does for unnamed ones
-        from byteps_native.tf.collectives import fail_if_joined_beside
         out = fail_if_joined_beside(out, f"bps.tf.broadcast.root{root_rank}/{naming.sanitize(name)}.joined")
     return out
 
@@ -93,7 +91,6 @@ def _broadcast_checked(value, root_rank, name):
     @tf.custom_gradient
     def differentiable(x):
         def grad(dy):
-            from byteps_native.tf.collectives import allreduce
             reduced = allreduce(dy, op=Average, name=f"{name}.grad" if name else None)
             # `* 0`, not zeros_like: in a graph the zeros must still depend
             # on the allreduce, or this rank would leave it unrun.
@@ -120,7 +117,6 @@ def _broadcast_assigns(variables, root_rank):
         restores.append(restore)
         values.append(wire if is_root else tf.zeros_like(wire))
     # Horovod's rule after join(): fail before any variable is assigned.
-    from byteps_native.tf.collectives import joined_round
     with after([joined_round(f"bps.tf.broadcast_variables.root{root_rank}.joined")]):
         reduced = fusion.push_pull_many(values, f"bps.tf.broadcast_variables.root{root_rank}",
                                         [_variable_hint(v, i) for i, v in enumerate(variables)])
@@ -161,7 +157,6 @@ def push_pull_gradients(grads, variables, average=True, label="bps.tf.grad", com
     hints = [_variable_hint(variables[i], i) if variables[i] is not None else f"t{i}" for i in present]
     out = list(grads)
     if op == Adasum or compression is not Compression.none:
-        from byteps_native.tf.collectives import allreduce
         for i, hint in zip(present, hints):
             out[i] = allreduce(fusion.densify(grads[i]), op=op, compression=compression, name=f"{label}/{hint}")
         return out
@@ -229,20 +224,6 @@ def _divide(grad, count):
     if isinstance(grad, tf.IndexedSlices):
         return tf.IndexedSlices(grad.values / tf.cast(count, grad.values.dtype), grad.indices, grad.dense_shape)
     return grad / tf.cast(count, grad.dtype)
-
-
-def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="", device_sparse="",
-                         compression=Compression.none, sparse_as_dense=False, backward_passes_per_step=1,
-                         op=Average, gradient_predivide_factor=1.0, average_aggregated_gradients=False,
-                         num_groups=0, groups=None, process_set=None, scale_local_gradients=True):
-    """``horovod.tensorflow.DistributedOptimizer`` / ``byteps.tensorflow.DistributedOptimizer``
-    for a Keras optimizer (TF 2 has no other kind): see byteps_native.tf.keras."""
-    from byteps_native.tf.keras.optimizer import DistributedOptimizer as keras_distributed
-    return keras_distributed(optimizer, name=name, device_dense=device_dense, device_sparse=device_sparse,
-                             compression=compression, sparse_as_dense=sparse_as_dense,
-                             gradient_predivide_factor=gradient_predivide_factor, op=op,
-                             backward_passes_per_step=backward_passes_per_step,
-                             average_aggregated_gradients=average_aggregated_gradients)
 
 
 class PartialDistributedGradientTape(DistributedGradientTape):

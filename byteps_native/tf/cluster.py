@@ -20,6 +20,8 @@ import os
 from tensorflow.core.protobuf import rewriter_config_pb2
 from tensorflow.python.distribute import multi_worker_util
 
+from byteps_native._runtime import config
+
 
 class ClusterPosition:
     """This task's place in a cluster spec: job size, rank, TF task name."""
@@ -72,8 +74,7 @@ class ClusterPosition:
 
 
 def _launcher_configured():
-    from byteps_native.tf import engine
-    return bool(os.environ.get("DMLC_ROLE")) or engine._launched_by_torchrun()  # pylint: disable=protected-access
+    return bool(config.role()) or config.launched_by_torchrun()
 
 
 def update_config_proto(config_proto, position):

@@ -2,47 +2,30 @@
 reducescatter, join, barrier, objects) over the BytepsPushPull op.
 
 Everything is built from TF ops, so it runs eagerly and inside tf.function.
-Gathers sum a zeroed uint8 buffer into which every rank wrote its bytes at
-its own offset (exact for any dtype: x + 0 bytewise). The buffer length is
-padded to a power of two (each distinct length is an engine name, kept for
-good); in a graph the length is only known at run time, and the op appends
-it to the name. Cost: every rank moves the whole gathered buffer, size()
-times a ring allgather's bytes (docs/migration.md).
+The algorithms beyond a sum (gathers as a length round and a zero-padded
+byte sum, alltoall, reducescatter's rows, objects, barrier) are
+byteps_native/algorithms, run on TF through framework.py; this module adds
+rank agreement, gradients and Horovod's signatures.
 
 After a join() the gathers fail on the ranks still training, as in Horovod:
 their first round (lengths, splits, rank agreement) is one the joined rank
-marks (_sum_failing_if_joined; byteps_native/tf/join_protocol.py).
+marks (JOIN_MARK; byteps_native/tf/join_protocol.py).
 """
-import pickle
 import zlib
 
 import numpy as np
 import tensorflow as tf
 
-from byteps_native.tf import engine, fusion, naming
-from byteps_native.tf._library import ops as _raw
+from byteps_native.algorithms import alltoall as alltoall_algorithm
+from byteps_native.algorithms import gather, objects, reducescatter as reducescatter_algorithm, rounds
 from byteps_native.compression import apply_to
+from byteps_native.tf import engine, fusion, join_protocol, naming
+from byteps_native.tf._library import ops as _raw
 from byteps_native.tf.compression import Compression
-from byteps_native.tf.ops import after, push_pull_list
+from byteps_native.tf.framework import TF
+from byteps_native.tf.join_protocol import JOIN_MARK
+from byteps_native.tf.ops import after, push_pull_list, sum_over_ranks
 from byteps_native.tf.reduce_ops import Average, Sum, reduce_stacked, resolve_op
-
-_MIN_GATHER_BYTES = 1024
-
-
-def _sum(tensor, name, mark=""):
-    """The sum over ranks of `tensor`, under a unique engine name; `mark` is
-    appended after the unique part (JOIN_MARK: see _sum_failing_if_joined)."""
-    with tf.device("/cpu:0"):
-        (out,) = push_pull_list([tensor], [naming.unique(name) + mark], average=False)
-    return out
-
-
-def _sum_failing_if_joined(tensor, name):
-    """_sum of a table with one row per rank (int32/int64) that fails with
-    FailedPreconditionError, naming them, when ranks have joined: a joined
-    rank standing in for it sends its row all -1, which no training rank does."""
-    from byteps_native.tf.join_protocol import JOIN_MARK
-    return _sum(tensor, name, JOIN_MARK)
 
 
 def joined_round(name):
@@ -51,7 +34,7 @@ def joined_round(name):
     for in a graph. For broadcasts that have no first round to mark."""
     if engine.size() == 1:
         return None
-    marks = _sum_failing_if_joined(tf.zeros([engine.size()], tf.int32), name)
+    marks = sum_over_ranks(tf.zeros([engine.size()], tf.int32), name, JOIN_MARK)
     return None if tf.executing_eagerly() else marks
 
 
@@ -66,46 +49,6 @@ def fail_if_joined_beside(output, name):
         return tf.identity(output)
 
 
-def _to_bytes(value):
-    if value.dtype == tf.bool:
-        value = tf.cast(value, tf.uint8)
-    return tf.reshape(value if value.dtype == tf.uint8 else tf.bitcast(value, tf.uint8), [-1])
-
-
-def _from_bytes(data, dtype, row_shape):
-    working = tf.uint8 if dtype == tf.bool else dtype
-    if working == tf.uint8:
-        values = data
-    elif working == tf.int8:
-        values = tf.bitcast(data, tf.int8)
-    else:
-        values = tf.bitcast(tf.reshape(data, [-1, working.size]), working)
-    values = tf.reshape(values, tf.concat([[-1], tf.constant(row_shape, tf.int32)], 0))
-    return tf.cast(values, tf.bool) if dtype == tf.bool else values
-
-
-def _padded_length(total):
-    """Next power of two >= max(total, 1024), as a tensor."""
-    total = tf.maximum(tf.cast(total, tf.float64), float(_MIN_GATHER_BYTES))
-    return tf.cast(tf.pow(tf.constant(2.0, tf.float64), tf.math.ceil(tf.math.log(total) / np.log(2.0))), tf.int64)
-
-
-def gather_bytes(data, name):
-    """(every rank's bytes concatenated in rank order, per-rank lengths)."""
-    n, me = engine.size(), engine.rank()
-    length = tf.cast(tf.size(data), tf.int64)
-    lengths = _sum_failing_if_joined(tf.scatter_nd([[me]], tf.reshape(length, [1]), [n]), f"{name}.lengths")
-    total = tf.reduce_sum(lengths)
-    padded = _padded_length(total)
-    offset = tf.reduce_sum(lengths[:me])
-    buffer = tf.pad(data, [[offset, padded - offset - length]])
-    if tf.executing_eagerly():  # a concrete length: put it in the name
-        gathered = _sum(buffer, f"{name}.bytes.{int(padded)}")
-    else:  # unknown static length: the op names it by its run-time shape
-        gathered = _sum(tf.reshape(buffer, [-1]), f"{name}.bytes")
-    return gathered[:total], lengths
-
-
 def _gather_name(prefix, value, name):
     if name:
         return f"bps.tf.{prefix}/{naming.sanitize(name)}"
@@ -115,11 +58,9 @@ def _gather_name(prefix, value, name):
 
 def _allgather_rows(value, name):
     """(the gathered rows, every rank's row count)."""
-    row_shape = value.shape[1:].as_list()
     with tf.device("/cpu:0"):
-        data, byte_lengths = gather_bytes(_to_bytes(value), _gather_name("allgather", value, name))
-        row_bytes = max(1, int(np.prod(row_shape, dtype=np.int64)) * value.dtype.size)
-        return _from_bytes(data, value.dtype, row_shape), byte_lengths // row_bytes
+        return gather.gather_rows(TF, value, value.dtype, value.shape[1:].as_list(),
+                                  _gather_name("allgather", value, name), "allgather")
 
 
 def allgather(tensor, name=None, process_set=None, ignore_name_scope=False, same_shape=True):
@@ -184,10 +125,8 @@ def check_ranks_agree(kind, value, any_first_dim=False, extra=0):
                      tf.constant(int(extra), tf.int64)])
     row = tf.concat([head, dims], 0)
     table = tf.scatter_nd([[me]], tf.reshape(row, [1, _AGREE_SLOTS]), [n, _AGREE_SLOTS])
-    if kind in _FAIL_AFTER_JOIN:  # Horovod's rule, without a round of its own
-        rows = _sum_failing_if_joined(table, f"bps.tf.agree.{kind}.{n}")
-    else:
-        rows = _sum(table, f"bps.tf.agree.{kind}.{n}")
+    mark = JOIN_MARK if kind in _FAIL_AFTER_JOIN else ""  # Horovod's rule, without a round of its own
+    rows = sum_over_ranks(table, f"bps.tf.agree.{kind}.{n}", mark)
     # A real op (csrc/tf/ranks_agree_op.cc): FailedPreconditionError in graphs too.
     checked = _raw.byteps_check_ranks_agree(rows, kind=kind, rank=me)
     return None if tf.executing_eagerly() else checked
@@ -318,16 +257,11 @@ def _alltoall(value, splits, name):
 
 
 def _exchange_rows(value, splits, name):
-    n, me = engine.size(), engine.rank()
-    base = _gather_name("alltoall", value, name)
-    matrix = _sum_failing_if_joined(tf.scatter_nd([[me]], tf.reshape(splits, [1, n]), [n, n]), f"{base}.splits")
-    gathered = allgather(value, name=f"{base}.rows")
-    row_starts = tf.concat([[0], tf.cumsum(tf.reduce_sum(matrix, axis=1))[:-1]], 0)
-    pieces = []
-    for src in range(n):
-        start = row_starts[src] + tf.reduce_sum(matrix[src, :me])
-        pieces.append(gathered[start:start + matrix[src, me]])
-    return tf.concat(pieces, 0), tf.cast(matrix[:, me], tf.int32)
+    if value.shape.rank == 0:
+        value = tf.reshape(value, [1])
+    with tf.device("/cpu:0"):
+        return alltoall_algorithm.exchange_rows(TF, value, splits, value.dtype, value.shape[1:].as_list(),
+                                                _gather_name("alltoall", value, name), "alltoall")
 
 
 def reducescatter(tensor, device_dense="", compression=Compression.none, op=Average, name=None,
@@ -358,11 +292,7 @@ def reducescatter(tensor, device_dense="", compression=Compression.none, op=Aver
 def _reducescatter(tensor, compression, op, name, prescale_factor, postscale_factor):
     reduced = allreduce(tensor, op=op, compression=compression, name=name, prescale_factor=prescale_factor,
                         postscale_factor=postscale_factor)
-    n, me = engine.size(), engine.rank()
-    rows = tf.shape(reduced)[0]
-    counts = rows // n + tf.cast(tf.range(n) < rows % n, tf.int32)
-    start = tf.reduce_sum(counts[:me])
-    return reduced[start:start + counts[me]]
+    return reducescatter_algorithm.kept_rows(TF, reduced, tf.shape(reduced)[0])
 
 
 def grouped_reducescatter(tensors, device_dense="", compression=Compression.none, op=Average, process_set=None,
@@ -378,42 +308,30 @@ def join():
     gathers and broadcasts fail meanwhile, as in Horovod). Returns the rank
     that joined last, an int32 scalar tensor; eagerly, in tf.function and in
     TF 1 graphs (byteps_native/tf/join_protocol.py)."""
-    from byteps_native.tf import join_protocol
     return join_protocol.join()
 
 
 def barrier(process_set=None):
     _check_process_set(process_set)
-    _sum(tf.zeros([1], tf.int32), "bps.tf.barrier")
+    rounds.barrier(TF, "bps.tf.barrier")
 
 
-def _evaluate(tensor, session):
-    """A tensor's value, eagerly or (TF 1 graph mode, as Horovod allows) through
-    `session`, the default session, or a new one."""
+def _evaluate(tensors, session):
+    """The tensors' values, eagerly or (TF 1 graph mode, as Horovod allows)
+    through `session`, the default session, or a new one."""
     if tf.executing_eagerly():
-        return tensor.numpy()
+        return [t.numpy() for t in tensors]
     session = session or tf.compat.v1.get_default_session()
     if session is None:
         with tf.compat.v1.Session() as fresh:
-            return fresh.run(tensor)
-    return session.run(tensor)
+            return fresh.run(list(tensors))
+    return session.run(list(tensors))
 
 
 def broadcast_object(obj, root_rank=0, session=None, name=None, process_set=None):
     """Root's picklable `obj` on every rank (eagerly, or in graph mode through a session)."""
-    name = name or "broadcast_object"
-    payload = np.frombuffer(pickle.dumps(obj), np.uint8) if engine.rank() == root_rank else np.zeros(0, np.uint8)
-    # The length as a table of one row per rank (root's filled): it fails after a join, as Horovod's does.
-    lengths = np.zeros(engine.size(), np.int64)
-    lengths[engine.rank()] = len(payload)
-    length = int(_evaluate(_sum_failing_if_joined(tf.constant(lengths), f"bps.tf.broadcast_object/{name}.length"),
-                           session)[root_rank])
-    padded = max(_MIN_GATHER_BYTES, 1 << (length - 1).bit_length())
-    buffer = np.zeros(padded, np.uint8)
-    buffer[:len(payload)] = payload
-    # A broadcast as a sum: root's bytes plus the others' zeros.
-    out = _evaluate(_sum(tf.constant(buffer), f"bps.tf.broadcast_object/{name}.bytes.{padded}"), session)
-    return obj if engine.rank() == root_rank else pickle.loads(out[:length].tobytes())
+    return objects.broadcast_object(TF, obj, root_rank, f"bps.tf.broadcast_object/{name or 'broadcast_object'}",
+                                    lambda tensors: _evaluate(tensors, session))
 
 
 def broadcast_object_fn(root_rank=0, session=None, name=None, process_set=None):
@@ -422,12 +340,5 @@ def broadcast_object_fn(root_rank=0, session=None, name=None, process_set=None):
 
 def allgather_object(obj, session=None, name=None, process_set=None):
     """Every rank's picklable `obj`, in rank order (eagerly, or in graph mode through a session)."""
-    payload = tf.constant(np.frombuffer(pickle.dumps(obj), np.uint8))
-    data, lengths = gather_bytes(payload, f"bps.tf.allgather_object/{name or 'obj'}")
-    data, lengths = _evaluate([data, lengths], session) if not tf.executing_eagerly() else \
-        (data.numpy(), lengths.numpy())
-    out, offset = [], 0
-    for length in lengths:
-        out.append(pickle.loads(data[offset:offset + length].tobytes()))
-        offset += length
-    return out
+    return objects.allgather_object(TF, obj, f"bps.tf.allgather_object/{name or 'obj'}",
+                                    lambda tensors: _evaluate(tensors, session))

@@ -38,7 +38,7 @@ from tensorflow.python.distribute import values as value_lib
 from tensorflow.python.util import nest
 
 from byteps_native.tf import cluster as cluster_lib
-from byteps_native.tf import engine, fusion
+from byteps_native.tf import engine, fusion, mirrored_routing
 from byteps_native.tf import ops as ops_lib
 
 
@@ -90,6 +90,10 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
     sets them to its devices.
     """
 
+    # mirrored_routing.py and keras_gather.py act on strategies whose
+    # cross-device ops declares this (they sit below this module).
+    ROUTES_MIRRORED_STRATEGY = True
+
     def __init__(self, communication_options=None, cluster_resolver=None, devices=None, compression=None):
         super().__init__()
         # The engine's compressors (Compression.onebit, "topk:ratio=0.01", ...)
@@ -107,7 +111,6 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
         self._cluster = cluster_lib.ClusterPosition.from_environment(cluster_resolver)
         if self._cluster is None or engine.is_initialized():
             self._start_engine()
-        from byteps_native.tf import mirrored_routing  # imports this module
         mirrored_routing.install()
 
     @property

@@ -6,15 +6,12 @@ ObjectState, run) is byteps_native/elastic_state.py."""
 import tensorflow as tf
 
 from byteps_native import elastic_state
+from byteps_native._runtime.errors import HorovodInternalError  # noqa: F401  (hvd.elastic.HorovodInternalError)
 from byteps_native.elastic_state import HostsUpdatedInterrupt  # noqa: F401  (hvd.elastic.HostsUpdatedInterrupt)
 from byteps_native.tf import engine
 from byteps_native.tf.api import broadcast_variables
 from byteps_native.tf.collectives import broadcast_object
 from byteps_native.tf.keras_flavor import Callback, build_optimizer, optimizer_variables
-
-
-class HorovodInternalError(RuntimeError):
-    """A collective failed; elastic training restores its last commit."""
 
 
 class State(elastic_state.State):

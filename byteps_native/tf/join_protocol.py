@@ -28,15 +28,16 @@ Needs torchrun's store; under bpslaunch, join() is a barrier that returns the
 last rank to arrive, and every rank must issue the same collectives first.
 """
 import ctypes
-import os
 import threading
 
 import numpy as np
 import tensorflow as tf
 
 from byteps_native import join_log
+from byteps_native._runtime import config, lifecycle
 from byteps_native.tf import engine
 from byteps_native.tf._library import OPS_PATH
+from byteps_native.tf.ops import push_pull_list, sum_over_ranks
 
 _POLL_S = 0.02
 _REDUCE_AVERAGE = 1  # BPS_REDUCE_AVERAGE (csrc/c_api/byteps_c.h)
@@ -90,19 +91,19 @@ def _submission(index):
 
 
 def _store():
-    found = getattr(engine, "_torchrun_store", None)
+    found = lifecycle.torchrun_store()
     if found is None:
         return None
     import torch.distributed as dist
-    prefix = f"byteps_native_tf/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}/join/"
-    return dist.PrefixStore(prefix, found[0])
+    return dist.PrefixStore(f"byteps_native_tf/{config.restart_count()}/join/", found)
 
 
 def start_watcher():
-    """Called once the engine runs (torchrun jobs of 2 or more): from then on
-    this rank publishes its submissions as soon as another rank joins."""
+    """Runs with the engine (an on_init hook; torchrun jobs of 2 or more):
+    from then on this rank publishes its submissions as soon as another rank joins."""
     if _state.watcher is not None or engine.size() == 1 or _store() is None:
         return
+    _state.stop.clear()
     _state.watcher = threading.Thread(target=_watch, name="byteps-tf-join-watcher", daemon=True)
     _state.watcher.start()
 
@@ -112,6 +113,10 @@ def stop_watcher():
     _state.stop.set()
     if _state.watcher is not None:
         _state.watcher.join(timeout=5)
+        _state.watcher = None
+
+
+lifecycle.on_init(start_watcher, stop=stop_watcher)
 
 
 def _publish_locked(store):
@@ -150,7 +155,6 @@ def _watch():
 
 def _stand_in(line):
     """Submit this joined rank's zeros for another rank's operation."""
-    from byteps_native.tf.ops import push_pull_list
     fields = line.split(b" ", 4)
     dtype, reduce_op, priority, ndim = (int(f) for f in fields[:4])
     rest = fields[4].split(b" ", ndim)
@@ -204,6 +208,5 @@ def _join_now():
 
 def _join_as_barrier():
     """The last rank to arrive, from a sum of arrival times (run-time ones in a graph)."""
-    from byteps_native.tf.collectives import _sum
     arrival = tf.scatter_nd([[engine.rank()]], tf.reshape(tf.timestamp(), [1]), [engine.size()])
-    return tf.cast(tf.argmax(_sum(arrival, "bps.tf.join")), tf.int32)
+    return tf.cast(tf.argmax(sum_over_ranks(arrival, "bps.tf.join")), tf.int32)

@@ -27,10 +27,17 @@ _lock = threading.Lock()
 _wrapped = set()
 
 
+def bytepsops_of(extended):
+    """The BytePSOps of a strategy's `extended`, or None. Recognised by the
+    marker BytePSOps declares, not by class: cross_device_ops.py installs this
+    module and mirrored_routing.py, so they must not import it back."""
+    ops = getattr(extended, "_cross_device_ops", None)
+    return ops if getattr(type(ops), "ROUTES_MIRRORED_STRATEGY", False) else None
+
+
 def _is_multi_process_bytepsops(strategy):
-    from byteps_native.tf.cross_device_ops import BytePSOps
-    ops = getattr(getattr(strategy, "extended", None), "_cross_device_ops", None)
-    return isinstance(ops, BytePSOps) and ops.num_processes > 1
+    ops = bytepsops_of(getattr(strategy, "extended", None))
+    return ops is not None and ops.num_processes > 1
 
 
 def install():

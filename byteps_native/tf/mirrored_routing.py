@@ -57,15 +57,13 @@ from tensorflow.python.trackable import base as trackable_base
 from tensorflow.python.util import nest
 
 from byteps_native.tf import keras_gather
-from byteps_native.tf.cross_device_ops import BytePSOps
 
 _lock = threading.Lock()
 _installed = False
 
 
 def _byteps_ops(extended):
-    ops = getattr(extended, "_cross_device_ops", None)
-    return ops if isinstance(ops, BytePSOps) else None
+    return keras_gather.bytepsops_of(extended)
 
 
 def _local_count(extended):

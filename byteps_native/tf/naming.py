@@ -12,7 +12,6 @@ names. Eager ops run one after another, so an eager name needs no suffix:
 repeated submissions of one name are served as successive rounds.
 """
 import collections
-import os
 import re
 import threading
 import weakref
@@ -20,6 +19,8 @@ import weakref
 import tensorflow as tf
 from tensorflow.python.framework import func_graph as func_graph_lib
 from tensorflow.python.framework import ops as tf_ops
+
+from byteps_native._runtime import config, lifecycle
 
 _lock = threading.Lock()
 _counters = weakref.WeakKeyDictionary()  # outermost FuncGraph -> Counter of base names
@@ -44,13 +45,12 @@ def sizes_in_names():
     engine's shared-memory staging fixes a name's size on first use, and with
     BYTEPS_ENABLE_ASYNC so do the servers, so there the size goes into the name.
     """
-    from byteps_native.tf import engine
-    asynchronous = os.environ.get("BYTEPS_ENABLE_ASYNC", "0").lower() not in ("", "0", "false", "no")
-    if not engine.is_initialized():
+    if not lifecycle.initialized():
         return False  # the op will fail, naming the missing init()
     # A job-wide answer: machines of different sizes (issue 29) have some
     # machine with several processes, and every process must name alike.
-    return engine.local_size() > 1 or not engine.is_homogeneous() or asynchronous
+    topology = lifecycle.Topology("tf")
+    return topology.local_size() > 1 or not topology.is_homogeneous() or config.asynchronous()
 
 
 def describe(dtype, shape):

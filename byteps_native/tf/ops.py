@@ -82,6 +82,15 @@ def push_pull_list(tensors, names, priorities=None, average=False, name_suffixes
                                      timeout_seconds=check_timeout(timeout_seconds))
 
 
+def sum_over_ranks(tensor, name, mark=""):
+    """The sum over ranks of `tensor` on the CPU, under a unique engine name
+    for `name`; `mark` is appended after the unique part (join_protocol's
+    JOIN_MARK: a round that fails once a rank joined)."""
+    with tf.device("/cpu:0"):
+        (out,) = push_pull_list([tensor], [naming.unique(name) + mark], average=False)
+    return out
+
+
 def check_timeout(timeout_seconds):
     """CommunicationOptions.timeout_seconds as the op's attr (0: none)."""
     if timeout_seconds is None:

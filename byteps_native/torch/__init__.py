@@ -23,18 +23,13 @@ from byteps_native.torch.functions import (  # noqa: E402
     broadcast_optimizer_state,
     broadcast_parameters,
 )
+from byteps_native.torch.engine import init, local_rank, local_size, rank, shutdown, size  # noqa: E402
 from byteps_native.torch.ops import (  # noqa: E402
-    init,
-    local_rank,
-    local_size,
     poll,
     push_pull,
     push_pull_async,
     push_pull_async_inplace,
     push_pull_inplace,
-    rank,
-    shutdown,
-    size,
     synchronize,
 )
 from byteps_native.torch.optimizer import DistributedOptimizer  # noqa: E402

@@ -17,6 +17,7 @@ import time
 
 import torch
 
+from byteps_native.torch import engine
 from byteps_native.torch.extension import _c10d
 
 _SEED_POLL_S = 0.02
@@ -36,7 +37,7 @@ class AsyncParameterSync:
         return _c10d.push_pull_async(tensor, name, 0, False, None)
 
     def _seed(self):
-        root = _c10d.rank() == 0
+        root = engine.rank() == 0
         with torch.no_grad():
             for p, name in zip(self._params, self._names):
                 contribution = p.detach().clone() if root else torch.zeros_like(p)

@@ -6,7 +6,8 @@ import os
 import torch
 import torch.distributed as dist
 
-from byteps_native.core.orphaned_shm import remove_orphaned_segments
+from byteps_native._runtime import config
+from byteps_native._runtime.orphaned_shm import remove_orphaned_segments
 from byteps_native.torch.extension import _c10d
 
 NAME = "byteps"
@@ -47,7 +48,7 @@ def _delegates(store, rank, size, timeout, group_name, global_ranks):
     engine's. NCCL connects lazily, on its first collective."""
     # torchrun keeps one agent store across restarts: a key from the attempt
     # before (a dead rank's address) must never be read by this one.
-    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or "0"
+    attempt = config.restart_count()
     cpu = dist.ProcessGroupGloo(dist.PrefixStore(f"byteps_delegate_gloo/{attempt}", store), rank, size, timeout)
     cpu._set_sequence_number_for_group()
     cuda = None
@@ -68,12 +69,11 @@ def _rendezvous_store(group_store):
     TCPStore at MASTER_ADDR:MASTER_PORT, which `python -m byteps_native.server`
     can reach too; otherwise through the group's own (prefixed) store."""
     global _dedicated_store
-    if int(os.environ.get("DMLC_NUM_SERVER", "0") or 0) <= 0 or not os.environ.get("MASTER_ADDR"):
+    if config.dedicated_servers() <= 0 or not os.environ.get("MASTER_ADDR"):
         return group_store
     if _dedicated_store is None:
-        timeout = datetime.timedelta(seconds=float(os.environ.get("BYTEPS_RENDEZVOUS_TIMEOUT", "300")))
         _dedicated_store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
-                                         is_master=False, timeout=timeout)
+                                         is_master=False, timeout=config.rendezvous_timeout())
     return _dedicated_store
 
 

@@ -1,31 +1,18 @@
 """Horovod's and BytePS's capability and topology queries that have a fixed
 answer here, and BytePS calls that the engine makes unnecessary."""
+import json
+
 from byteps_native.horovod_basics import (  # noqa: F401  (re-exported)
     ccl_built, ddl_built, gloo_built, gloo_enabled, mpi_built, mpi_enabled, mpi_threads_supported,
     nccl_built, rocm_built, start_timeline, stop_timeline)
-from byteps_native.torch import ops
-from byteps_native.torch.extension import _c10d
-
-
-def is_initialized():
-    return bool(_c10d.initialized())
-
-
-def cross_size():
-    return _c10d.cross_size()  # machines may differ in size (issue 29)
-
-
-def cross_rank():
-    return _c10d.cross_rank()
-
-
-def is_homogeneous():
-    return _c10d.is_homogeneous()
+from byteps_native._runtime import library
+from byteps_native.torch import engine
+from byteps_native.torch.engine import cross_rank, cross_size, is_homogeneous, is_initialized  # noqa: F401
 
 
 def cuda_built():
     """True when this build's torch adapter handles CUDA tensors."""
-    info = _c10d.build_info().lower()  # "...; cuda: no" or "...; cuda: <version>"
+    info = library.build_info().lower()  # "...; cuda: no" or "...; cuda: <version>"
     return "cuda:" in info and "cuda: no" not in info
 
 
@@ -37,12 +24,12 @@ def declare(name):
 
 def suspend():
     """BytePS elastic suspend: stops the engine (resume() starts it again)."""
-    ops.shutdown()
+    engine.shutdown()
 
 
 def resume(num_workers=None, num_servers=None, global_rank=None, context=None):
     """BytePS elastic resume: restarts the engine from the launcher's variables."""
-    ops.init()
+    engine.init()
 
 
 def byteps_torch_set_num_grads(num_grads):
@@ -52,5 +39,4 @@ def byteps_torch_set_num_grads(num_grads):
 
 def get_pushpull_speed():
     """BytePS's (timestamp, MB/s) of recent push_pulls, from the engine counters."""
-    from byteps_native.core import stats
-    return stats()
+    return json.loads(library.stats_json())

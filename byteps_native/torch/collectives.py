@@ -1,90 +1,30 @@
 """Horovod's collectives (allreduce, allgather, broadcast, alltoall,
-reducescatter, join, barrier) over the engine's two primitives, push_pull
-(sum) and broadcast.
-
-Gathers move raw bytes: each rank writes its bytes into its own slot of a
-zeroed uint8 buffer and the buffer is summed, which is exact for every dtype
-(x + 0 = x bytewise, no carries). Cost: every rank sends and receives the
-whole gathered buffer, i.e. size() times what a ring allgather moves; see
-docs/migration.md. Buffer lengths come from a power-of-two ladder, because
-each distinct engine name (which includes the length) costs memory for good.
+reducescatter, join, barrier) for torch: handles, autograd and process sets
+here; the algorithms beyond a sum (gathers as a length round and a byte sum,
+alltoall, reducescatter's rows, objects, barrier) are byteps_native/algorithms,
+run on torch through framework.py.
 """
 import concurrent.futures
 
 import torch
 
+from byteps_native._runtime.errors import HorovodInternalError  # noqa: F401  (hvd.HorovodInternalError)
+from byteps_native.algorithms import alltoall as alltoall_algorithm
+from byteps_native.algorithms import gather, objects, reducescatter as reducescatter_algorithm, rounds
 from byteps_native.torch import join_protocol as _join
 from byteps_native.torch import ops
 from byteps_native.torch.compression import Compression
-from byteps_native.torch.extension import _c10d
 from byteps_native.torch import process_set_collectives as subset
+from byteps_native.torch.framework import TORCH, sum_now
 from byteps_native.torch.process_sets import global_process_set, subgroup_of
 from byteps_native.torch.reduce_ops import Average, Sum, reduce_gathered, resolve_op
 
 
-class HorovodInternalError(RuntimeError):
-    """A collective failed (a peer died or the engine stopped). Elastic jobs
-    catch it to restore their last commit."""
-
-
-def _padded(length):
-    size = 1024
-    while size < length:
-        size *= 2
-    return size
-
-
-def _sum_now(tensor, name, mark_stride=None):
-    try:
-        return _join.push_pull_async(tensor, name, 0, False, None, mark_stride).wait()
-    except RuntimeError as e:
-        raise HorovodInternalError(str(e)) from e
-
-
-def _gather_lengths(length, name):
-    lengths = torch.zeros(ops.size(), dtype=torch.int64)
-    lengths[ops.rank()] = length
-    _sum_now(lengths, f"{name}.lengths.{ops.size()}", mark_stride=1)
-    _join.check_not_joined(lengths, f"gather '{name}'")
-    return [int(x) for x in lengths]
-
-
-def gather_bytes(data, name):
-    """Every rank's uint8 vector, in rank order."""
-    lengths = _gather_lengths(data.numel(), name)
-    total = sum(lengths)
-    buffer = torch.zeros(_padded(total), dtype=torch.uint8)
-    start = sum(lengths[:ops.rank()])
-    buffer[start:start + data.numel()] = data
-    _sum_now(buffer, f"{name}.bytes.{buffer.numel()}")
-    pieces, offset = [], 0
-    for length in lengths:
-        pieces.append(buffer[offset:offset + length])
-        offset += length
-    return pieces
-
-
-def _as_bytes(tensor):
-    return tensor.detach().contiguous().reshape(-1).view(torch.uint8) if tensor.numel() else \
-        torch.zeros(0, dtype=torch.uint8)
-
-
-def _from_bytes(data, dtype, shape):
-    if data.numel() == 0:
-        return torch.zeros(shape, dtype=dtype)
-    return data.clone().view(dtype).reshape(shape)
-
-
-def _gather_tensors(tensor, name):
-    """Each rank's tensor (first dimensions may differ), in rank order."""
-    pieces = gather_bytes(_as_bytes(tensor), name)
-    row = tensor.shape[1:]
-    row_bytes = max(1, int(torch.Size(row).numel()) * tensor.element_size())
-    out = []
-    for piece in pieces:
-        rows = piece.numel() // row_bytes if tensor.dim() else 1
-        out.append(_from_bytes(piece, tensor.dtype, (rows, *row) if tensor.dim() else ()))
-    return out
+def _gather_rows(tensor, name):
+    """(every rank's rows of `tensor` in rank order, on the host; each rank's
+    row count). A scalar counts as one row."""
+    tensor = tensor.reshape(1) if tensor.dim() == 0 else tensor
+    return gather.gather_rows(TORCH, tensor, tensor.dtype, tuple(tensor.shape[1:]), name, f"gather '{name}'")
 
 
 def _name(prefix, tensor, name):
@@ -160,8 +100,8 @@ def _allreduce_into(output, name, op, prescale_factor, postscale_factor, compres
         if postscale_factor == 1.0:
             return future, finish
         return future, lambda: _scale(finish(), postscale_factor)
-    gathered = _gather_tensors(output, f"{name}.{op._name}")
-    output.copy_(reduce_gathered(op, [g.reshape(output.shape) for g in gathered]))
+    rows, _ = _gather_rows(output, f"{name}.{op._name}")
+    output.copy_(reduce_gathered(op, list(rows.reshape(ops.size(), *output.shape))))
     _scale(output, postscale_factor)
     return _done(output), lambda: output
 
@@ -331,8 +271,7 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
     tensor = tensor.detach()
 
     def gather():  # bytes travel through host memory; the result goes back to the input's device
-        pieces = _gather_tensors(tensor, name)
-        return (torch.cat(pieces) if tensor.dim() else torch.stack(pieces)).to(tensor.device)
+        return _gather_rows(tensor, name)[0].to(tensor.device)
     return _in_background(gather, claim)
 
 
@@ -349,7 +288,7 @@ class _AllgatherFunction(torch.autograd.Function):
         # Horovod averages the gathered gradient (each rank holds a full copy of the output).
         grad = allreduce(grad_output, op=Average, process_set=ctx.process_set)
         if ps is None:
-            rows = _gather_lengths(ctx.rows, "allgather.grad")
+            rows = [int(r) for r in gather.lengths_round(TORCH, ctx.rows, "allgather.grad", "allgather's gradient")]
             me = ops.rank()
         else:
             rows = [int(r) for r in subset.allgather(torch.tensor([ctx.rows]), ps)]
@@ -392,13 +331,14 @@ def grouped_allgather(tensors, name=None, process_set=global_process_set):
 
 def allgather_object(obj, name=None, process_set=global_process_set):
     """Every rank's picklable `obj`, as a list in rank order."""
-    import pickle
     ps = subgroup_of(process_set, "allgather_object")
     if ps is not None:
         return subset.allgather_object(obj, ps)
-    name = name or "allgather_object"
-    payload = torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8)
-    return [pickle.loads(p.numpy().tobytes()) for p in gather_bytes(payload, name)]
+    return objects.allgather_object(TORCH, obj, name or "allgather_object", _to_numpy)
+
+
+def _to_numpy(tensors):
+    return [t.numpy() for t in tensors]
 
 
 # -------------------------------------------------------------------- broadcast
@@ -502,18 +442,9 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
 
 
 def _alltoall(tensor, my_splits, name, counts_device):
-    n, me = ops.size(), ops.rank()
-    matrix = torch.zeros(n * n, dtype=torch.int64)
-    matrix[me * n:(me + 1) * n] = torch.tensor(my_splits, dtype=torch.int64)
-    _sum_now(matrix, f"{name}.splits.{n}", mark_stride=n)
-    _join.check_not_joined(matrix, f"alltoall '{name}'")
-    matrix = matrix.reshape(n, n)
-    gathered = _gather_tensors(tensor, name)  # every rank's rows, in rank order
-    pieces = []
-    for src in range(n):
-        start = int(matrix[src, :me].sum())
-        pieces.append(gathered[src][start:start + int(matrix[src, me])])
-    return torch.cat(pieces).to(tensor.device), matrix[:, me].to(device=counts_device, dtype=torch.int32)
+    output, received = alltoall_algorithm.exchange_rows(TORCH, tensor, my_splits, tensor.dtype,
+                                                        tuple(tensor.shape[1:]), name, f"alltoall '{name}'")
+    return output.to(tensor.device), received.to(counts_device)
 
 
 class _AlltoallFunction(torch.autograd.Function):
@@ -545,11 +476,6 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
 
 # -------------------------------------------------------------------- reducescatter
 
-def _scatter_rows(rows, n):
-    """Horovod's split of the first dimension: the first rows % n ranks get one more row."""
-    return [rows // n + (1 if r < rows % n else 0) for r in range(n)]
-
-
 def _check_reducescatter(tensor, op):
     op = resolve_op(op, None, "reducescatter")
     if op not in (Average, Sum):
@@ -575,9 +501,9 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
     output = tensor.detach().clone()
     future, finish = _allreduce_into(output, _name("reducescatter", tensor, name), op, prescale_factor,
                                      postscale_factor, compression)
-    counts = _scatter_rows(tensor.shape[0], ops.size())
-    start = sum(counts[:ops.rank()])
-    return ops._handles.add(future, lambda: finish()[start:start + counts[ops.rank()]].clone(), name=name)
+    rows = tensor.shape[0]
+    return ops._handles.add(future, lambda: reducescatter_algorithm.kept_rows(TORCH, finish(), rows).clone(),
+                            name=name)
 
 
 class _ReducescatterFunction(torch.autograd.Function):
@@ -654,4 +580,4 @@ def barrier(process_set=global_process_set):
     ps = subgroup_of(process_set, "barrier")
     if ps is not None:
         return subset.barrier(ps)
-    _sum_now(torch.zeros(1, dtype=torch.int32), "barrier")
+    rounds.barrier(TORCH, "barrier")

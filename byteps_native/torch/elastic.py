@@ -7,11 +7,10 @@ import torch
 
 from byteps_native import elastic_state
 from byteps_native.elastic_state import HostsUpdatedInterrupt  # noqa: F401  (hvd.elastic.HostsUpdatedInterrupt)
+from byteps_native._runtime.errors import HorovodInternalError
 from byteps_native.torch import ops
-from byteps_native.torch.collectives import HorovodInternalError
-from byteps_native.torch.extension import _c10d
+from byteps_native.torch.engine import init, is_initialized, shutdown  # noqa: F401  (hvd.elastic.init, as in Horovod)
 from byteps_native.torch.functions import broadcast_object, broadcast_optimizer_state, broadcast_parameters
-from byteps_native.torch.ops import init, shutdown  # noqa: F401  (hvd.elastic.init, as in Horovod)
 
 
 class State(elastic_state.State):
@@ -113,7 +112,7 @@ class ElasticSampler(torch.utils.data.Sampler):
         return {"epoch": self.epoch, "processed_num": self.processed_num}
 
     def reset(self):
-        initialized = _c10d.initialized()
+        initialized = is_initialized()
         self.num_replicas = ops.size() if initialized else 1
         self.rank = ops.rank() if initialized else 0
         if self.shuffle:
@@ -135,7 +134,7 @@ class ElasticSampler(torch.utils.data.Sampler):
         return self.num_samples
 
 
-run = elastic_state.make_run(ops.init, ops.rank, HorovodInternalError)
+run = elastic_state.make_run(init, ops.rank, HorovodInternalError)
 
 
 __all__ = ["State", "ObjectState", "TorchState", "ElasticSampler", "run", "HostsUpdatedInterrupt",

@@ -19,7 +19,6 @@ Needs the c10d store (torchrun); under bpslaunch join() is a barrier that
 returns the last rank to arrive, and every rank must issue the same
 collectives before joining.
 """
-import atexit
 import collections
 import pickle
 import threading
@@ -29,6 +28,8 @@ import torch
 import torch.distributed as dist
 
 from byteps_native import join_log
+from byteps_native._runtime import lifecycle
+from byteps_native.torch import engine
 from byteps_native.torch.extension import _c10d
 
 _POLL_S = 0.02
@@ -50,12 +51,27 @@ class _Log:
 _log = _Log()
 
 
-@atexit.register
-def _stop_watcher():
+def start_watcher():
+    """Runs with the engine (an on_init hook) once torch.distributed is up,
+    else at the first operation (an engine started by
+    init_process_group('byteps') starts before the default group exists):
+    from then on this rank publishes its operations once another rank joins."""
+    if _log.watcher is not None or not dist.is_initialized() or engine.size() <= 1:
+        return
+    _log.stop.clear()
+    _log.watcher = threading.Thread(target=_watch, name="byteps-join-watcher", daemon=True)
+    _log.watcher.start()
+
+
+def stop_watcher():
     """The watcher calls into the c10d store: it must be gone before the store is."""
     _log.stop.set()
     if _log.watcher is not None:
         _log.watcher.join(timeout=5)
+        _log.watcher = None
+
+
+lifecycle.on_init(start_watcher, stop=stop_watcher)
 
 
 def _store():
@@ -73,10 +89,9 @@ def _record(descriptor):
         _log.count += 1
         _log.recent.append(descriptor)
         if _log.publishing:
-            _store().set(join_log.key(_log.epoch, "op", _c10d.rank(), index), pickle.dumps(descriptor))
-        elif _log.watcher is None and _c10d.size() > 1 and dist.is_initialized():
-            _log.watcher = threading.Thread(target=_watch, name="byteps-join-watcher", daemon=True)
-            _log.watcher.start()
+            _store().set(join_log.key(_log.epoch, "op", engine.rank(), index), pickle.dumps(descriptor))
+        elif _log.watcher is None:
+            start_watcher()
 
 
 def _watch():
@@ -90,7 +105,7 @@ def _watch():
         try:
             if int(store.add(join_log.key(epoch, "joined"), 0)) == 0:
                 continue
-            counts = [int(store.get(join_log.key(epoch, "count", r))) for r in range(_c10d.size())
+            counts = [int(store.get(join_log.key(epoch, "count", r))) for r in range(engine.size())
                       if store.check([join_log.key(epoch, "count", r)])]
         except Exception:  # the job is ending (store gone): nothing to publish for
             return
@@ -100,7 +115,7 @@ def _watch():
             start = min(counts)
             backlog = list(_log.recent)[len(_log.recent) - (_log.count - start):] if _log.count > start else []
             for offset, descriptor in enumerate(backlog):
-                store.set(join_log.key(epoch, "op", _c10d.rank(), start + offset), pickle.dumps(descriptor))
+                store.set(join_log.key(epoch, "op", engine.rank(), start + offset), pickle.dumps(descriptor))
             _log.publishing = True
 
 
@@ -141,14 +156,14 @@ def _stand_in(descriptor):
     _, name, dtype, shape, priority, average, wire_dtype, mark_stride, device_type = descriptor
     zeros = _zeros_like_theirs(shape, dtype, device_type)
     if mark_stride is not None:
-        zeros.view(-1)[_c10d.rank() * mark_stride] = -1
+        zeros.view(-1)[engine.rank() * mark_stride] = -1
     return _c10d.push_pull_async(zeros, name, priority, average, wire_dtype)
 
 
 def join(device=-1):
     """Horovod's join (see the module docstring); returns the last rank to join."""
     store = _store()
-    me, size = _c10d.rank(), _c10d.size()
+    me, size = engine.rank(), engine.size()
     if store is None or size == 1:
         return _join_as_barrier()
     with _log.lock:
@@ -170,7 +185,7 @@ def join(device=-1):
 
 
 def _join_as_barrier():
-    arrival = torch.zeros(_c10d.size(), dtype=torch.float64)
-    arrival[_c10d.rank()] = time.time()
-    _c10d.push_pull_async(arrival, f"join.{_c10d.size()}", 0, False, None).wait()
+    arrival = torch.zeros(engine.size(), dtype=torch.float64)
+    arrival[engine.rank()] = time.time()
+    _c10d.push_pull_async(arrival, f"join.{engine.size()}", 0, False, None).wait()
     return int(torch.argmax(arrival))

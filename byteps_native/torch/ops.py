@@ -1,89 +1,19 @@
-"""Horovod-style process API: init, topology, push_pull and handles.
+"""Horovod-style push_pull and its handles, over the torch adapter's data path.
 
 One engine per process serves this API, the c10d backend and byteps_native.core
-alike; ``init()`` starts it the way the launcher implies.
+alike; torch/engine.py starts it and answers the topology.
 """
 import itertools
-import os
 import threading
 import zlib
 
 import torch
-import torch.distributed as dist
 
+from byteps_native._runtime.errors import HorovodInternalError
 from byteps_native.compression import apply_to
 from byteps_native.torch.compression import Compression, wire_dtype_for, wire_name
 from byteps_native.torch import join_protocol as _join
-from byteps_native.torch.extension import _c10d
-
-
-def init(lazy=True, comm=None, process_sets=None):
-    """Start the engine (idempotent).
-
-    Accepts BytePS's ``lazy=`` (the engine always starts here; starting on the
-    first push_pull instead would change nothing a script can observe but the
-    moment of a rendezvous error) and Horovod's ``comm=`` / ``process_sets=``
-    when they ask for the default (all ranks, the global process set).
-
-    - under bpslaunch (DMLC_ROLE set): rendezvous at the scheduler from DMLC_*;
-    - under torchrun (RANK, WORLD_SIZE, MASTER_ADDR): init_process_group('byteps'),
-      or, when another backend already owns the default group, through its store;
-    - neither: a job of one process.
-    """
-    if comm is not None:
-        raise NotImplementedError(
-            "init(comm=...): byteps_native has no MPI; every process started by torchrun or bpslaunch "
-            "joins one job. Drop comm= (start a separate job for a subset of ranks)")
-    if process_sets not in (None, [], ()):
-        from byteps_native.torch.process_sets import add_process_set
-        add_process_set(process_sets)
-    if _c10d.initialized():
-        return
-    role = os.environ.get("DMLC_ROLE")
-    if role:
-        if role != "worker":
-            raise RuntimeError(
-                f"byteps_native.torch.init() runs in workers, but DMLC_ROLE={role!r}; "
-                "servers and schedulers are started by bpslaunch, not by training scripts")
-        _c10d.init_from_env()
-    elif all(k in os.environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR")):
-        if not dist.is_initialized():
-            dist.init_process_group("byteps")
-        if not _c10d.initialized():  # default group runs another backend: share its store
-            store = dist.PrefixStore("byteps_native/", dist.distributed_c10d._get_default_store())
-            _c10d.init_with_store(store, dist.get_rank(), dist.get_world_size())
-    else:
-        _c10d.init_with_store(dist.HashStore(), 0, 1)
-
-
-def shutdown():
-    """Stop the engine; pending operations fail with a shutdown error."""
-    _c10d.shutdown()
-
-
-def _require_init(what):
-    if not _c10d.initialized():
-        raise RuntimeError(f"byteps_native.torch.{what}() needs the engine: call bps.init() first")
-
-
-def rank():
-    _require_init("rank")
-    return _c10d.rank()
-
-
-def size():
-    _require_init("size")
-    return _c10d.size()
-
-
-def local_rank():
-    _require_init("local_rank")
-    return _c10d.local_rank()
-
-
-def local_size():
-    _require_init("local_size")
-    return _c10d.local_size()
+from byteps_native.torch.engine import _require_init, rank, size
 
 
 def default_name(prefix, tensor):
@@ -208,7 +138,6 @@ def synchronize(handle):
     try:
         future.wait()
     except RuntimeError as e:
-        from byteps_native.torch.collectives import HorovodInternalError
         raise HorovodInternalError(str(e)) from e
     return finish()
 
@@ -283,7 +212,6 @@ def check_ranks_agree(kind, tensors, extra=0, any_first_dim=False, fail_if_joine
         _join.push_pull_async(rows.view(-1), name, 0, False, None,
                               _SIGNATURE_SLOTS if fail_if_joined else None).wait()
     except RuntimeError as e:
-        from byteps_native.torch.collectives import HorovodInternalError
         raise HorovodInternalError(str(e)) from e
     if fail_if_joined:
         _join.check_not_joined(rows[:, 0], f"{kind}")

@@ -9,16 +9,18 @@ op=Adasum follows Horovod: each rank steps locally and the parameter
 BytePS: each rank steps locally, pushes its delta, and pulls the servers'
 running weights (async_training.py).
 """
-import os
 import warnings
 from contextlib import contextmanager
 
 import torch
 
+from byteps_native._runtime import config
 from byteps_native.compression import apply_to
 from byteps_native.torch.compression import Compression, wire_dtype_for, wire_name
 from byteps_native.torch import join_protocol as _join
-from byteps_native.torch.extension import _c10d
+from byteps_native.torch.async_training import AsyncParameterSync
+from byteps_native.torch.collectives import allreduce_
+from byteps_native.torch import engine
 from byteps_native.torch.ops import _require_init, engine_name
 from byteps_native.torch.process_sets import global_process_set
 from byteps_native.torch.reduce_ops import Adasum, Average, Sum, resolve_op
@@ -55,8 +57,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._futures = {}
         self._sparse = set()  # parameters whose gradient arrived sparse this step
         self._async = None
-        if os.environ.get("BYTEPS_ENABLE_ASYNC", "0").strip().lower() in ("1", "true", "yes", "on"):
-            from byteps_native.torch.async_training import AsyncParameterSync
+        if config.asynchronous():
             self._async = AsyncParameterSync(all_params, self._names, staleness)
         elif staleness:
             raise ValueError(f"staleness={staleness} needs asynchronous training: set BYTEPS_ENABLE_ASYNC=1 "
@@ -132,7 +133,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         for p, future in futures.items():
             future.wait()
             if self._op == Average and self._predivide != 1.0:
-                p.grad.mul_(self._predivide / _c10d.size())
+                p.grad.mul_(self._predivide / engine.size())
             if p in self._sparse:
                 p.grad = p.grad.to_sparse()
             self._delay[p] = self._backward_passes_per_step
@@ -140,7 +141,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._sparse.clear()
 
     def _synchronize_process_set(self):
-        from byteps_native.torch.collectives import allreduce_
         if self._process_set.included():
             for p in self._params_with_grad():
                 if p.grad is None:
@@ -173,7 +173,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _adasum_step(self, closure):
         """Horovod's Adasum optimizer: local step, then Adasum of the deltas."""
-        from byteps_native.torch.collectives import allreduce_
         params = self._params_with_grad()
         start = [p.detach().clone() for p in params]
         loss = super(self.__class__, self).step(closure)

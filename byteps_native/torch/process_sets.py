@@ -8,6 +8,10 @@ set keeps the engine's own path. Needs torch.distributed, i.e. torchrun.
 """
 import torch.distributed as dist
 
+from byteps_native._runtime import lifecycle
+
+_TOPOLOGY = lifecycle.Topology("torch")
+
 
 class ProcessSet:
     """A subset of the job's ranks (all of them for ``global_process_set``)."""
@@ -18,16 +22,14 @@ class ProcessSet:
         self.group = None  # the torch.distributed group, once added
 
     def _global_rank(self):
-        from byteps_native.torch import ops
-        return ops.rank()
+        return _TOPOLOGY.rank()
 
     def included(self):
         return self.ranks is None or self._global_rank() in self.ranks
 
     def size(self):
         if self.ranks is None:
-            from byteps_native.torch import ops
-            return ops.size()
+            return _TOPOLOGY.size()
         return len(self.ranks)
 
     def rank(self):
@@ -46,12 +48,11 @@ _added = {0: global_process_set}
 
 def add_process_set(process_set):
     """Register a process set on every rank (collective); returns it."""
-    from byteps_native.torch import ops
-    ops._require_init("add_process_set")
+    lifecycle.require("add_process_set", "torch")
     ps = process_set if isinstance(process_set, ProcessSet) else ProcessSet(process_set)
     if ps.process_set_id is not None:
         raise ValueError(f"{ps!r} is already registered")
-    n = ops.size()
+    n = _TOPOLOGY.size()
     if not ps.ranks or len(set(ps.ranks)) != len(ps.ranks) or not all(0 <= r < n for r in ps.ranks):
         raise ValueError(f"add_process_set: ranks {ps.ranks} must be distinct ranks in [0, {n})")
     if any(existing.ranks == ps.ranks for existing in _added.values() if existing.ranks is not None):

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from byteps_native.core.orphaned_shm import remove_orphaned_segments
+from byteps_native._runtime.orphaned_shm import remove_orphaned_segments
 import wire_client as wc
 from cluster import Cluster
 from fault_campaign import _touches_port, failures, run_agent_store_host_trial, run_campaign, table

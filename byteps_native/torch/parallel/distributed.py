@@ -13,7 +13,7 @@ from torch import nn
 
 from byteps_native.torch.compression import Compression, wire_dtype_for, wire_name
 from byteps_native.torch import join_protocol as _join
-from byteps_native.torch.extension import _c10d
+from byteps_native.torch import engine
 from byteps_native.torch.functions import broadcast_parameters
 from byteps_native.torch.ops import _require_init
 
@@ -37,7 +37,7 @@ class DistributedDataParallel(nn.Module):
         self._priority = {p: -i for i, (_, p) in enumerate(named)}
         if module.state_dict():
             broadcast_parameters(module.state_dict(), root_rank=0, prefix="DistributedDataParallel.init")
-        if _c10d.size() > 1:
+        if engine.size() > 1:
             self._hooks = [p.register_post_accumulate_grad_hook(self._on_grad_ready) for _, p in named]
 
     @contextmanager
@@ -51,7 +51,7 @@ class DistributedDataParallel(nn.Module):
             self._require_backward_grad_sync = previous
 
     def forward(self, *inputs, **kwargs):
-        if self.broadcast_buffers and _c10d.size() > 1:
+        if self.broadcast_buffers and engine.size() > 1:
             buffers = list(self.module.named_buffers())
             if buffers:
                 with torch.no_grad():

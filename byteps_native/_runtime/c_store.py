@@ -1,12 +1,12 @@
 """A Python key-value store (e.g. torch's TCPStore) as the C ABI's `bps_store`.
 
-Used by dedicated servers joining a torchrun job: they rendezvous through the
-same TCPStore as the workers (MASTER_ADDR:MASTER_PORT). The engine calls these
+Used where no compiled adapter bridges a c10d store: dedicated servers joining a
+torchrun job, and the TF face under torchrun (lifecycle.py); they rendezvous
+through the same TCPStore as the workers (MASTER_ADDR:MASTER_PORT). The engine calls these
 callbacks from its own threads, only at start-up (never per partition).
 """
 import ctypes
 import datetime
-import os
 
 BPS_TIMEOUT = 4
 BPS_PEER_FAILURE = 3
@@ -26,14 +26,6 @@ class _BpsStore(ctypes.Structure):
     _fields_ = [("ctx", ctypes.c_void_p), ("set", _SET), ("get", _GET), ("add", _ADD)]
 
 
-def engine_library():
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib", "libbyteps_engine.so")
-    lib = ctypes.CDLL(path)
-    lib.bps_run_server_with_store.argtypes = [ctypes.POINTER(_BpsStore)]
-    lib.bps_last_error.restype = ctypes.c_char_p
-    return lib
-
-
 def _error(err, cap, exc):
     if not err or cap <= 0:
         return
@@ -42,7 +34,8 @@ def _error(err, cap, exc):
 
 
 class CStore:
-    """Keeps the callbacks alive as long as the engine may call them."""
+    """Keeps the callbacks alive as long as the engine may call them; pass
+    ``pointer()`` where the C ABI takes a ``const bps_store*``."""
 
     def __init__(self, store):
         self._store = store
@@ -80,3 +73,6 @@ class CStore:
 
         self._callbacks = (_SET(set_), _GET(get), _ADD(add))
         self.struct = _BpsStore(None, *self._callbacks)
+
+    def pointer(self):
+        return ctypes.cast(ctypes.pointer(self.struct), ctypes.c_void_p)
