@@ -32,12 +32,16 @@ and backed in all (slots plus the warm pool, csrc/local/staging_warmer.h).
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
 
 from push_pull import parse_size  # benchmarks/ is this script's folder, first on sys.path
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO not in sys.path:  # the repository's tests.support importable
+    sys.path.insert(0, REPO)
+from tests.support.ports import free_port  # noqa: E402
 
 
 def median(values):
@@ -105,11 +109,6 @@ def worker(args):
             json.dump(results, f)
     dist.destroy_process_group()
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run(args):

@@ -108,8 +108,7 @@ def run(name, args):
     sys.path.insert(0, ".")
     from benchmarks.compression_tta import digits_classifier
     from byteps_native.examples.ddp_digits import digits
-    sys.path.insert(0, "tests/core")
-    from compression_reference import plan_partitions
+    from tests.core.compression_reference import plan_partitions
 
     kind, mu, nesterov, opt_mom, server = VARIANTS[name]
     server_residual = {}

@@ -19,7 +19,7 @@ worker hosts train it with DDP, side by side in one run, per link rate:
 
 byteps modes run one server per worker host (colocated, k = n: the same two
 hosts as gloo) or, with --servers dedicated, on hosts of their own. Hosts are
-network namespaces shaped with tc (benchmarks/cluster.py, as benchmarks/multihost.py).
+network namespaces shaped with tc (tests/support/netns.py, as benchmarks/multihost.py).
 
 Reported per mode and rate: final test accuracy, wire bytes per step (what a
 worker host's link sent during training, counted by the kernel: TCP/IP
@@ -230,7 +230,7 @@ def measure(cluster, rate, mode, args):
 
 
 def run_benchmark(args):
-    from benchmarks.cluster import Cluster, install_sigterm_handler, remove_stale_namespaces
+    from tests.support.netns import Cluster, install_sigterm_handler, remove_stale_namespaces
 
     install_sigterm_handler()
     remove_stale_namespaces()
@@ -363,7 +363,7 @@ def main(argv=None):
     if args.table_only:
         print_table(merge_runs(args.table_only))
         return 0
-    from benchmarks.cluster import Cluster
+    from tests.support.netns import Cluster
     reason = Cluster.unavailable_reason()
     if reason:
         print(f"compression benchmark cannot run here: {reason}", file=sys.stderr)

@@ -20,7 +20,7 @@ with one colocated server per group), and tells NCCL they are separate hosts
 transport between groups, as on two real machines.
 
 --shaped RATE (with --machines M, as root) puts each machine in its own
-network namespace on a bridge (benchmarks/cluster.py), with M dedicated CPU
+network namespace on a bridge (tests/support/netns.py), with M dedicated CPU
 server hosts and a scheduler host, every link shaped to RATE each way (tc
 tbf; "none" for namespaces without shaping). byteps: reduce-scatter over
 NVLink, slices to the servers over the shaped links, all-gather. NCCL: told
@@ -34,7 +34,6 @@ carried Debian packages and puts `ip` and `tc` on PATH.
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -42,6 +41,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
+from tests.support.ports import free_port  # noqa: E402
 
 
 def bert_large():
@@ -156,11 +156,6 @@ def worker(args):
         bps.shutdown()  # an orderly goodbye to the dedicated servers
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 # Every worker process: NVLink multicast off (shared hosts), the repo importable.
 WORKER_ENV = {"OMP_NUM_THREADS": "4", "NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
@@ -222,7 +217,7 @@ def _summarize(outputs, machines, per_machine_gpus):
 def run_config(model, backend, args, gpus):
     env = dict(os.environ, **WORKER_ENV)
     per_machine = gpus // args.machines
-    port = _free_port()
+    port = free_port()
     procs = []
     for m in range(args.machines):
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(args.machines), "--node_rank", str(m),
@@ -361,7 +356,7 @@ def main():
     rows = []
     cluster = None
     if args.shaped:
-        from benchmarks.cluster import Cluster, install_sigterm_handler, remove_stale_namespaces
+        from tests.support.netns import Cluster, install_sigterm_handler, remove_stale_namespaces
         install_sigterm_handler()
         remove_stale_namespaces()
         rate = None if args.shaped == "none" else args.shaped

@@ -2,7 +2,7 @@
 
 Each of n worker hosts, n dedicated server hosts and one scheduler host is a
 network namespace whose link is shaped to --rate in both directions (see
-benchmarks/cluster.py). In the same run, for each n:
+tests/support/netns.py). In the same run, for each n:
 
   gloo       torch.distributed all_reduce (backend gloo) of --size-mb on the n worker hosts
   dedicated  byteps push_pull of the same tensor, k = n servers on their own hosts
@@ -285,7 +285,7 @@ def measure(cluster, n, mode, args):
 
 
 def run_benchmark(args):
-    from benchmarks.cluster import Cluster, install_sigterm_handler, remove_stale_namespaces
+    from tests.support.netns import Cluster, install_sigterm_handler, remove_stale_namespaces
 
     install_sigterm_handler()
     remove_stale_namespaces()
@@ -466,7 +466,7 @@ def main(argv=None):
         if args.plot:
             plot(result, args.plot)
         return 0
-    from benchmarks.cluster import Cluster
+    from tests.support.netns import Cluster
     reason = Cluster.unavailable_reason()
     if reason:
         print(f"multihost benchmark cannot run here: {reason}", file=sys.stderr)

@@ -17,12 +17,15 @@ CPU replicas with 4 processes). --no-mwms-4x1 skips the last.
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO not in sys.path:  # run as a script: the repository's tests.support importable
+    sys.path.insert(0, REPO)
+from tests.support.ports import free_ports  # noqa: E402
+
 PROCESSES = 2
 
 
@@ -107,11 +110,6 @@ def run_worker(args):
 
 # -- orchestrator --------------------------------------------------------------
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def _worker_argv(args, role, devices):
     return [sys.executable, os.path.abspath(__file__), "--role", role, "--devices", str(devices),
@@ -138,7 +136,7 @@ def run_byteps(args, devices):
 
 
 def run_mwms(args, processes=PROCESSES):
-    ports = [_free_port() for _ in range(processes)]
+    ports = free_ports(processes)
     cluster = {"worker": [f"localhost:{p}" for p in ports]}
     procs = []
     for index in range(processes):

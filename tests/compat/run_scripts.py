@@ -1,9 +1,9 @@
 """Run the ported upstream scripts (tests/compat/scripts) with 2 processes
 under torchrun, offline, and check that the ranks agree.
 
-    PYTHONPATH=. python3 tests/compat/run_scripts.py            # all
-    PYTHONPATH=. python3 tests/compat/run_scripts.py NAME...    # some
-    PYTHONPATH=. python3 tests/compat/run_scripts.py --legacy-keras NAME...
+    python3 -m tests.compat.run_scripts            # all
+    python3 -m tests.compat.run_scripts NAME...    # some
+    python3 -m tests.compat.run_scripts --legacy-keras NAME...
 
 --legacy-keras runs them as Horovod users on TensorFlow >= 2.16 run their
 Keras 2 scripts: with TF_USE_LEGACY_KERAS=1, so that tf.keras is Keras 2
@@ -16,13 +16,13 @@ trained-state fingerprints), or FAIL with the last error line.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 
-from harness import HERE, torchrun
-from scripts_table import EXIT_STATUS_ONLY, LEGACY_KERAS_SCRIPTS, LOG_MUST_NOT_CONTAIN, SCRIPT_ENV, SCRIPTS, TABLE
+from tests.compat import HERE
+from tests.compat.scripts_table import EXIT_STATUS_ONLY, LEGACY_KERAS_SCRIPTS, LOG_MUST_NOT_CONTAIN, SCRIPT_ENV, SCRIPTS, TABLE
+from tests.support.jobs import torchrun
 
 OFFLINE = os.path.join(HERE, "offline")
 
@@ -32,14 +32,13 @@ def run_script(name, timeout=600, legacy_keras=False):
     args, _ = TABLE[name]
     fingerprints = tempfile.mkdtemp(prefix="compat_fp_")
     workdir = tempfile.mkdtemp(prefix="compat_cwd_")
-    env = {"PYTHONPATH": os.pathsep.join([OFFLINE, os.environ.get("PYTHONPATH", "")]),
-           "COMPAT_FINGERPRINT_DIR": fingerprints, "BYTEPS_TIMEOUT": "60", "HOME": workdir,
+    env = {"COMPAT_FINGERPRINT_DIR": fingerprints, "BYTEPS_TIMEOUT": "60", "HOME": workdir,
            **SCRIPT_ENV.get(name, {}), **({"TF_USE_LEGACY_KERAS": "1"} if legacy_keras else {})}
     start = time.time()
-    try:
-        code, log = torchrun(os.path.join(SCRIPTS, name), args=args, env=env, timeout=timeout, cwd=workdir)
-    except subprocess.TimeoutExpired:
+    job = torchrun(os.path.join(SCRIPTS, name), args=args, env=env, timeout=timeout, cwd=workdir, pythonpath=[OFFLINE])
+    if job.timed_out:
         return False, f"still running after {timeout} s (killed)", time.time() - start
+    code, log = job.returncode, job.output
     seconds = time.time() - start
     if code != 0:
         errors = [line for line in log.splitlines()
@@ -82,5 +81,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, HERE)
     sys.exit(main())

@@ -5,7 +5,8 @@ import os
 import numpy as np
 import pytest
 
-from harness import WORKERS, results, torchrun
+from tests.compat import WORKERS
+from tests.support.jobs import torchrun
 
 
 # CI runs k=1 (the bounded-staleness path; k=0 is its special case);
@@ -15,11 +16,11 @@ STALENESS = [0, 1, 2] if os.environ.get("COMPAT_FULL") == "1" else [1]
 
 @pytest.mark.parametrize("staleness", STALENESS)
 def test_async_training_converges(tmp_path, staleness):
-    code, log = torchrun(os.path.join(WORKERS, "async_train.py"), args=["--staleness", staleness], nproc=1,
+    job = torchrun(os.path.join(WORKERS, "async_train.py"), args=["--staleness", staleness], nproc=1,
                          machines=2, result_dir=tmp_path, env={"BYTEPS_ENABLE_ASYNC": "1", "BYTEPS_TIMEOUT": "30"})
-    assert code == 0, log[-4000:]
-    found = results(tmp_path)
-    assert sorted(found) == [0, 1], log[-4000:]
+    assert job.returncode == 0, job.output[-4000:]
+    found = job.results
+    assert sorted(found) == [0, 1], job.output[-4000:]
     # rank 1 starts from the servers' weights: rank 0's, plus whatever rank 0
     # already pushed (it does not wait), never its own random initialisation
     assert not np.allclose(found[1]["start_weights"], found[1]["own_init"])

@@ -5,7 +5,8 @@ import os
 
 import numpy as np
 
-from harness import WORKERS, results, torchrun
+from tests.compat import WORKERS
+from tests.support.jobs import torchrun
 
 WORKER = os.path.join(WORKERS, "elastic_train.py")
 
@@ -15,14 +16,14 @@ def test_killed_worker_resumes_from_last_commit(tmp_path):
     clean_dir.mkdir()
     killed_dir.mkdir()
     env = {"BYTEPS_TIMEOUT": "20", "BYTEPS_ELASTIC_DIR": str(tmp_path / "commits-clean")}
-    code, log = torchrun(WORKER, args=["--steps", "12"], result_dir=clean_dir, env=env)
-    assert code == 0, log[-4000:]
+    clean = torchrun(WORKER, args=["--steps", "12"], result_dir=clean_dir, env=env)
+    assert clean.returncode == 0, clean.output[-4000:]
     env["BYTEPS_ELASTIC_DIR"] = str(tmp_path / "commits-killed")
-    code, log = torchrun(WORKER, args=["--steps", "12", "--kill-at-step", "7"], result_dir=killed_dir, env=env,
-                         extra_run_args=["--max-restarts", "1"])
-    assert code == 0, log[-4000:]
-    clean, killed = results(clean_dir), results(killed_dir)
-    assert sorted(killed) == [0, 1], log[-4000:]
+    killed_job = torchrun(WORKER, args=["--steps", "12", "--kill-at-step", "7"], result_dir=killed_dir, env=env,
+                          run_args=["--max-restarts", "1"])
+    assert killed_job.returncode == 0, killed_job.output[-4000:]
+    clean, killed = clean.results, killed_job.results
+    assert sorted(killed) == [0, 1], killed_job.output[-4000:]
     for rank in (0, 1):
         assert killed[rank]["attempt"] == 1, "the job was not restarted"
         assert killed[rank]["resumed_at"] == [6], killed[rank]  # last commit before step 7

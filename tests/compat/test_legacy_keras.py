@@ -8,7 +8,7 @@ Two processes under torchrun, as the other compatibility tests.
   that passes under Keras 2);
 * a subset of Horovod's own test_tensorflow2_keras.py (the whole file, 13 of
   13 passing: ``TF_USE_LEGACY_KERAS=1 PYTHONPATH=. python3
-  tests/compat/upstream/run_upstream.py horovod/test_tensorflow2_keras.py -v``).
+  python3 -m tests.compat.upstream.run_upstream horovod/test_tensorflow2_keras.py -v``).
 
 Skipped, saying so, where tf_keras is not installed.
 """
@@ -17,9 +17,9 @@ import os
 
 import pytest
 
-from run_scripts import run_script
-from scripts_table import LEGACY_KERAS_EXPECTED_TO_PASS
-from upstream.run_upstream import run_suite
+from tests.compat.run_scripts import run_script
+from tests.compat.scripts_table import LEGACY_KERAS_EXPECTED_TO_PASS
+from tests.compat.upstream.run_upstream import run_suite
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("tf_keras") is None,
                                 reason="Keras 2 is not installed: pip install tf_keras==2.21.0 (TensorFlow's version)")

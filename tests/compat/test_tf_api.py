@@ -4,7 +4,8 @@ import os
 
 import pytest
 
-from harness import WORKERS, results, torchrun
+from tests.compat import WORKERS
+from tests.support.jobs import torchrun
 
 CASES = ["joined_torchrun_job", "allreduce_ops", "adasum", "allgather", "alltoall", "reducescatter",
          "flags_and_join", "keras_fit_with_options", "tape_options", "keras_load_model", "missing_names"]
@@ -13,10 +14,10 @@ CASES = ["joined_torchrun_job", "allreduce_ops", "adasum", "allgather", "alltoal
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
     out = tmp_path_factory.mktemp("tf_api")
-    code, log = torchrun(os.path.join(WORKERS, "tf_api.py"), result_dir=out, env={"BYTEPS_TIMEOUT": "30"})
-    assert code == 0, log[-5000:]
-    found = results(out)
-    assert sorted(found) == [0, 1], log[-5000:]
+    job = torchrun(os.path.join(WORKERS, "tf_api.py"), result_dir=out, env={"BYTEPS_TIMEOUT": "30"})
+    assert job.returncode == 0, job.output[-5000:]
+    found = job.results
+    assert sorted(found) == [0, 1], job.output[-5000:]
     return found
 
 

@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from harness import WORKERS, results, torchrun
+from tests.compat import WORKERS
+from tests.support.jobs import torchrun
 
 CASES = ["eager_allreduce_then_join", "function_steps_then_join", "next_epoch_everyone_again",
          "join_inside_function_after_function_steps", "join_at_the_end_of_a_training_function",
@@ -17,10 +18,10 @@ CASES = ["eager_allreduce_then_join", "function_steps_then_join", "next_epoch_ev
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
     out = tmp_path_factory.mktemp("tf_join")
-    code, log = torchrun(os.path.join(WORKERS, "tf_join.py"), result_dir=out, env={"BYTEPS_TIMEOUT": "30"})
-    assert code == 0, log[-5000:]
-    found = results(out)
-    assert sorted(found) == [0, 1], log[-5000:]
+    job = torchrun(os.path.join(WORKERS, "tf_join.py"), result_dir=out, env={"BYTEPS_TIMEOUT": "30"})
+    assert job.returncode == 0, job.output[-5000:]
+    found = job.results
+    assert sorted(found) == [0, 1], job.output[-5000:]
     return found
 
 

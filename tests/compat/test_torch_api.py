@@ -4,7 +4,8 @@ import os
 
 import pytest
 
-from harness import WORKERS, results, torchrun
+from tests.compat import WORKERS
+from tests.support.jobs import torchrun
 
 CASES = ["allreduce_ops", "adasum", "allgather", "broadcast", "alltoall", "reducescatter", "join_and_barrier", "join_uneven_batches", "process_sets",
          "built_flags", "optimizer_options", "staleness_needs_async", "distributed_data_parallel", "missing_name_says_what_instead", "sync_batch_norm",
@@ -15,10 +16,10 @@ CASES = ["allreduce_ops", "adasum", "allgather", "broadcast", "alltoall", "reduc
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
     out = tmp_path_factory.mktemp("torch_api")
-    code, log = torchrun(os.path.join(WORKERS, "torch_api.py"), result_dir=out, env={"BYTEPS_TIMEOUT": "20"})
-    assert code == 0, log[-5000:]
-    found = results(out)
-    assert sorted(found) == [0, 1], log[-5000:]
+    job = torchrun(os.path.join(WORKERS, "torch_api.py"), result_dir=out, env={"BYTEPS_TIMEOUT": "20"})
+    assert job.returncode == 0, job.output[-5000:]
+    found = job.results
+    assert sorted(found) == [0, 1], job.output[-5000:]
     return found
 
 

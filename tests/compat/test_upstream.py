@@ -2,9 +2,9 @@
 import line swapped) with 2 processes under torchrun: the CI subset below
 must pass on both ranks. The whole file, with every failure classified:
 
-    PYTHONPATH=. python3 tests/compat/upstream/run_upstream.py horovod/test_torch.py -v
+    python3 -m tests.compat.upstream.run_upstream horovod/test_torch.py -v
 """
-from upstream.run_upstream import run_suite
+from tests.compat.upstream.run_upstream import run_suite
 
 # One job, in this order: the basics, then one test per semantic the compat
 # layer adds over the engine (reducescatter's rows and gradient, alltoall's and

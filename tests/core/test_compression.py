@@ -8,8 +8,8 @@ disagree on the compressor failing on every rank with the cause."""
 import numpy as np
 import pytest
 
-from compression_reference import job_result, plan_partitions
-from jobs import run_job
+from tests.core.compression_reference import job_result, plan_partitions
+from tests.support.jobs import bpslaunch_source
 
 STEPS = 4
 N = 50000  # 200 kB: 4 partitions of 64 kB over 2 servers
@@ -37,8 +37,8 @@ bps.shutdown()
                                   "topk:ratio=0.01,momentum=0.9,server_ef=1,server_topk=1"])
 def test_each_compressor_matches_the_numpy_reference_across_steps(tmp_path, spec):
     script = EXACT_AGAINST_REFERENCE.replace("STEPS", str(STEPS)).replace("N", str(N)).replace("SPEC", repr(spec))
-    _, results = run_job(tmp_path, script, machines=2, servers=2,
-                         env={"BYTEPS_PARTITION_BYTES": str(64 * 1024)})
+    results = bpslaunch_source(tmp_path, script, machines=2, servers=2,
+                         env={"BYTEPS_PARTITION_BYTES": str(64 * 1024)}).results
     grads = [[np.random.default_rng(1000 * step + r).standard_normal(N).astype(np.float32) for r in range(2)]
              for step in range(STEPS)]
     expect = job_result(spec, grads, "grad.w", 64 * 1024, 2)
@@ -160,8 +160,8 @@ bps.shutdown()
 
 
 def test_several_local_ranks_partitions_and_servers(tmp_path):
-    _, results = run_job(tmp_path, LOSSLESS_CASES, machines=2, local_workers=2, servers=2,
-                         env={"BYTEPS_PARTITION_BYTES": str(256 * 1024)})
+    results = bpslaunch_source(tmp_path, LOSSLESS_CASES, machines=2, local_workers=2, servers=2,
+                         env={"BYTEPS_PARTITION_BYTES": str(256 * 1024)}).results
     n = 4
     want = 0.25 * (n + 1) / 2
     for rank, res in results.items():
@@ -189,7 +189,7 @@ bps.shutdown()
 
 
 def test_wire_bytes_per_step(tmp_path):
-    _, results = run_job(tmp_path, WIRE_BYTES, machines=2, servers=1)
+    results = bpslaunch_source(tmp_path, WIRE_BYTES, machines=2, servers=1).results
     for res in results.values():
         assert res["none"] == 4 << 20
         assert res["none"] / res["onebit"] >= 20, res
@@ -224,8 +224,8 @@ bps.shutdown()
     (["onebit:momentum=0.9", "onebit"], ["with error feedback and nesterov momentum", "onebit with error feedback"]),
 ])
 def test_ranks_that_disagree_fail_on_every_rank(tmp_path, specs, causes):
-    _, results = run_job(tmp_path, DISAGREE.replace("SPECS", repr(specs)), machines=2, servers=1,
-                         expect_ok=False, env={"BYTEPS_TIMEOUT": "30"})
+    results = bpslaunch_source(tmp_path, DISAGREE.replace("SPECS", repr(specs)), machines=2, servers=1,
+                         check=False, env={"BYTEPS_TIMEOUT": "30"}).results
     assert sorted(results) == [0, 1]
     for rank, res in results.items():
         assert res["error"] and "grad.w" in res["error"], (rank, res["error"])
@@ -244,5 +244,5 @@ except ValueError as e:
     report({"error": str(e)})
 bps.shutdown()
 """
-    _, results = run_job(tmp_path, script, machines=1)
+    results = bpslaunch_source(tmp_path, script, machines=1).results
     assert "unknown compressor 'twobit'" in results[0]["error"]

@@ -6,7 +6,9 @@ import subprocess
 import sys
 import time
 
-from jobs import REPO, run_job
+from tests.support.jobs import bpslaunch_source
+from tests.support.paths import REPO
+from tests.support.ports import free_port
 
 STAGING = """
 import numpy as np
@@ -27,7 +29,7 @@ bps.shutdown()
 
 
 def test_staging_memory_does_not_grow_over_1000_steps(tmp_path):
-    _, results = run_job(tmp_path, STAGING, local_workers=2, timeout=300)
+    results = bpslaunch_source(tmp_path, STAGING, local_workers=2, timeout=300).results
     for r in results.values():
         early, late = r["samples"]
         assert early == late, "staging grew between step 10 and 999"
@@ -60,8 +62,8 @@ def test_new_names_take_pooled_staging_and_what_is_held_stays_bounded(tmp_path):
     """Issue 27: staging is pooled. A name seen for the first time takes warm
     slots (from the reserve, or freed by reclaimed names) and the sums stay
     exact; the machine holds at most its peak of slots plus the reserve."""
-    _, results = run_job(tmp_path, POOLED, local_workers=2, timeout=300,
-                         env={"BYTEPS_LOCAL_KEY_TABLE_SIZE": "16", "BYTEPS_LOCAL_STAGING_RESERVE": str(4 << 20)})
+    results = bpslaunch_source(tmp_path, POOLED, local_workers=2, timeout=300,
+                         env={"BYTEPS_LOCAL_KEY_TABLE_SIZE": "16", "BYTEPS_LOCAL_STAGING_RESERVE": str(4 << 20)}).results
     for r in results.values():
         L = r["local_size"]
         assert r["reserve"] == L * (4 << 20)
@@ -76,7 +78,7 @@ def test_a_new_name_takes_the_slots_of_names_gone_idle(tmp_path):
     is reclaimed), 64 names used one after the other hold the slots of the
     rounds in flight, not one slot per name ever used: a rank's new slot
     first frees its slots of keys every rank is done with. Sums stay exact."""
-    _, results = run_job(tmp_path, POOLED, local_workers=2, timeout=300)
+    results = bpslaunch_source(tmp_path, POOLED, local_workers=2, timeout=300).results
     for r in results.values():
         L = r["local_size"]
         peak_in_slots = max(in_slots for in_slots, _ in r["samples"])
@@ -87,12 +89,6 @@ def test_a_new_name_takes_the_slots_of_names_gone_idle(tmp_path):
             assert in_slots <= backed <= peak_in_slots + r["reserve"] + 4096, (in_slots, backed)
 
 
-def _free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def _segments(job_id):
     return glob.glob(f"/dev/shm/bpsn-{job_id}-*")
@@ -100,7 +96,7 @@ def _segments(job_id):
 
 def test_no_segments_left_after_normal_exit(tmp_path):
     job_id = "cafe0001"
-    run_job(tmp_path, "import byteps_native.core as bps\nbps.init()\nimport numpy as np\n"
+    bpslaunch_source(tmp_path, "import byteps_native.core as bps\nbps.init()\nimport numpy as np\n"
             "bps.push_pull(np.ones(10, np.float32), 'x')\nreport({})\nbps.shutdown()\n",
             local_workers=3, env={"BYTEPS_JOB_ID": job_id})
     assert _segments(job_id) == []
@@ -126,7 +122,7 @@ def test_segments_are_unlinked_while_running_and_a_killed_rank_fails_the_others(
             f"    open(os.path.join({str(tmp_path)!r}, 'error.txt'), 'w').write(str(e))\n"
             "    raise SystemExit(3)\n")
     # Started by hand (not bpslaunch, which would stop the survivor itself).
-    port = _free_port()
+    port = free_port()
     base = dict(os.environ, BYTEPS_JOB_ID=job_id, BYTEPS_TIMEOUT="30", DMLC_PS_ROOT_URI="127.0.0.1",
                 DMLC_PS_ROOT_PORT=str(port), DMLC_NUM_WORKER="1", DMLC_NUM_SERVER="0", DMLC_WORKER_ID="0",
                 BYTEPS_LOCAL_SIZE="2", BYTEPS_JOB_TOKEN="t0ken")
@@ -162,7 +158,7 @@ def test_launcher_binds_local_ranks_to_their_cores(tmp_path):
     if len(cores) < 2:
         import pytest
         pytest.skip("needs at least 2 cores to split between 2 local ranks")
-    _, results = run_job(tmp_path, "import os, byteps_native.core as bps\nbps.init()\n"
+    results = bpslaunch_source(tmp_path, "import os, byteps_native.core as bps\nbps.init()\n"
                          "report({'cpus': sorted(os.sched_getaffinity(0))})\nbps.shutdown()\n", local_workers=2,
-                         env={"BYTEPS_NUMA_ON": "1", "BYTEPS_VISIBLE_CPU_CORES": ",".join(map(str, cores[:2]))})
+                         env={"BYTEPS_NUMA_ON": "1", "BYTEPS_VISIBLE_CPU_CORES": ",".join(map(str, cores[:2]))}).results
     assert results[0]["cpus"] == [cores[0]] and results[1]["cpus"] == [cores[1]], results

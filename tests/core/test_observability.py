@@ -5,7 +5,8 @@ import subprocess
 import sys
 
 from byteps_native import trace
-from jobs import REPO, run_job
+from tests.support.jobs import bpslaunch_source
+from tests.support.paths import REPO
 
 TRAINING = """
 import numpy as np
@@ -21,7 +22,7 @@ bps.shutdown()
 
 def test_trace_has_every_partition_and_stage_and_merges(tmp_path):
     trace_dir = os.path.join(str(tmp_path), "traces")
-    run_job(tmp_path, TRAINING, local_workers=2, machines=2, servers=1,
+    bpslaunch_source(tmp_path, TRAINING, local_workers=2, machines=2, servers=1,
             env={"BYTEPS_TRACE_ON": "1", "BYTEPS_TRACE_DIR": trace_dir, "BYTEPS_TRACE_START_STEP": "1",
                  "BYTEPS_TRACE_END_STEP": "3", "BYTEPS_PARTITION_BYTES": "409600"})
     files = sorted(os.listdir(trace_dir))
@@ -46,7 +47,7 @@ def test_trace_has_every_partition_and_stage_and_merges(tmp_path):
 
 
 def test_stats_count_the_bytes_actually_moved(tmp_path):
-    _, results = run_job(tmp_path, TRAINING, local_workers=1, machines=2, servers=1)
+    results = bpslaunch_source(tmp_path, TRAINING, local_workers=1, machines=2, servers=1).results
     for r in results.values():
         # One local rank: the whole tensor goes to the server and back, 5 times.
         assert r["stats"]["bytes_pushed"] == 5 * 300000 * 4
@@ -55,7 +56,7 @@ def test_stats_count_the_bytes_actually_moved(tmp_path):
 
 
 def test_local_ranks_share_the_network_work(tmp_path):
-    _, results = run_job(tmp_path, TRAINING, local_workers=2, machines=2, servers=1)
+    results = bpslaunch_source(tmp_path, TRAINING, local_workers=2, machines=2, servers=1).results
     pushed = [r["stats"]["bytes_pushed"] for r in results.values()]
     # Each local rank pushes only its slice: a machine's ranks together push the tensor once.
     assert sum(pushed) == 2 * 5 * 300000 * 4

@@ -15,7 +15,7 @@ import textwrap
 
 import pytest
 
-from jobs import REPO
+from tests.support.paths import REPO
 
 SHM_MB = 24
 

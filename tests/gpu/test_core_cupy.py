@@ -4,8 +4,8 @@ sum and average, in place and out of place, on one and two emulated machines
 on this host)."""
 import pytest
 
-from gpu_env import GPUS, NO_GPU, requires_cuda_build, topologies
-from jobs import run_job
+from tests.gpu.gpu_env import GPUS, NO_GPU, requires_cuda_build, topologies
+from tests.support.jobs import bpslaunch_source
 
 if GPUS == 0:
     pytest.skip(NO_GPU, allow_module_level=True)
@@ -85,9 +85,9 @@ bps.shutdown()
 
 @pytest.mark.parametrize("machines,local", topologies())
 def test_cupy_push_pull_every_dtype_and_odd_size(tmp_path, machines, local):
-    _, results = run_job(tmp_path, WORKER, local_workers=local, machines=machines,
+    results = bpslaunch_source(tmp_path, WORKER, local_workers=local, machines=machines,
                          servers=2 if machines > 1 else 0,
-                         env={"BYTEPS_PARTITION_BYTES": PARTITION_BYTES}, timeout=300)
+                         env={"BYTEPS_PARTITION_BYTES": PARTITION_BYTES}, timeout=300, gpus=True).results
     assert len(results) == machines * local
     for rank, r in sorted(results.items()):
         assert r["failures"] == [], f"rank {rank}: " + "\n".join(r["failures"][:10])
@@ -115,5 +115,5 @@ except bps.BytePSError as e:
     report({"error": str(e)})
 bps.shutdown()
 """
-    _, results = run_job(tmp_path, script)
+    results = bpslaunch_source(tmp_path, script, gpus=True).results
     assert "cuda:99" in results[0]["error"]

@@ -18,13 +18,12 @@ import time
 
 import pytest
 
-from gpu_env import GPUS, NO_GPU, needs_gpus, requires_cuda_build
+from tests.gpu.gpu_env import GPUS, NO_GPU, needs_gpus, requires_cuda_build
+from tests.support.jobs import Job
 
 pytestmark = [requires_cuda_build, needs_gpus(4)]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "reliability"))
-from cluster import Cluster  # noqa: E402  (the reliability tests' one-process-per-role job)
 
 WORKER = os.path.join(HERE, "workers", "gpu_train_loop.py")
 TIMEOUT = 30             # BYTEPS_TIMEOUT of the job
@@ -42,7 +41,7 @@ def run_trial(log_dir, role, rng, on_cpu=False):
     host tensors (a dry run of this harness on a machine without GPUs)."""
     os.makedirs(log_dir, exist_ok=True)
     findings = []
-    with Cluster(log_dir, machines=2, local_size=2, servers=2, BYTEPS_TIMEOUT=TIMEOUT,
+    with Job(log_dir, machines=2, local_size=2, servers=2, gpus=True, BYTEPS_TIMEOUT=TIMEOUT,
                  BYTEPS_PARTITION_BYTES=1 << 20) as cluster:
         cluster.start_role("scheduler", "scheduler")
         for s in range(2):

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from benchmarks.cluster import Cluster
+from tests.support.netns import Cluster
 
 REASON = Cluster.unavailable_reason()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=f"multi-host test needs network namespaces: {REASON}")

@@ -11,12 +11,13 @@ it on CI machines).
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
 
 import pytest
+
+from tests.support.ports import free_ports
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(REPO, "deploy", "slurm", "byteps_job.sbatch")
@@ -25,15 +26,6 @@ pytestmark = pytest.mark.skipif(
     not (shutil.which("slurmctld") and shutil.which("slurmd") and shutil.which("munged") and os.geteuid() == 0),
     reason="needs Debian's slurmctld, slurmd and munge, as root (scripts/install.sh installs them)")
 
-
-def _free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 def _processes_with_env(entry):
@@ -59,7 +51,7 @@ def slurm_cluster(tmp_path_factory):
         (root / sub).mkdir()
     host = subprocess.run(["hostname", "-s"], capture_output=True, text=True, check=True).stdout.strip()
     cpus = os.cpu_count() or 2
-    ctld_port, d_port = _free_ports(2)
+    ctld_port, d_port = free_ports(2)
     conf = root / "slurm.conf"
     conf.write_text(f"""
 ClusterName=bpstest

@@ -8,13 +8,14 @@ path: segmentation fault). The server now follows the rendezvous to the
 workers' store (`--rdzv-endpoint`).
 """
 import os
-import socket
 import subprocess
 import sys
 import textwrap
 import time
 
 import pytest
+
+from tests.support.ports import free_port
 
 pytest.importorskip("torch")
 
@@ -36,11 +37,6 @@ WORKER = textwrap.dedent("""
 """)
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def _env():
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DMLC_", "BYTEPS_", "PET_", "MASTER_"))}
@@ -56,7 +52,7 @@ def test_dedicated_server_joins_torchrun(tmp_path, form, server_first):
         pytest.skip("covered by tests/torch/test_dedicated_servers.py")
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
-    port = _free_port()
+    port = free_port()
     env = _env()
     if form == "c10d":
         rdzv = ["--rdzv_backend", "c10d", "--rdzv_endpoint", f"127.0.0.1:{port}", "--rdzv_id", "job7"]
@@ -94,7 +90,7 @@ def test_dedicated_server_joins_torchrun(tmp_path, form, server_first):
 
 def test_server_reports_a_vanished_store_without_crashing(tmp_path):
     """The store closes under a waiting server: one line naming the cause, exit 1, no segfault."""
-    port = _free_port()
+    port = free_port()
     master = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sys, torch.distributed as dist
         store = dist.TCPStore("127.0.0.1", {port}, is_master=True, wait_for_workers=False)
@@ -118,7 +114,7 @@ def test_server_reports_a_vanished_store_without_crashing(tmp_path):
 
 
 def test_server_names_a_rendezvous_that_never_completes(tmp_path):
-    port = _free_port()
+    port = free_port()
     master = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import time, torch.distributed as dist
         store = dist.TCPStore("127.0.0.1", {port}, is_master=True, wait_for_workers=False)

@@ -1,8 +1,8 @@
 """Fault campaign: randomized trials of one fault against one role of a
 training job, and what every process did about it.
 
-    python tests/reliability/fault_campaign.py --trials 20            # long profile
-    python tests/reliability/fault_campaign.py --trials 1 --seed 7    # one of each
+    python -m tests.reliability.fault_campaign --trials 20            # long profile
+    python -m tests.reliability.fault_campaign --trials 1 --seed 7    # one of each
 
 Each trial starts a real job on this host (scheduler, 1 dedicated server,
 2 machines x 2 local ranks running tests/reliability/workers/train_loop.py,
@@ -51,8 +51,10 @@ import tempfile
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster import WORKERS, Cluster, Proc, base_env, free_port  # noqa: E402
+from tests.reliability import Cluster, WORKERS
+from tests.support.jobs import role_env
+from tests.support.ports import free_port
+from tests.support.processes import LoggedProcess
 
 ROLES = ("worker", "server", "scheduler")
 KINDS = ("kill9", "sigstop", "stranger", "drip", "badconfig", "startkill", "storestop", "agentstop")
@@ -333,16 +335,16 @@ def run_store_host_trial(rng, log_dir):
     without an agent: every other rank must fail and exit on its own within BYTEPS_TIMEOUT + 5 s."""
     result = dict(role="worker", kind="storestop", memory_errors=[], wrong_results=0, left_running=[],
                   shm_left=[], times=[], exits=[], slow_exits=[], unnamed=[], detail="")
-    env = base_env(BYTEPS_TIMEOUT=TIMEOUT)
+    env = role_env(BYTEPS_TIMEOUT=TIMEOUT)
     for k in [k for k in env if k.startswith("DMLC_")] + ["BYTEPS_JOB_ID"]:
         env.pop(k, None)
     env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE="4", LOCAL_WORLD_SIZE="2")
     procs = {}
     try:
         for r in range(4):
-            procs[f"rank {r}"] = Proc(f"rank {r}", [sys.executable, os.path.join(WORKERS, "ddp_loop.py"), "0"],
-                                      dict(env, RANK=str(r), LOCAL_RANK=str(r % 2), GROUP_RANK=str(r // 2)),
-                                      log_dir)
+            procs[f"rank {r}"] = LoggedProcess(f"rank {r}", [sys.executable, os.path.join(WORKERS, "ddp_loop.py"), "0"],
+                                               dict(env, RANK=str(r), LOCAL_RANK=str(r % 2), GROUP_RANK=str(r // 2)),
+                                               os.path.join(log_dir, f"rank_{r}.log"))
         if not all(p.wait_for("READY", 120) for p in procs.values()):
             result["detail"] = "job did not start"
             result["unnamed"] = ["job did not start"]
@@ -432,7 +434,7 @@ def run_agent_store_host_trial(rng, log_dir, store_host=None):
     killed, both agents must end within AGENTS_END_WITHIN s."""
     result = dict(role="worker", kind="agentstop", memory_errors=[], wrong_results=0, left_running=[],
                   shm_left=[], times=[], exits=[], slow_exits=[], unnamed=[], detail="", store_host="")
-    env = base_env(BYTEPS_TIMEOUT=TIMEOUT)
+    env = role_env(BYTEPS_TIMEOUT=TIMEOUT)
     for k in [k for k in env if k.startswith("DMLC_")] + ["BYTEPS_JOB_ID"]:
         env.pop(k, None)
     # Three times in four rank 0 hosts the workers' TCPStore (TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1, as before
@@ -448,12 +450,12 @@ def run_agent_store_host_trial(rng, log_dir, store_host=None):
                          for r in range(4)}
     try:
         for m in range(2):
-            agents[f"agent {m}"] = Proc(
+            agents[f"agent {m}"] = LoggedProcess(
                 f"agent {m}",
                 [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "2",
                  "--rdzv-backend", "c10d", "--rdzv-endpoint", rdzv, "--rdzv-id", os.path.basename(log_dir),
                  "--max-restarts", "0", "--monitor-interval", "0.1", os.path.join(WORKERS, "ddp_loop.py"), "0"],
-                env, log_dir)
+                env, os.path.join(log_dir, f"agent_{m}.log"))
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not all(r.find_pid() for r in ranks.values()):
             if any(a.poll() is not None for a in agents.values()):

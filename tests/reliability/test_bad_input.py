@@ -7,7 +7,9 @@ import textwrap
 
 import pytest
 
-from cluster import REPO, Cluster, base_env
+from tests.reliability import Cluster
+from tests.support.jobs import role_env
+from tests.support.paths import REPO
 
 JOB_TIMEOUT = 40
 

@@ -1,5 +1,5 @@
 """Issue 19 launch UX: the configuration summary logged at start."""
-from cluster import Cluster
+from tests.reliability import Cluster
 
 
 def test_configuration_summary_on_rank_0_only(tmp_path):

@@ -1,7 +1,7 @@
 """Two machines started with one DMLC_WORKER_ID (issue 20 item 9): refused at
 rendezvous, on every process, with a message naming the rank and both
 claimants -- not a job that runs with a rank missing."""
-from cluster import Cluster
+from tests.reliability import Cluster
 
 
 def test_duplicate_worker_id_refused_at_rendezvous(tmp_path):

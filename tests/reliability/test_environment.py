@@ -9,22 +9,19 @@ import time
 
 import pytest
 
-from cluster import REPO, Cluster, base_env
+from tests.reliability import Cluster
+from tests.support.jobs import role_env
+from tests.support.paths import REPO
+from tests.support.ports import free_port
 
 INIT = [sys.executable, "-c", "import byteps_native.core as bps; bps.init(); print('INIT OK')"]
 LAUNCH = [sys.executable, "-m", "byteps_native.launch"]
 RUN_TIMEOUT = 60
 
 
-def _closed_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _worker_env(**overrides):
-    env = base_env(DMLC_ROLE="worker", DMLC_NUM_WORKER=2, DMLC_WORKER_ID=0, DMLC_NUM_SERVER=1,
-                   BYTEPS_RENDEZVOUS_TIMEOUT=2, DMLC_PS_ROOT_PORT=_closed_port())
+    env = role_env(DMLC_ROLE="worker", DMLC_NUM_WORKER=2, DMLC_WORKER_ID=0, DMLC_NUM_SERVER=1,
+                   BYTEPS_RENDEZVOUS_TIMEOUT=2, DMLC_PS_ROOT_PORT=free_port())
     for k, v in overrides.items():
         if v is None:
             env.pop(k, None)
@@ -95,7 +92,7 @@ def test_bad_environment_via_bpslaunch(overrides, launch_says):
 
 
 def test_bpslaunch_local_mode_bad_arguments():
-    env = base_env()
+    env = role_env()
     for args, says in [(["--local-workers", "0"], "must be >= 1"),
                        (["--local-workers", "1", "--machines", "2"], "--machines 2 needs --servers >= 1"),
                        (["--local-workers", "1"], "local mode needs a command")]:
@@ -170,7 +167,7 @@ def test_worker_count_never_arrives_servers_end_too(tmp_path):
 
 
 def test_unknown_variables_draw_a_warning_naming_the_closest_known_one():
-    env = base_env(BYTEPS_TIMOUT="5", DMLC_NUM_WORKERS="1", BYTEPS_ENABLE_IPC="1")
+    env = role_env(BYTEPS_TIMOUT="5", DMLC_NUM_WORKERS="1", BYTEPS_ENABLE_IPC="1")
     r, _ = _run(INIT, env)
     assert r.returncode == 0 and "INIT OK" in r.stdout, r.stderr
     assert "BYTEPS_TIMOUT is not a byteps-native setting and is ignored; did you mean BYTEPS_TIMEOUT?" in r.stderr
@@ -192,7 +189,7 @@ if bps.rank() == 0:
 
 
 def test_timeout_message_writes_seconds_as_set():
-    env = base_env(BYTEPS_TIMEOUT="2.5")
+    env = role_env(BYTEPS_TIMEOUT="2.5")
     r, _ = _run(LAUNCH + ["--local-workers", "2", "--", sys.executable, "-c", STALLED], env)
     out = r.stdout + r.stderr
     assert "(BYTEPS_TIMEOUT=2.5)" in out, out

@@ -5,7 +5,7 @@ profile (>= 20 trials each) is documented in docs/reliability.md."""
 import os
 import random
 
-from fault_campaign import failures, run_campaign, table
+from tests.reliability.fault_campaign import failures, run_campaign, table
 
 
 def test_fault_campaign_quick_profile(tmp_path):

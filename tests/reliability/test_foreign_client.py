@@ -8,8 +8,10 @@ import subprocess
 import sys
 import threading
 
-from cluster import REPO, Cluster, base_env
-import wire_client as wc
+from tests.reliability import Cluster
+from tests.support.jobs import role_env
+from tests.support.paths import REPO
+from tests.reliability import wire_client as wc
 
 STEPS = 600
 
@@ -102,7 +104,7 @@ def test_impostor_acceptor_is_refused():
                 wc.recv_exactly(conn, 1)
 
     threading.Thread(target=impostor, daemon=True).start()
-    env = base_env(DMLC_ROLE="worker", DMLC_NUM_WORKER=2, DMLC_WORKER_ID=0, DMLC_NUM_SERVER=1,
+    env = role_env(DMLC_ROLE="worker", DMLC_NUM_WORKER=2, DMLC_WORKER_ID=0, DMLC_NUM_SERVER=1,
                    DMLC_PS_ROOT_PORT=port, BYTEPS_RENDEZVOUS_TIMEOUT=5)
     try:
         r = subprocess.run([sys.executable, "-c", "import byteps_native.core as bps; bps.init()"], env=env, cwd=REPO,

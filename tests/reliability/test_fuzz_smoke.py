@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from cluster import REPO
+from tests.support.paths import REPO
 
 HARNESSES = [("frame_decoder_fuzz", "frame", "frame.dict"),
              ("handshake_store_fuzz", "handshake_store", "handshake_store.dict")]

@@ -10,8 +10,9 @@ import sys
 import threading
 import time
 
-from cluster import Cluster, Proc
-import wire_client as wc
+from tests.reliability import Cluster
+from tests.support.processes import LoggedProcess
+from tests.reliability import wire_client as wc
 
 
 def _half_hello(host, port):
@@ -68,7 +69,8 @@ def test_drip_connections_do_not_stop_rendezvous(tmp_path):
     with Cluster(tmp_path, machines=2, servers=1, BYTEPS_TIMEOUT=20) as c:
         port = int(c.env["DMLC_PS_ROOT_PORT"])
         argv = ["prlimit", "--nofile=1024:1024", sys.executable, "-m", "byteps_native.scheduler"]
-        c.procs["scheduler"] = Proc("scheduler", argv, dict(c.env, DMLC_ROLE="scheduler"), c.log_dir)
+        c.procs["scheduler"] = LoggedProcess("scheduler", argv, dict(c.env, DMLC_ROLE="scheduler"),
+                                             os.path.join(c.log_dir, "scheduler.log"))
         drips, stop = [], threading.Event()
         deadline = time.monotonic() + 30
         while len(drips) < 1100 and time.monotonic() < deadline:

@@ -6,7 +6,9 @@ import os
 import subprocess
 import sys
 
-from cluster import REPO, Cluster, base_env
+from tests.reliability import Cluster
+from tests.support.jobs import role_env
+from tests.support.paths import REPO
 
 INIT = "import byteps_native.core as bps; bps.init(); print('INIT OK', flush=True)"
 
@@ -16,7 +18,7 @@ def _run(argv, env, timeout=60):
 
 
 def test_role_mode_without_a_token_refuses_to_start_on_every_role():
-    env = base_env(DMLC_NUM_WORKER=2, DMLC_NUM_SERVER=1, BYTEPS_RENDEZVOUS_TIMEOUT=5)
+    env = role_env(DMLC_NUM_WORKER=2, DMLC_NUM_SERVER=1, BYTEPS_RENDEZVOUS_TIMEOUT=5)
     del env["BYTEPS_JOB_TOKEN"]
     runs = {
         "scheduler": _run([sys.executable, "-m", "byteps_native.scheduler"], dict(env, DMLC_ROLE="scheduler")),
@@ -49,7 +51,7 @@ def test_token_file_is_read_and_a_missing_one_is_named(tmp_path):
         c.start("train_loop.py", 50)
         codes = c.wait_all(90)
         assert all(rc == 0 for rc in codes.values()), c.dump()
-    env = base_env(DMLC_ROLE="scheduler", BYTEPS_JOB_TOKEN_FILE=str(tmp_path / "nosuch"))
+    env = role_env(DMLC_ROLE="scheduler", BYTEPS_JOB_TOKEN_FILE=str(tmp_path / "nosuch"))
     del env["BYTEPS_JOB_TOKEN"]
     r = _run([sys.executable, "-m", "byteps_native.scheduler"], env)
     assert r.returncode != 0 and "BYTEPS_JOB_TOKEN_FILE=" in r.stderr and "nosuch" in r.stderr, r.stderr

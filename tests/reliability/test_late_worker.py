@@ -6,7 +6,7 @@ the end of BYTEPS_RENDEZVOUS_TIMEOUT, instead of a bare "cannot connect to
 import subprocess
 import sys
 
-from cluster import Cluster
+from tests.reliability import Cluster
 
 INIT = [sys.executable, "-c", "import byteps_native.core as bps; bps.init()"]
 

@@ -4,7 +4,8 @@ import subprocess
 import sys
 import time
 
-from cluster import REPO, base_env
+from tests.support.jobs import role_env
+from tests.support.paths import REPO
 
 LAUNCH = [sys.executable, "-m", "byteps_native.launch"]
 
@@ -22,7 +23,7 @@ def _processes_of_job(job_id):
 
 
 def test_a_worker_command_that_cannot_start_stops_the_job():
-    env = base_env()
+    env = role_env()
     for argv in (["--local-workers", "2", "--", "pyhton", "x.py"],
                  ["--local-workers", "1", "--machines", "2", "--servers", "1", "--", "pyhton", "x.py"]):
         r = subprocess.run(LAUNCH + argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=60)
@@ -36,7 +37,7 @@ def test_a_worker_command_that_cannot_start_stops_the_job():
 
 
 def test_role_unset_says_what_to_set():
-    env = base_env()
+    env = role_env()
     r = subprocess.run(LAUNCH + ["--", sys.executable, "-c", "pass"], env=env, cwd=REPO, capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 2, r.stderr

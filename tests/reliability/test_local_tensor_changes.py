@@ -9,7 +9,7 @@ the job; once BYTEPS_LOCAL_KEY_TABLE_SIZE names had been used, every new
 name failed."""
 import pytest
 
-from cluster import Cluster
+from tests.reliability import Cluster
 
 JOB_TIMEOUT = 60
 

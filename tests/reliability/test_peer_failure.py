@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from cluster import Cluster
+from tests.reliability import Cluster
 
 TIMEOUT = 5  # BYTEPS_TIMEOUT of these jobs
 SLACK = 10   # process start-up/teardown on a busy 2-core box

@@ -3,7 +3,7 @@
 got a clear error, the other hung until the timeout)."""
 import time
 
-from cluster import Cluster
+from tests.reliability import Cluster
 
 
 def test_scheduler_without_workers_times_out_naming_the_count(tmp_path):

@@ -6,7 +6,7 @@ docs/reliability.md)."""
 import os
 import re
 
-from cluster import Cluster
+from tests.reliability import Cluster
 
 STEPS = int(os.environ.get("BYTEPS_SOAK_STEPS", "2000"))
 RSS_GROWTH_LIMIT_KB = 32 * 1024

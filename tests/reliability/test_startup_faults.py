@@ -11,9 +11,9 @@ import sys
 import time
 
 from byteps_native._runtime.orphaned_shm import remove_orphaned_segments
-import wire_client as wc
-from cluster import Cluster
-from fault_campaign import _touches_port, failures, run_agent_store_host_trial, run_campaign, table
+from tests.reliability import Cluster
+from tests.reliability import wire_client as wc
+from tests.reliability.fault_campaign import _touches_port, failures, run_agent_store_host_trial, run_campaign, table
 
 
 def _one(cell, tmp_path):

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from cluster import Cluster
+from tests.reliability import Cluster
 
 TIMEOUT = 5  # BYTEPS_TIMEOUT of these jobs
 SLACK = 12   # watch interval, start-up and teardown on a busy 2-core box

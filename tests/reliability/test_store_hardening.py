@@ -5,8 +5,8 @@ import socket
 import struct
 import time
 
-from cluster import Cluster
-import wire_client as wc
+from tests.reliability import Cluster
+from tests.reliability import wire_client as wc
 
 SET, GET, ADD, BYE = 1, 2, 3, 4
 

@@ -4,7 +4,7 @@ BYTEPS_RENDEZVOUS_TIMEOUT (300 s by default). The worker waiting for an
 unreachable scheduler: tests/packaging/test_launch_messages.py."""
 import re
 
-from cluster import Cluster
+from tests.reliability import Cluster
 
 
 def _notes(output, pattern):

@@ -10,7 +10,9 @@ import subprocess
 import sys
 import tempfile
 
-from tf_cluster import REPO, WORKERS_DIR, describe, require_success, run_job
+from tests.support.jobs import describe, job_env, require_success
+from tests.support.results import collect
+from tests.tf import WORKERS, run_job
 
 
 def test_strategy_from_cluster_spec_needs_no_peers_and_agrees_with_the_job():
@@ -51,16 +53,12 @@ def test_cluster_spec_that_contradicts_the_job_fails_at_the_first_collective():
 
 def test_tf_config_without_a_byteps_job_is_read_and_then_named_as_missing():
     out_dir = tempfile.mkdtemp(prefix="bps_tf_test_")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DMLC_", "BYTEPS_"))}
-    env.update(BPS_TF_TEST_OUT=out_dir, TF_CPP_MIN_LOG_LEVEL="2",
-               PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               TF_CONFIG=json.dumps({"cluster": {"worker": ["localhost:1", "localhost:2", "localhost:3"]},
-                                     "task": {"type": "worker", "index": 2}}))
-    proc = subprocess.run([sys.executable, os.path.join(WORKERS_DIR, "cluster_resolver_worker.py"), "tf_config"],
+    env = job_env(result_dir=out_dir, extra={"TF_CONFIG": json.dumps({
+        "cluster": {"worker": ["localhost:1", "localhost:2", "localhost:3"]}, "task": {"type": "worker", "index": 2}})})
+    proc = subprocess.run([sys.executable, os.path.join(WORKERS, "cluster_resolver_worker.py"), "tf_config"],
                           env=env, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    with open(os.path.join(out_dir, "rank0.json")) as f:
-        result = json.load(f)
+    result = collect(out_dir)[0]
     assert result["num_replicas_in_sync"] == 6 and result["replica_ids"] == [4, 5], result
     assert result["engine_started"] is False
     assert "task worker:2 of a cluster of 3" in result["error"] and "rank 0 of 1" in result["error"], result

@@ -11,10 +11,9 @@ import sys
 import numpy as np
 import pytest
 
-from tf_cluster import require_success, run_job
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "core"))
-from compression_reference import job_result  # noqa: E402
+from tests.core.compression_reference import job_result
+from tests.support.jobs import require_success
+from tests.tf import run_job
 
 N, STEPS = 50000, 3
 

@@ -1,5 +1,6 @@
 """A dead peer fails the TF op with an error within BYTEPS_TIMEOUT instead of hanging."""
-from tf_cluster import describe, run_job
+from tests.support.jobs import describe
+from tests.tf import run_job
 
 TIMEOUT_S = 5
 

@@ -8,7 +8,8 @@ devices, as TensorFlow's testInputsAreFunctionArgs expects."""
 import numpy as np
 import pytest
 
-from tf_cluster import require_success, run_job
+from tests.support.jobs import require_success
+from tests.tf import run_job
 
 PROCESSES = 2
 

@@ -2,7 +2,8 @@
 import numpy as np
 import pytest
 
-from tf_cluster import require_success, run_job
+from tests.support.jobs import require_success
+from tests.tf import run_job
 
 
 @pytest.fixture(scope="module")

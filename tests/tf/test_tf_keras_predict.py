@@ -6,7 +6,8 @@ whole input's loss and accuracy; the SavedModel export/reload round trip
 serves the same predictions."""
 import pytest
 
-from tf_cluster import require_success, run_job
+from tests.support.jobs import require_success
+from tests.tf import run_job
 
 ATOL = 1e-4
 

@@ -4,7 +4,8 @@ collective, on every process, within CommunicationOptions.timeout_seconds
 device, MirroredStrategy(BytePSOps). See workers/mismatch_worker.py."""
 import pytest
 
-from tf_cluster import describe, run_job
+from tests.support.jobs import describe
+from tests.tf import run_job
 
 DEFAULT_TIMEOUT, CALL_TIMEOUT = 4, 2
 # Far above every scenario: an error that took this long came from the

@@ -5,11 +5,13 @@ import sys
 
 import pytest
 
-from tf_cluster import REPO, job_env
+from tests.support.jobs import role_env
+from tests.support.paths import REPO
+from tests.tf import JOB_SETTINGS
 
 
 def run_snippet(code):
-    env = job_env(1, 1)
+    env = role_env(DMLC_NUM_WORKER=1, DMLC_NUM_SERVER=1, BYTEPS_LOCAL_RANK=0, BYTEPS_LOCAL_SIZE=1, **JOB_SETTINGS)
     proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True,
                           text=True, timeout=120)
     return proc.returncode, proc.stdout + proc.stderr

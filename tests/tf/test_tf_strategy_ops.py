@@ -5,7 +5,8 @@ MultiWorkerMirroredStrategy."""
 import numpy as np
 import pytest
 
-from tf_cluster import describe, require_success, run_job
+from tests.support.jobs import describe, require_success
+from tests.tf import run_job
 
 PROCESSES = 2
 MIXED = [("float32", [3, 4]), ("float64", [7]), ("float16", [2, 2]), ("bfloat16", [5]),

@@ -4,7 +4,8 @@ MultiWorkerMirroredStrategy (whole dataset, global batch), equals one process
 on the global batch."""
 import numpy as np
 
-from tf_cluster import require_success, run_job
+from tests.support.jobs import require_success
+from tests.tf import run_job
 
 ATOL = 2e-5
 

@@ -1,7 +1,8 @@
 """BytePSOps on machines of different sizes (issue 29): two bpslaunch-style
 machines of 2 and 1 processes (scheduler, one server): global ranks machine
 by machine, Horovod cross ranks, and exact sums and means over 3 replicas."""
-from tf_cluster import describe, require_success, run_job
+from tests.support.jobs import describe, require_success
+from tests.tf import run_job
 
 LAYOUT = [2, 1]
 

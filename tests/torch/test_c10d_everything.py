@@ -1,9 +1,12 @@
 """torch.distributed beyond the engine's collectives, on 'byteps', in a real
 2-rank torchrun job: delegate ops, subgroups, barrier as a fence, sequence
 numbers, inference mode, DDP bucket names/priorities, one name for large tensors, PowerSGD vs gloo."""
+import os
+
 import pytest
 
-from launch import torchrun
+from tests.torch import WORKERS
+from tests.support.jobs import torchrun
 
 CHECKS = ["reduce_ops", "small_dtypes", "gather_scatter", "all_to_all", "point_to_point", "sparse_allreduce",
           "subgroups", "objects", "barrier_is_fence", "sequence_numbers", "inference_mode",
@@ -12,7 +15,7 @@ CHECKS = ["reduce_ops", "small_dtypes", "gather_scatter", "all_to_all", "point_t
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
-    _, results = torchrun(tmp_path_factory.mktemp("everything"), "c10d_everything.py", nproc=2)
+    results = torchrun(os.path.join(WORKERS, "c10d_everything.py"), nproc=2, result_dir=tmp_path_factory.mktemp("everything")).check().results
     assert sorted(results) == [0, 1], results
     return results
 

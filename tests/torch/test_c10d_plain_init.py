@@ -3,7 +3,8 @@ point (declared here by a minimal dist-info, as an installed wheel declares
 it), and TORCH_DISTRIBUTED_DEBUG=DETAIL."""
 import os
 
-from launch import torchrun
+from tests.torch import WORKERS
+from tests.support.jobs import torchrun
 
 ENTRY_POINT = "byteps = byteps_native.torch_autoload:register"
 
@@ -20,7 +21,7 @@ def _installed_entry_point(tmp_path):
 def test_init_by_backend_string_alone(tmp_path):
     site = _installed_entry_point(tmp_path)
     env = {"PYTHONPATH": site + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    _, results = torchrun(tmp_path / "out", "plain_init.py", nproc=2, env=env)
+    results = torchrun(os.path.join(WORKERS, "plain_init.py"), nproc=2, env=env, result_dir=tmp_path / "out").check().results
     for rank, checks in results.items():
         assert checks == {"init": "ok", "collectives": "ok", "backend": "byteps",
                           "byteps_loaded_by_torch": True}, f"rank {rank}: {checks}"
@@ -30,6 +31,6 @@ def test_debug_detail_wraps_byteps(tmp_path):
     site = _installed_entry_point(tmp_path)
     env = {"PYTHONPATH": site + os.pathsep + os.environ.get("PYTHONPATH", ""),
            "TORCH_DISTRIBUTED_DEBUG": "DETAIL"}
-    _, results = torchrun(tmp_path / "out", "plain_init.py", nproc=2, env=env)
+    results = torchrun(os.path.join(WORKERS, "plain_init.py"), nproc=2, env=env, result_dir=tmp_path / "out").check().results
     for rank, checks in results.items():
         assert checks["init"] == "ok" and checks["collectives"] == "ok", f"rank {rank}: {checks}"

@@ -1,8 +1,11 @@
 """Every collective of the 'byteps' c10d backend, for every dtype it accepts,
 in a real 2-rank torchrun job (init_process_group('byteps') over env://)."""
+import os
+
 import pytest
 
-from launch import torchrun
+from tests.torch import WORKERS
+from tests.support.jobs import torchrun
 
 REDUCE_DTYPES = ["float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8"]
 REDUCE_CHECKS = ["allreduce_sum", "allreduce_avg", "broadcast", "allgather", "allgather_into_tensor",
@@ -18,7 +21,7 @@ CHECKS = ([f"{c}[{d}]" for d in REDUCE_DTYPES for c in REDUCE_CHECKS] +
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
-    _, results = torchrun(tmp_path_factory.mktemp("collectives"), "collectives.py", nproc=2)
+    results = torchrun(os.path.join(WORKERS, "collectives.py"), nproc=2, result_dir=tmp_path_factory.mktemp("collectives")).check().results
     assert sorted(results) == [0, 1], results
     return results
 

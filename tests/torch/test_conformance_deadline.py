@@ -2,13 +2,9 @@
 still reports every case that ended, names the one it cut, even when that
 case ignores SIGINT as torch's shipped suite does, and leaves no process."""
 import os
-import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "upstream"))
-
-import run_conformance  # noqa: E402
+from tests.torch.upstream import run_conformance
 
 CASES = '''
 import signal

@@ -1,9 +1,10 @@
 """Dedicated CPU servers join a torchrun job through MASTER_ADDR/MASTER_PORT."""
 import os
-import socket
 import subprocess
 import sys
 import textwrap
+
+from tests.support.ports import free_port
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -23,17 +24,12 @@ WORKER = textwrap.dedent("""
 """)
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def test_dedicated_servers_join_torchrun_through_master_addr(tmp_path):
     script = os.path.join(str(tmp_path), "worker.py")
     with open(script, "w") as f:
         f.write(WORKER)
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DMLC_", "BYTEPS_"))}
     env.update(DMLC_NUM_SERVER="2", BYTEPS_FORCE_DISTRIBUTED="1", BYTEPS_TIMEOUT="60",
                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))

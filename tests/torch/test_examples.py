@@ -4,13 +4,14 @@ import re
 import subprocess
 import sys
 
-from launch import REPO, _env
+from tests.support.jobs import job_env
+from tests.support.paths import REPO
 
 
 def run_example(tmp_path, script, *args, launcher=("-m", "torch.distributed.run", "--standalone",
                                                   "--nproc_per_node", "2")):
     cmd = [sys.executable, *launcher, os.path.join(REPO, "examples", "torch", script), *args]
-    proc = subprocess.run(cmd, env=_env(tmp_path, {}), cwd=REPO, capture_output=True, text=True, timeout=240)
+    proc = subprocess.run(cmd, env=job_env(result_dir=tmp_path), cwd=REPO, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, f"{script} failed ({proc.returncode}):\n{proc.stderr[-6000:]}"
     return proc.stdout
 

@@ -4,11 +4,12 @@ import sys
 
 import torch
 
-from launch import REPO, _env
+from tests.support.jobs import job_env
+from tests.support.paths import REPO
 
 
 def python(tmp_path, code):
-    return subprocess.run([sys.executable, "-c", code], env=_env(tmp_path, {}), cwd=REPO,
+    return subprocess.run([sys.executable, "-c", code], env=job_env(result_dir=tmp_path), cwd=REPO,
                           capture_output=True, text=True, timeout=120)
 
 

@@ -6,7 +6,10 @@ import sys
 
 import pytest
 
-from launch import REPO, WORKERS, _env, _results, torchrun
+from tests.torch import WORKERS
+from tests.support.jobs import job_env, torchrun
+from tests.support.paths import REPO
+from tests.support.results import collect
 
 TOLERANCE = {"plain": 1e-5, "two_passes": 1e-5, "fp16": 2e-2}
 API_CASES = ["push_pull_values", "handles", "poll_until_done", "broadcast_object", "topology"]
@@ -15,17 +18,17 @@ API_CASES = ["push_pull_values", "handles", "poll_until_done", "broadcast_object
 def bpslaunch(result_dir, worker, local_workers, servers, timeout=240):
     cmd = [sys.executable, "-m", "byteps_native.launch", "--local-workers", str(local_workers),
            "--servers", str(servers), "--", sys.executable, os.path.join(WORKERS, worker)]
-    proc = subprocess.run(cmd, env=_env(result_dir, {}), cwd=REPO, capture_output=True, text=True,
+    proc = subprocess.run(cmd, env=job_env(result_dir=result_dir), cwd=REPO, capture_output=True, text=True,
                           timeout=timeout)
     assert proc.returncode == 0, f"bpslaunch failed ({proc.returncode}):\n{proc.stderr[-8000:]}"
-    return _results(result_dir)
+    return collect(result_dir)
 
 
 @pytest.fixture(scope="module", params=["torchrun", "bpslaunch"])
 def job(request, tmp_path_factory):
     result_dir = tmp_path_factory.mktemp(request.param)
     if request.param == "torchrun":
-        _, results = torchrun(result_dir, "horovod_api.py", nproc=2)
+        results = torchrun(os.path.join(WORKERS, "horovod_api.py"), nproc=2, result_dir=result_dir).check().results
     else:
         results = bpslaunch(result_dir, "horovod_api.py", local_workers=2, servers=1)
     assert sorted(results) == [0, 1], results

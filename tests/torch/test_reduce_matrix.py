@@ -5,11 +5,12 @@ gives a result, byteps gives the same one (int16, which gloo lacks, against
 gloo's int32 result narrowed). The engine reduces tensors of any size (SUM
 and AVG of its dtypes), so short tensors cover both the engine and the
 delegate paths."""
-from launch import torchrun
+from tests.torch import WORKERS
+from tests.support.jobs import torchrun
 
 
 def test_byteps_matches_gloo(tmp_path):
-    _, results = torchrun(tmp_path, "reduce_matrix.py", nproc=2, args=[6])
+    results = torchrun(os.path.join(WORKERS, "reduce_matrix.py"), nproc=2, args=[6], result_dir=tmp_path).check().results
     assert sorted(results) == [0, 1], results
     for rank, cases in results.items():
         assert len(cases) == 7 * 10 * 9

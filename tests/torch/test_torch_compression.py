@@ -9,7 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-from launch import torchrun_machines
+from tests.torch import WORKERS
+from tests.support.jobs import torchrun
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "core"))
 from compression_reference import job_result  # noqa: E402
@@ -30,8 +31,7 @@ def averaged(spec, name):
 
 @pytest.fixture(scope="module")
 def exact_job(tmp_path_factory):
-    results = torchrun_machines(tmp_path_factory.mktemp("compression"), "compression.py", machines=2,
-                                nproc_per_machine=1, args=["exact"], env={"BYTEPS_TIMEOUT": "60"})
+    results = torchrun(os.path.join(WORKERS, "compression.py"), machines=2, nproc=1, args=["exact"], env={"BYTEPS_TIMEOUT": "60"}, result_dir=tmp_path_factory.mktemp("compression")).check().results
     assert sorted(results) == [0, 1], results
     return results
 
@@ -81,8 +81,7 @@ def test_distributed_optimizer_matches_the_reference(exact_job):
 
 
 def test_cpp_hooks_that_disagree_fail_on_every_rank(tmp_path):
-    results = torchrun_machines(tmp_path, "compression.py", machines=2, nproc_per_machine=1, args=["disagree"],
-                                env={"BYTEPS_TIMEOUT": "30"})
+    results = torchrun(os.path.join(WORKERS, "compression.py"), machines=2, nproc=1, args=["disagree"], env={"BYTEPS_TIMEOUT": "30"}, result_dir=tmp_path).check().results
     assert sorted(results) == [0, 1], results
     causes = {
         "other_compressor": ["'other_compressor.ddp.bucket0.float32.50000'", "ranks disagree on this tensor's "

@@ -1,15 +1,17 @@
 """Machines of different sizes (issue 29) through torchrun: one agent per
 "machine" on this host, each with its own --nproc_per_node, colocated servers.
 Sizes and ranks as torch numbers them, and exact sums and averages."""
+import os
+
 import pytest
 
-from launch import torchrun_machines
+from tests.torch import WORKERS
+from tests.support.jobs import torchrun
 
 
 @pytest.mark.parametrize("layout", [(2, 1), (1, 3)], ids=["2+1", "1+3"])
 def test_uneven_machines_sum_exactly_and_report_their_ranks(tmp_path, layout):
-    results = torchrun_machines(tmp_path, "uneven.py", machines=len(layout), nproc_per_machine=list(layout),
-                                env={"BYTEPS_PARTITION_BYTES": "4096", "BYTEPS_TIMEOUT": "60"})
+    results = torchrun(os.path.join(WORKERS, "uneven.py"), machines=len(layout), nproc=list(layout), env={"BYTEPS_PARTITION_BYTES": "4096", "BYTEPS_TIMEOUT": "60"}, result_dir=tmp_path).check().results
     world = sum(layout)
     assert sorted(results) == list(range(world)), results
     first = 0

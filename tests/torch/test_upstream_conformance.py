@@ -1,13 +1,8 @@
 """A representative subset of PyTorch's own distributed tests, on gloo and on
 'byteps' in one run: byteps must pass every case gloo passes (the full run:
 tests/torch/upstream/run_conformance.py, see docs/torch.md)."""
-import os
-import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "upstream"))
-
-import run_conformance  # noqa: E402
+from tests.torch.upstream import run_conformance
 
 
 def test_byteps_passes_what_gloo_passes(tmp_path):

@@ -2,9 +2,9 @@
 lines swapped) with 2 processes under torchrun, one pytest per rank, and print
 per-test outcomes: a test passes when it passes on every rank.
 
-    PYTHONPATH=. python3 tests/compat/upstream/run_upstream.py            # every stored suite
-    PYTHONPATH=. python3 tests/compat/upstream/run_upstream.py horovod/test_torch.py -k allreduce
-    PYTHONPATH=. python3 tests/compat/upstream/run_upstream.py --legacy-keras horovod/test_tensorflow2_keras.py
+    python3 -m tests.compat.upstream.run_upstream            # every stored suite
+    python3 -m tests.compat.upstream.run_upstream horovod/test_torch.py -k allreduce
+    python3 -m tests.compat.upstream.run_upstream --legacy-keras horovod/test_tensorflow2_keras.py
 
 --legacy-keras: TF_USE_LEGACY_KERAS=1, so that tf.keras is Keras 2 (the
 tf_keras package), as Horovod's Keras tests expect on TensorFlow >= 2.16;
@@ -13,16 +13,14 @@ failures are then classified by expected.EXPECTED_LEGACY_KERAS.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
 
-from harness import torchrun  # noqa: E402
-from upstream.expected import SUITES, expected_failure  # noqa: E402
+from tests.compat.upstream.expected import SUITES, expected_failure
+from tests.support.jobs import torchrun
 
 
 def _outcomes(report):
@@ -76,18 +74,16 @@ def run_suite(path, pytest_args=(), nproc=2, timeout=1800, env=None, max_jobs=40
                 f.writelines(f"{cls}::{name}\n" for (cls, name) in results)
             # BYTEPS_TIMEOUT: long enough for a rank still importing under load (2 shared
             # cores: 10 s failed the CI subset once in 7 runs), short enough for a hang.
-            extra = {"BYTEPS_TIMEOUT": "60", "PYTHONPATH": os.path.join(HERE, "utils")}
+            extra = {"BYTEPS_TIMEOUT": "60"}
             extra["UPSTREAM_DECIDED"] = decided_file
             extra.update(env or {})
-            try:
-                code, job_log = torchrun(os.path.join(HERE, "rank_pytest.py"),
-                                         [*([f"{suite}::{t}" for t in tests] if tests else [suite]), *pytest_args,
-                                          ], nproc=nproc, result_dir=result_dir, env=extra, timeout=timeout)
-            except subprocess.TimeoutExpired as e:
-                job_log = (e.output.decode(errors="replace") if isinstance(e.output, bytes) else e.output or "") + \
-                    f"\n[run_upstream: job killed after {timeout} s]"
+            job = torchrun(os.path.join(HERE, "rank_pytest.py"),
+                           [*([f"{suite}::{t}" for t in tests] if tests else [suite]), *pytest_args],
+                           nproc=nproc, result_dir=result_dir, env=extra, timeout=timeout,
+                           pythonpath=[os.path.join(HERE, "utils")])
+            if job.timed_out:
                 open(os.path.join(result_dir, "restart.job"), "w").close()
-            log += job_log
+            log += job.output
             restart = any(name.startswith("restart.") for name in os.listdir(result_dir))
             carried = set()
             for name in os.listdir(result_dir):

@@ -10,7 +10,7 @@ from sklearn.datasets import load_digits
 from torch import nn
 
 import byteps_native.torch as bps
-from harness import report
+from tests.support.results import report
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=60)

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 import byteps_native.torch as hvd
-from harness import report
+from tests.support.results import report
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=12)

@@ -10,7 +10,7 @@ import keras
 
 import byteps_native.tf as hvd
 import byteps_native.tf.keras as hk
-from harness import report
+from tests.support.results import report
 
 hvd.init(lazy=True)
 r, n = hvd.rank(), hvd.size()

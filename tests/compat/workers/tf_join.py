@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 import byteps_native.tf as hvd
-from harness import report
+from tests.support.results import report
 
 hvd.init()
 r, n = hvd.rank(), hvd.size()

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 import byteps_native.torch as hvd
-from harness import report
+from tests.support.results import report
 
 hvd.init(lazy=False)
 r, n = hvd.rank(), hvd.size()

@@ -27,8 +27,6 @@ process of the pool joins the job from its TF_CONFIG task.
 import atexit
 import json
 import os
-import subprocess
-import sys
 
 from tensorflow.python.distribute import combinations
 from tensorflow.python.distribute import mirrored_strategy
@@ -37,8 +35,8 @@ from tensorflow.python.distribute import multi_worker_test_base
 from tensorflow.python.distribute import strategy_combinations
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))  # tests/tf: tf_cluster
-import tf_cluster  # noqa: E402
+from tests.support.jobs import role_argv, role_env
+from tests.support.processes import LoggedProcess
 
 LAYOUT = os.environ.get("BPS_UPSTREAM_LAYOUT", "2x1")
 PROCESSES, LOCAL_DEVICES = (int(n) for n in LAYOUT.split("x"))
@@ -52,7 +50,7 @@ def _start_engine_job():
         return
     for proc in _engine_processes(PROCESSES, "job"):
         _engine_job.append(proc)
-        atexit.register(tf_cluster._stop, proc)  # pylint: disable=protected-access
+        atexit.register(proc.stop, 5)
 
 
 def _engine_processes(num_workers, label, rendezvous_timeout=None):
@@ -61,19 +59,16 @@ def _engine_processes(num_workers, label, rendezvous_timeout=None):
     extra = {"BYTEPS_TIMEOUT": os.environ.get("BYTEPS_TIMEOUT", "30")}
     if rendezvous_timeout:
         extra["BYTEPS_RENDEZVOUS_TIMEOUT"] = str(rendezvous_timeout)
-    env = tf_cluster.job_env(num_workers, 1, extra)
+    env = role_env(DMLC_NUM_WORKER=num_workers, DMLC_NUM_SERVER=1, BYTEPS_LOCAL_RANK=0, BYTEPS_LOCAL_SIZE=1,
+                   BYTEPS_RENDEZVOUS_TIMEOUT=60, **extra)
     for key in ("DMLC_PS_ROOT_URI", "DMLC_PS_ROOT_PORT", "DMLC_NUM_WORKER", "DMLC_NUM_SERVER",
                 "DMLC_INTERFACE", "BYTEPS_LOCAL_RANK", "BYTEPS_LOCAL_SIZE", "BYTEPS_TIMEOUT",
-                "BYTEPS_RENDEZVOUS_TIMEOUT", "BYTEPS_JOB_TOKEN", "PYTHONPATH"):
+                "BYTEPS_RENDEZVOUS_TIMEOUT", "BYTEPS_JOB_TOKEN", "BYTEPS_JOB_ID", "PYTHONPATH"):
         os.environ[key] = env[key]
     log_dir = os.environ.get("BPS_UPSTREAM_LOG_DIR", "/tmp")
-    procs = []
-    for role in ("scheduler", "server"):
-        with open(os.path.join(log_dir, f"bps_upstream_{LAYOUT}_{label}_{role}.log"), "w") as log:
-            procs.append(subprocess.Popen(
-                [sys.executable, "-c", tf_cluster._ROLE_MAIN, tf_cluster.ENGINE_LIB, role],  # pylint: disable=protected-access
-                env=dict(env, DMLC_ROLE=role), stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
-    return procs
+    return [LoggedProcess(role, role_argv(role, "engine"), dict(env, DMLC_ROLE=role),
+                          os.path.join(log_dir, f"bps_upstream_{LAYOUT}_{label}_{role}.log"))
+            for role in ("scheduler", "server")]
 
 
 # cross_device_ops_test swaps the cross-device ops, not a strategy: run once
@@ -176,7 +171,7 @@ def run_between_graph_processes(test_case, client_fn, cluster_spec, num_gpus, ar
             has_chief=has_chief, num_workers=num_workers), timeout=300)
     finally:
         for proc in procs:
-            tf_cluster._stop(proc)  # pylint: disable=protected-access
+            proc.stop(5)
         os.environ.clear()  # this process stays out of the job
         os.environ.update(saved_environ)
 

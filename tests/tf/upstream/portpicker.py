@@ -1,6 +1,6 @@
 """The two names of the `portpicker` package that TensorFlow's multi-worker
 test utilities use, so that the adapted tests need no extra dependency."""
-import socket
+from tests.support.ports import free_port
 
 
 class NoFreePortFoundError(Exception):
@@ -8,6 +8,4 @@ class NoFreePortFoundError(Exception):
 
 
 def pick_unused_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_port()

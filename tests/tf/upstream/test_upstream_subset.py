@@ -7,14 +7,10 @@ left to the full run: 4 more processes), and a few of
 cross_device_ops_test (2-process pools) with BytePSOps, which all pass with
 TensorFlow's CollectiveAllReduce in the full run (not repeated here: CI time);
 every case the reference passes must pass with BytePSOps. The full run is
-`python tests/tf/upstream/run_upstream.py` (docs/tf.md has its counts)."""
-import os
-import sys
-
+`python -m tests.tf.upstream.run_upstream` (docs/tf.md has its counts)."""
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import run_upstream  # noqa: E402
+from tests.tf.upstream import run_upstream
 
 pytest.importorskip("dill", reason="TensorFlow's multi_process_runner needs dill and tblib: pip install dill tblib")
 pytest.importorskip("tblib", reason="TensorFlow's multi_process_runner needs dill and tblib: pip install dill tblib")

@@ -15,8 +15,7 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # noqa: E402
+import common
 
 MODE = sys.argv[1]
 tf = common.setup_tensorflow(logical_devices=2)

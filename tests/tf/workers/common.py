@@ -1,9 +1,8 @@
 """Shared set-up of the TF test workers: logical CPU devices before any op,
 few threads (2 cores shared by every process), JSON result output."""
-import json
-import os
-
 import numpy as np
+
+from tests.support.results import report
 
 
 def setup_tensorflow(logical_devices):
@@ -35,10 +34,7 @@ def to_jsonable(value):
 
 
 def write_result(rank, result):
-    path = os.path.join(os.environ["BPS_TF_TEST_OUT"], f"rank{rank}.json")
-    with open(path + ".tmp", "w") as f:
-        json.dump(to_jsonable(result), f)
-    os.replace(path + ".tmp", path)
+    report(to_jsonable(result), rank)
 
 
 def digits(num_samples):

@@ -16,11 +16,9 @@ byteps_native.compression.COMPRESSOR(**OPTIONS) (onebit, topk, randomk):
 Each step's averaged gradient (or the error) is reported for the NumPy
 reference (tests/tf/test_tf_compression.py)."""
 import json
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # noqa: E402
+import common
 
 tf = common.setup_tensorflow(logical_devices=1)
 import numpy as np  # noqa: E402

@@ -2,11 +2,9 @@
 push_pull must fail with an error, not hang."""
 import os
 import signal
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # noqa: E402
+import common
 
 tf = common.setup_tensorflow(logical_devices=1)
 import byteps_native.tf as bps  # noqa: E402

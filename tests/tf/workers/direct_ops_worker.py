@@ -6,11 +6,9 @@ naming its limit, never a wrong number (issue 31: the per-replica
 right); results of tf.function arguments (no device) come back as Mirrored
 values on the local devices, as TensorFlow's testInputsAreFunctionArgs
 expects. Every outcome is recorded, not asserted: the test decides."""
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # noqa: E402
+import common
 
 LOCAL = int(sys.argv[1]) if len(sys.argv) > 1 else 2
 tf = common.setup_tensorflow(logical_devices=LOCAL)

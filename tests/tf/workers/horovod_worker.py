@@ -2,11 +2,8 @@
 broadcast, broadcast_variables, DistributedGradientTape, the op's gradient,
 and Keras DistributedOptimizer + BroadcastGlobalVariablesCallback +
 MetricAverageCallback compared with single-process training."""
-import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # noqa: E402
+import common
 
 tf = common.setup_tensorflow(logical_devices=1)
 import keras  # noqa: E402

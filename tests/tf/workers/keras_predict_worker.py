@@ -11,8 +11,7 @@ devices per process.
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # noqa: E402
+import common
 
 FLAVOR, LOCAL = sys.argv[1], int(sys.argv[2])
 tf = common.setup_tensorflow(logical_devices=LOCAL)
@@ -27,7 +26,7 @@ import byteps_native.tf as bps  # noqa: E402
 strategy = tf.distribute.MirroredStrategy(cross_device_ops=bps.BytePSOps())
 rank, size = bps.rank(), bps.size()
 x, y = common.digits(64)
-out_dir = os.environ["BPS_TF_TEST_OUT"]
+out_dir = os.environ["RESULT_DIR"]
 
 with strategy.scope():
     keras.utils.set_random_seed(1234)

@@ -14,12 +14,10 @@ names, taken from the destination variables), on 1 CPU device per process:
 
 Each scenario records the error class, message and seconds to fail.
 """
-import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # noqa: E402
+import common
 
 tf = common.setup_tensorflow(logical_devices=1)
 import keras  # noqa: E402

@@ -3,11 +3,9 @@ logical CPU devices per process: reduce SUM/MEAN, batch_reduce of mixed shapes
 and dtypes, broadcast, gather, sparse values; each eagerly and under
 tf.function; whether the engine names stay the same over steps; and the paths
 that MirroredStrategy keeps in-process (see global_semantics)."""
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # noqa: E402
+import common
 
 LOCAL = int(sys.argv[1]) if len(sys.argv) > 1 else 2
 tf = common.setup_tensorflow(logical_devices=LOCAL)

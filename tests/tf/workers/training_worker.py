@@ -11,8 +11,7 @@ devices per process.
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # noqa: E402
+import common
 
 tf = common.setup_tensorflow(logical_devices=int(sys.argv[2]))
 import keras  # noqa: E402
@@ -68,7 +67,7 @@ checks = {}
 if MODE == "fit":
     with strategy.scope():
         model.compile(optimizer=optimizer, loss=loss_fn, jit_compile=False)
-    out_dir = os.path.join(os.environ["BPS_TF_TEST_OUT"], f"rank{rank}")
+    out_dir = os.path.join(os.environ["RESULT_DIR"], f"rank{rank}")
     checkpoint = os.path.join(out_dir, "epoch{epoch}.weights.h5")
     history = model.fit(x, y, batch_size=GLOBAL_BATCH, epochs=1, shuffle=False, verbose=0,
                         callbacks=[keras.callbacks.ModelCheckpoint(checkpoint, save_weights_only=True)])

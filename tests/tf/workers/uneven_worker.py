@@ -1,11 +1,8 @@
 """Machines of different sizes (issue 29) under MirroredStrategy(BytePSOps),
 one logical device per process: the sizes and ranks the engine, the Horovod
 API and the strategy report, and exact global sums and means."""
-import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # noqa: E402
+import common
 
 tf = common.setup_tensorflow(logical_devices=1)
 import byteps_native.tf as bps  # noqa: E402

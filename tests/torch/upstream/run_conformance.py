@@ -2,10 +2,10 @@
 in one run; reports each case's outcome on both and the cases gloo passes
 but byteps does not.
 
-    PYTHONPATH=$PWD python3 tests/torch/upstream/run_conformance.py --families   # all, ~3 min here
-    PYTHONPATH=$PWD python3 tests/torch/upstream/run_conformance.py --subset ci
-    PYTHONPATH=$PWD python3 tests/torch/upstream/run_conformance.py --world-size 4 -k test_distributed_suite
-    PYTHONPATH=$PWD python3 tests/torch/upstream/run_conformance.py --deadline 600 --logs /tmp/conf
+    python3 -m tests.torch.upstream.run_conformance --families   # all, ~3 min here
+    python3 -m tests.torch.upstream.run_conformance --subset ci
+    python3 -m tests.torch.upstream.run_conformance --world-size 4 -k test_distributed_suite
+    python3 -m tests.torch.upstream.run_conformance --deadline 600 --logs /tmp/conf
 
 Suites: the DistributedTest suite shipped in the torch wheel (through
 test_distributed_suite.py) and the upstream files stored under pytorch/

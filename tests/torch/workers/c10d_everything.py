@@ -12,7 +12,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import byteps_native.torch  # noqa: F401  registers 'byteps'
 from byteps_native.torch.extension import _c10d
-from report import outcome, report
+from tests.support.results import outcome, report
 
 
 def expect_equal(actual, expected):
@@ -207,7 +207,7 @@ def main():
                ddp_bucket_names_and_priorities, large_tensors_keep_one_name, powersgd_matches_gloo):
         check(fn.__name__, fn)
 
-    report(rank, checks)
+    report(checks, rank)
     dist.destroy_process_group()
 
 

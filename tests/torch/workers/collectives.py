@@ -4,7 +4,7 @@ import torch
 import torch.distributed as dist
 
 import byteps_native.torch  # noqa: F401  registers 'byteps'
-from report import outcome, report
+from tests.support.results import outcome, report
 
 REDUCE_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64,
                  torch.uint8]
@@ -180,7 +180,7 @@ def main():
                max_delegated, barrier, objects, backend_name):
         check(fn.__name__, fn)
 
-    report(rank, checks)
+    report(checks, rank)
     dist.destroy_process_group()
 
 

@@ -19,7 +19,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import byteps_native.torch as bps
 from byteps_native.compression import onebit
-from report import report
+from tests.support.results import report
 
 N, STEPS = 50000, 3
 
@@ -138,7 +138,7 @@ def disagree(rank):
 def main():
     dist.init_process_group("byteps")
     rank = dist.get_rank()
-    report(rank, {"exact": exact, "disagree": disagree}[sys.argv[1]](rank))
+    report({"exact": exact, "disagree": disagree}[sys.argv[1]](rank), rank)
     dist.destroy_process_group()
 
 

@@ -9,7 +9,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import byteps_native.torch as bps
 from models import global_batch, make_model, max_param_diff, reference_training
-from report import outcome, report
+from tests.support.results import outcome, report
 
 STEPS, PER_RANK = 6, 8
 
@@ -101,7 +101,7 @@ def main():
         result[name] = max_param_diff(train(name, rank, n), reference)
     if "--contract" in sys.argv:
         result["contract"] = contract_cases(rank)
-    report(rank, result)
+    report(result, rank)
     dist.destroy_process_group()
 
 

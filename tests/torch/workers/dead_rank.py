@@ -9,7 +9,7 @@ import torch
 import torch.distributed as dist
 
 import byteps_native.torch as bps
-from report import report
+from tests.support.results import report
 
 
 def main():
@@ -32,7 +32,7 @@ def main():
             errors[name] = None
         except Exception as error:  # the point of the test
             errors[name] = f"{type(error).__name__}: {error}"
-    report(rank, {"errors": errors, "seconds": time.monotonic() - start})
+    report({"errors": errors, "seconds": time.monotonic() - start}, rank)
 
 
 class _FakeBucket:

@@ -9,7 +9,7 @@ from torch import nn
 
 import byteps_native.torch as bps
 from models import global_batch, make_model, max_param_diff, reference_training
-from report import outcome, report
+from tests.support.results import outcome, report
 
 STEPS, PER_RANK = 5, 8
 
@@ -89,7 +89,7 @@ def main():
         "api": api_cases(rank, n),
         "launcher": "bpslaunch" if os.environ.get("DMLC_ROLE") else "torchrun",
     }
-    report(rank, result)
+    report(result, rank)
     bps.shutdown()
 
 

@@ -7,7 +7,7 @@ import sys
 import torch
 import torch.distributed as dist
 
-from report import outcome, report
+from tests.support.results import outcome, report
 
 
 def main():
@@ -31,7 +31,7 @@ def main():
     checks["collectives"] = outcome(collectives)
     checks["backend"] = dist.get_backend()
     checks["byteps_loaded_by_torch"] = "byteps_native.torch" in sys.modules
-    report(rank, checks)
+    report(checks, rank)
     dist.destroy_process_group()
 
 

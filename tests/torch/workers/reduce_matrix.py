@@ -12,7 +12,7 @@ import torch
 import torch.distributed as dist
 
 import byteps_native.torch  # noqa: F401  registers 'byteps'
-from report import report
+from tests.support.results import report
 
 DTYPES = [torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64, torch.bool,
           torch.float16, torch.bfloat16, torch.float32, torch.float64]
@@ -146,7 +146,7 @@ def main():
                     "gloo": ref, "byteps": got, "same": ref == got}
                 # A failed op may leave one rank ahead; re-align before the next.
                 dist.barrier(group=gloo)
-    report(rank, cases)
+    report(cases, rank)
     dist.destroy_process_group()
 
 

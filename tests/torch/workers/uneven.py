@@ -7,7 +7,7 @@ import torch
 import torch.distributed as dist
 
 import byteps_native.torch as bps
-from report import outcome, report
+from tests.support.results import outcome, report
 
 
 def main():
@@ -55,11 +55,11 @@ def main():
         check("sum_int64", sum_int)
         check("average", average)
         check("small", small)
-    report(rank, {"checks": checks, "rank": rank, "size": n, "bps_rank": bps.rank(), "bps_size": bps.size(),
-                  "bps_local_rank": bps.local_rank(), "bps_local_size": bps.local_size(),
-                  "cross_rank": bps.cross_rank(), "cross_size": bps.cross_size(),
-                  "homogeneous": bps.is_homogeneous(),
-                  "env_rank": int(os.environ["RANK"]), "group_rank": int(os.environ["GROUP_RANK"])})
+    report({"checks": checks, "rank": rank, "size": n, "bps_rank": bps.rank(), "bps_size": bps.size(),
+            "bps_local_rank": bps.local_rank(), "bps_local_size": bps.local_size(),
+            "cross_rank": bps.cross_rank(), "cross_size": bps.cross_size(),
+            "homogeneous": bps.is_homogeneous(),
+            "env_rank": int(os.environ["RANK"]), "group_rank": int(os.environ["GROUP_RANK"])}, rank)
     dist.destroy_process_group()
 
 

@@ -1,6 +1,6 @@
 """Emulated hosts on one machine: Linux network namespaces on a shaped bridge.
 
-    from benchmarks.cluster import Cluster
+    from tests.support.netns import Cluster
     with Cluster(hosts=4, rate="1gbit") as cluster:
         sched = cluster.start(0, "scheduler", [sys.executable, "-m", "byteps_native.scheduler"],
                               env={"DMLC_ROLE": "scheduler", ...})
@@ -33,6 +33,8 @@ import sys
 import tempfile
 import time
 
+from tests.support.processes import LoggedProcess
+
 SUBNET_PREFIX = "192.0.2."  # TEST-NET-1 (RFC 5737): never routed anywhere
 FIRST_HOST_OCTET = 10
 NAME_PREFIX = "bpsn-"
@@ -50,46 +52,6 @@ def _run(argv, check=True):
     if check and proc.returncode != 0:
         raise ClusterError(f"`{' '.join(argv)}` failed ({proc.returncode}): {proc.stderr.strip()}")
     return proc
-
-
-class Process:
-    """A command running inside a host namespace; output goes to a log file."""
-
-    def __init__(self, host, name, popen, log_path):
-        self.host = host
-        self.name = name
-        self.popen = popen
-        self.log_path = log_path
-
-    @property
-    def returncode(self):
-        return self.popen.poll()
-
-    def output(self):
-        try:
-            with open(self.log_path, errors="replace") as f:
-                return f.read()
-        except FileNotFoundError:
-            return ""
-
-    def stop(self, grace=3.0):
-        """SIGTERM the process group, SIGKILL it after `grace` seconds (only if it was still ours)."""
-        if self.popen.poll() is not None:
-            return  # reaped: its pid (and group id) may belong to someone else by now
-        try:
-            os.killpg(self.popen.pid, signal.SIGTERM)
-            self.popen.wait(timeout=grace)
-        except ProcessLookupError:
-            pass
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(self.popen.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.popen.wait(timeout=grace)
-
-    def __repr__(self):
-        return f"Process({self.name!r} on {self.host.name}, rc={self.returncode})"
 
 
 class Host:
@@ -241,12 +203,9 @@ class Cluster:
         host = self.hosts[host] if isinstance(host, int) else host
         full_env = dict(os.environ) if inherit_env else {}
         full_env.update({k: str(v) for k, v in (env or {}).items()})
-        log_path = os.path.join(self.logdir, f"{host.name}-{name}.log")
-        with open(log_path, "wb") as log:
-            popen = subprocess.Popen(["ip", "netns", "exec", host.netns] + list(argv), env=full_env,
-                                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-        proc = Process(host, name, popen, log_path)
+        proc = LoggedProcess(name, argv, full_env, os.path.join(self.logdir, f"{host.name}-{name}.log"), cwd=None,
+                             netns=host.netns, stop_grace=3.0)
+        proc.host = host
         self.processes.append(proc)
         return proc
 
