@@ -3,7 +3,7 @@
 records) against ours: present, or absent with an error that says what to
 use instead.
 
-    PYTHONPATH=. python3 tests/compat/api_names.py            # markdown table
+    python3 -m tests.compat.api_names            # markdown table
 """
 import importlib
 import json

@@ -1,4 +1,4 @@
-"""Run the ported upstream scripts (tests/compat/scripts) with 2 processes
+"""Run the ported upstream scripts (third_party/*/scripts) with 2 processes
 under torchrun, offline, and check that the ranks agree.
 
     python3 -m tests.compat.run_scripts            # all
@@ -21,7 +21,8 @@ import tempfile
 import time
 
 from tests.compat import HERE
-from tests.compat.scripts_table import EXIT_STATUS_ONLY, LEGACY_KERAS_SCRIPTS, LOG_MUST_NOT_CONTAIN, SCRIPT_ENV, SCRIPTS, TABLE
+from tests.compat.ported_scripts import script_path
+from tests.compat.scripts_table import EXIT_STATUS_ONLY, LEGACY_KERAS_SCRIPTS, LOG_MUST_NOT_CONTAIN, SCRIPT_ENV, TABLE
 from tests.support.jobs import torchrun
 
 OFFLINE = os.path.join(HERE, "offline")
@@ -35,7 +36,8 @@ def run_script(name, timeout=600, legacy_keras=False):
     env = {"COMPAT_FINGERPRINT_DIR": fingerprints, "BYTEPS_TIMEOUT": "60", "HOME": workdir,
            **SCRIPT_ENV.get(name, {}), **({"TF_USE_LEGACY_KERAS": "1"} if legacy_keras else {})}
     start = time.time()
-    job = torchrun(os.path.join(SCRIPTS, name), args=args, env=env, timeout=timeout, cwd=workdir, pythonpath=[OFFLINE])
+    job = torchrun(script_path(name, workdir), args=args, env=env, timeout=timeout, cwd=workdir,
+                   pythonpath=[OFFLINE])
     if job.timed_out:
         return False, f"still running after {timeout} s (killed)", time.time() - start
     code, log = job.returncode, job.output

@@ -1,9 +1,6 @@
-"""The ported upstream scripts, how to run each small (command-line
-arguments only: fewer epochs/iterations), and what we know about each."""
-import os
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-SCRIPTS = os.path.join(HERE, "scripts")
+"""The ported upstream scripts (third_party/<project>/scripts/, found by
+ported_scripts.py), how to run each small (command-line arguments only: fewer
+epochs/iterations), and what we know about each."""
 
 # name -> (arguments, CI subset?). Scripts that train no wrapped model
 # (their results are printed values) are checked by exit status alone:
@@ -99,7 +96,7 @@ LEGACY_KERAS_SCRIPTS = [
     "byteps_tensorflow_tensorflow2_keras_mnist.py", "horovod_keras_mnist.py", "byteps_keras_keras_mnist.py",
     "byteps_tests_test_tensorflow_keras.py", "horovod_keras_mnist_advanced.py",
     "byteps_keras_keras_synthetic_benchmark_tf2.py"]
-# Copies of the long ones with only their run length cut (make_keras3_variants.py,
+# Copies of the long ones with only their run length cut (ported_scripts.py,
 # lines marked 'ci-size:'), run under TF_USE_LEGACY_KERAS=1 like the originals.
 KERAS2_VARIANTS = ["horovod_tensorflow2_mnist.py", "horovod_tensorflow2_keras_mnist.py",
                    "horovod_tensorflow2_keras_mnist_elastic.py", "byteps_tensorflow_tensorflow2_mnist.py",

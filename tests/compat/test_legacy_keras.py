@@ -7,7 +7,7 @@ Two processes under torchrun, as the other compatibility tests.
   DistributedOptimizer and the callbacks (COMPAT_ALL_SCRIPTS=1: every script
   that passes under Keras 2);
 * a subset of Horovod's own test_tensorflow2_keras.py (the whole file, 13 of
-  13 passing: ``TF_USE_LEGACY_KERAS=1 PYTHONPATH=. python3
+  13 passing: ``TF_USE_LEGACY_KERAS=1
   python3 -m tests.compat.upstream.run_upstream horovod/test_tensorflow2_keras.py -v``).
 
 Skipped, saying so, where tf_keras is not installed.

@@ -1,4 +1,4 @@
-"""Horovod's own torch unit tests (tests/compat/upstream/horovod/test_torch.py,
+"""Horovod's own torch unit tests (third_party/horovod/test/test_torch.py,
 import line swapped) with 2 processes under torchrun: the CI subset below
 must pass on both ranks. The whole file, with every failure classified:
 

@@ -13,7 +13,6 @@ import glob
 import json
 import os
 import random
-import sys
 import time
 
 import pytest

@@ -2,12 +2,11 @@
 unless BYTEPS_INSECURE=1 says so (it used to authenticate with the empty key,
 silently); BYTEPS_JOB_TOKEN_FILE is read; a secret from the environment is
 never written into an adapter's store."""
-import os
 import subprocess
 import sys
 
 from tests.reliability import Cluster
-from tests.support.jobs import role_env
+from tests.support.jobs import job_env, role_env
 from tests.support.paths import REPO
 
 INIT = "import byteps_native.core as bps; bps.init(); print('INIT OK', flush=True)"
@@ -79,9 +78,7 @@ def _torch_job(tmp_path, **env_extra):
     script = tmp_path / "w.py"
     script.write_text(WORKER)
     store_path = str(tmp_path / "store")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DMLC_", "BYTEPS_"))}
-    env.update(PYTHONPATH=REPO + os.pathsep + env.get("PYTHONPATH", ""), BYTEPS_TIMEOUT="30", WORLD_SIZE="2",
-               **env_extra)
+    env = job_env(dict(BYTEPS_TIMEOUT="30", WORLD_SIZE="2", **env_extra))
     procs = [subprocess.Popen([sys.executable, str(script), store_path],
                               env=dict(env, RANK=str(r), LOCAL_RANK=str(r)),
                               cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -5,8 +5,6 @@ server error feedback) against the NumPy reference over several steps (the
 error feedback and momentum carried between them); ranks that disagree on
 the options fail on every rank, naming both."""
 import json
-import os
-import sys
 
 import numpy as np
 import pytest

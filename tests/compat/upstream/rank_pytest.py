@@ -22,6 +22,8 @@ import threading
 
 import pytest
 
+from tests.support.paths import THIRD_PARTY
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 # torch names the engine's status; TF's op says it in words.
 FATAL_MARKERS = ("(BPS_TIMEOUT)", "(BPS_PEER_FAILURE)", "(BPS_SHUTDOWN)", "(BPS_INTERNAL)", "no progress for",
@@ -108,9 +110,7 @@ class StopAfterEngineFailure:
 
 
 if __name__ == "__main__":
-    os.environ["BYTEPS_COMPAT_UPSTREAM"] = "1"
-    sys.path.insert(0, os.path.join(HERE, "utils"))
     rank = os.environ.get("RANK", "0")
     report = os.path.join(os.environ["RESULT_DIR"], f"junit.{rank}.xml")
-    args = ["-q", "-p", "no:cacheprovider", "-rN", "--rootdir", HERE, "--junitxml", report, *sys.argv[1:]]
+    args = ["-q", "-p", "no:cacheprovider", "-rN", "--rootdir", THIRD_PARTY, "--junitxml", report, *sys.argv[1:]]
     sys.exit(pytest.main(args, plugins=[StopAfterEngineFailure()]))

@@ -1,5 +1,5 @@
-"""Run Horovod's and BytePS's own unit tests (stored under this folder, import
-lines swapped) with 2 processes under torchrun, one pytest per rank, and print
+"""Run Horovod's own unit tests (third_party/horovod/test/, import lines
+swapped) with 2 processes under torchrun, one pytest per rank, and print
 per-test outcomes: a test passes when it passes on every rank.
 
     python3 -m tests.compat.upstream.run_upstream            # every stored suite
@@ -21,6 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 from tests.compat.upstream.expected import SUITES, expected_failure
 from tests.support.jobs import torchrun
+from tests.support.paths import THIRD_PARTY
 
 
 def _outcomes(report):
@@ -65,7 +66,8 @@ def run_suite(path, pytest_args=(), nproc=2, timeout=1800, env=None, max_jobs=40
     """Returns ({test: (outcome, message)} merged over ranks, log). A job that
     stopped after an engine failure is followed by a fresh job for the tests
     it did not reach."""
-    suite = os.path.join(HERE, path)
+    project, file = path.split("/")
+    suite = os.path.join(THIRD_PARTY, project, "test", file)
     results, log = {}, ""
     for job in range(max_jobs):
         with tempfile.TemporaryDirectory() as result_dir:

@@ -3,7 +3,7 @@
 with BytePSOps in the same run, and reports per case: pass/fail/skip for
 both, and the cases the reference passes but BytePSOps does not.
 
-    python tests/tf/upstream/run_upstream.py [--layouts 1x2,2x1,2x2]
+    python -m tests.tf.upstream.run_upstream [--layouts 1x2,2x1,2x2]
         [--tests strategy_gather_test] [-k SUBSTRING ...] [--json out.json]
 
 Needs TensorFlow's multi-process test dependencies `dill` and `tblib`
@@ -53,7 +53,8 @@ def run_file(test, layout, out_dir, timeout, extra_args=(), variant=None):
     xml_path = os.path.join(out_dir, f"{test}_{layout}{suffix}.xml")
     log_path = os.path.join(out_dir, f"{test}_{layout}{suffix}.log")
     env = dict(os.environ, BPS_UPSTREAM_TEST=test, BPS_UPSTREAM_LAYOUT=layout, BPS_UPSTREAM_LOG_DIR=out_dir,
-               TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+               TF_CPP_MIN_LOG_LEVEL="2",
+               PYTHONPATH=os.pathsep.join([HERE, REPO] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])))
     if variant:
         env["BPS_UPSTREAM_CROSS_DEVICE_OPS"] = variant
         # its timeout cases abandon engine operations (see docs/tf.md); the

@@ -8,8 +8,8 @@ but byteps does not.
     python3 -m tests.torch.upstream.run_conformance --deadline 600 --logs /tmp/conf
 
 Suites: the DistributedTest suite shipped in the torch wheel (through
-test_distributed_suite.py) and the upstream files stored under pytorch/
-(each names its source commit). Ranks start by fork (fork_start.py); each
+test_distributed_suite.py) and the upstream files stored under
+third_party/pytorch/test/ (third_party/pytorch/README.md names their source). Ranks start by fork (fork_start.py); each
 case's outcome is logged as it ends (case_log.py), so a run cut off by
 --deadline still reports. CI runs the `ci` subset
 (tests/torch/test_upstream_conformance.py). Needs the `expecttest` package
@@ -22,25 +22,28 @@ import subprocess
 import sys
 import tempfile
 
+from tests.support.paths import REPO
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+# Cases are named as pytest names them from the repository root, where the runs
+# start: tests/torch/upstream/<ours>.py::... and third_party/pytorch/test/<theirs>.py::...
+SHIPPED = os.path.relpath(os.path.join(HERE, "test_distributed_suite.py"), REPO)
+PYTORCH = "third_party/pytorch/test/"
 # The gloo subset last: its last cases run a group in the pytest process itself.
-SUITES = [os.path.join(HERE, "test_distributed_suite.py"),
-          os.path.join(HERE, "pytorch", "test_c10d_object_collectives.py"),
-          os.path.join(HERE, "pytorch", "test_zero_redundancy_optimizer_cpu.py"),
-          os.path.join(HERE, "pytorch", "test_file_system_checkpoint_cpu_subset.py"),
-          os.path.join(HERE, "pytorch", "test_c10d_gloo_subset.py")]
+SUITES = [SHIPPED] + [PYTORCH + name for name in (
+    "test_c10d_object_collectives.py", "test_zero_redundancy_optimizer_cpu.py",
+    "test_file_system_checkpoint_cpu_subset.py", "test_c10d_gloo_subset.py")]
 
 
 # Representative and quick (about 1 s a case with forked ranks): each family
 # of the shipped suite (engine and delegate collectives, reduce ops, p2p,
 # barrier and monitored barrier, sparse, DDP with hooks, objects, groups),
 # the object collectives over subgroups and distributed checkpointing.
-_SHIPPED = "test_distributed_suite.py::TestDistBackendWithSpawn::"
-_OBJECTS = "pytorch/test_c10d_object_collectives.py::TestObjectCollectivesCPU::"
-_ZERO = "pytorch/test_zero_redundancy_optimizer_cpu.py::TestZeroRedundancyOptimizerDistributed::"
-_GLOO = "pytorch/test_c10d_gloo_subset.py::DistributedDataParallelTest::"
-_CHECKPOINT = "pytorch/test_file_system_checkpoint_cpu_subset.py::"
+_SHIPPED = SHIPPED + "::TestDistBackendWithSpawn::"
+_OBJECTS = PYTORCH + "test_c10d_object_collectives.py::TestObjectCollectivesCPU::"
+_ZERO = PYTORCH + "test_zero_redundancy_optimizer_cpu.py::TestZeroRedundancyOptimizerDistributed::"
+_GLOO = PYTORCH + "test_c10d_gloo_subset.py::DistributedDataParallelTest::"
+_CHECKPOINT = PYTORCH + "test_file_system_checkpoint_cpu_subset.py::"
 CI_CASES = [_SHIPPED + name for name in (
     "test_all_reduce_max", "test_all_reduce_sum_async", "test_all_reduce_coalesced_sum",
     "test_reduce_product", "test_reduce_sum_twice", "test_broadcast", "test_all_gather",
@@ -122,14 +125,12 @@ def family_table(table):
 
 
 def collect(targets):
-    """The case ids of `targets`, as pytest names them from this folder."""
+    """The case ids of `targets`, as pytest names them from the repository root."""
     env = dict(os.environ, CONFORMANCE_BACKEND="gloo")
     env["PYTHONPATH"] = os.pathsep.join([REPO, env.get("PYTHONPATH", "")])
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only",
-                          *targets], cwd=HERE, env=env, capture_output=True, text=True)
-    # pytest names cases from the rootdir (the repository); runs start here.
-    here = os.path.relpath(HERE, REPO) + "/"
-    ids = [line.strip().removeprefix(here) for line in out.stdout.splitlines() if "::" in line]
+                          *targets], cwd=REPO, env=env, capture_output=True, text=True)
+    ids = [line.strip() for line in out.stdout.splitlines() if "::" in line]
     if not ids:
         raise SystemExit("collected no cases:\n" + out.stdout[-3000:] + out.stderr[-3000:])
     return ids
@@ -145,7 +146,7 @@ def start(backend, targets, case_log, output, start_method, world_size):
     env.setdefault("OMP_NUM_THREADS", "1")
     env.setdefault("BYTEPS_TIMEOUT", "60")
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "case_log", *targets]
-    return subprocess.Popen(cmd, cwd=HERE, env=env, stdout=output, stderr=subprocess.STDOUT,
+    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=output, stderr=subprocess.STDOUT,
                             start_new_session=True)
 
 

@@ -1,15 +1,16 @@
-"""Regenerate scripts/keras3/: copies of the ported TF 2 scripts with the Keras 2
-API that Keras 3 removed replaced (lines marked 'keras3:') and the run length
-cut for a 2-core CI box (lines marked 'ci-size:'). Nothing else changes.
-And scripts/keras2/: copies for TF_USE_LEGACY_KERAS=1 (tf.keras is Keras 2)
-with only the run length cut ('ci-size:'): the API lines stay as upstream wrote them.
+"""Where each ported upstream script is: the scripts themselves under
+third_party/<project>/scripts/ (horovod_*, byteps_*), and their variants
+written at run time into the run's folder:
 
-    python3 tests/compat/make_keras3_variants.py
+- keras3/<name>: the Keras 2 API that Keras 3 removed replaced (lines marked
+  'keras3:') and the run length cut for a 2-core CI box ('ci-size:'), nothing else;
+- keras2/<name>: for TF_USE_LEGACY_KERAS=1 (tf.keras is Keras 2), only the run
+  length cut: the API lines stay as upstream wrote them.
 """
 import os
 import re
 
-from scripts_table import KERAS2_VARIANTS, KERAS3_VARIANTS, SCRIPTS
+from tests.support.paths import THIRD_PARTY
 
 KERAS3 = [("opt.variables()", "opt.variables"),
           ("experimental_run_tf_function=False)", ")"),
@@ -20,6 +21,12 @@ CI_SIZE = [(r"epochs=24", "epochs=2"),
            (r"steps_per_epoch=500 // (hvd|bps)\.size\(\)", r"steps_per_epoch=20 // \1.size()"),
            (r"take\(10000 // (hvd|bps)\.size\(\)\)", r"take(40 // \1.size())"),
            (r"warmup_epochs=3", "warmup_epochs=1")]
+VARIANTS = {"keras3": KERAS3, "keras2": []}
+
+
+def upstream_path(name):
+    """third_party/<project>/scripts/<name>: the project is the name's prefix."""
+    return os.path.join(THIRD_PARTY, name.split("_", 1)[0], "scripts", name)
 
 
 def convert(lines, api_replacements=KERAS3):
@@ -46,15 +53,16 @@ def convert(lines, api_replacements=KERAS3):
     return out
 
 
-def main():
-    for folder, names, api_replacements in (("keras3", KERAS3_VARIANTS, KERAS3), ("keras2", KERAS2_VARIANTS, [])):
-        os.makedirs(os.path.join(SCRIPTS, folder), exist_ok=True)
-        for name in names:
-            with open(os.path.join(SCRIPTS, name)) as f:
-                lines = f.read().splitlines()
-            with open(os.path.join(SCRIPTS, folder, name), "w") as f:
-                f.write("\n".join(convert(lines, api_replacements)) + "\n")
-
-
-if __name__ == "__main__":
-    main()
+def script_path(name, workdir):
+    """The file to run for `name` ("x.py", "keras3/x.py" or "keras2/x.py"); a
+    variant is written into workdir/<variant>/ first."""
+    variant, _, base = name.rpartition("/")
+    if not variant:
+        return upstream_path(name)
+    with open(upstream_path(base)) as f:
+        lines = f.read().splitlines()
+    path = os.path.join(workdir, variant, base)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write("\n".join(convert(lines, VARIANTS[variant])) + "\n")
+    return path

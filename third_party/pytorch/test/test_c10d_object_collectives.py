@@ -1,6 +1,6 @@
 # Source: pytorch/pytorch, test/distributed/test_c10d_object_collectives.py at
 # commit 107beeaf289ce5ffbaea12d6b6e294b683b78865 (BSD-3-Clause, PyTorch
-# contributors). Unmodified below this header; run by ../run_conformance.py.
+# contributors). Unmodified below this header; run by tests/torch/upstream/run_conformance.py.
 # Owner(s): ["oncall: distributed"]
 
 import sys
