@@ -230,28 +230,26 @@ def measure(cluster, rate, mode, args):
 
 
 def run_benchmark(args):
-    from tests.support.netns import Cluster, install_sigterm_handler, remove_stale_namespaces
+    from tests.support.netns import measure_cells
 
-    install_sigterm_handler()
-    remove_stale_namespaces()
-    records = []
-    for rate in args.rates:
-        with Cluster(hosts=2 * args.n + 1, rate=rate, burst=args.burst, logdir=args.logdir) as cluster:
-            for seed, mode in ((seed, mode) for seed in args.seeds for mode in args.modes):
-                args.seed = seed
-                try:
-                    rec = measure(cluster, rate, mode, args)
-                    print(f"{rate} seed {seed} {mode:8s} acc {rec['final_accuracy']:.4f} step {rec['step_s'] * 1e3:.0f} ms "
-                          f"wire {rec['wire_bytes_per_step'] / 1e6:.2f} MB/step to {args.target:.0%} "
-                          f"{rec['time_to_target_s']} s (wall {rec['wall_s']:.0f} s, load {rec['loadavg_1']:.1f})",
-                          flush=True)
-                except Exception as e:  # a failed mode is reported, the others still run
-                    rec = {"rate": rate, "mode": mode, "seed": seed, "error": str(e)[-2000:]}
-                    print(f"{rate} {mode}: FAILED {rec['error']}", file=sys.stderr, flush=True)
-                records.append(rec)
-                if args.json:  # after every job: a long run's records survive its interruption
-                    _write_json(args, records)
-    return _result(args, records)
+    def describe(rec):
+        return (f"{rec['rate']} seed {rec['seed']} {rec['mode']:8s} acc {rec['final_accuracy']:.4f} "
+                f"step {rec['step_s'] * 1e3:.0f} ms wire {rec['wire_bytes_per_step'] / 1e6:.2f} MB/step "
+                f"to {args.target:.0%} {rec['time_to_target_s']} s (wall {rec['wall_s']:.0f} s, "
+                f"load {rec['loadavg_1']:.1f})")
+
+    def measure_seeded(cluster, cell):
+        args.seed = cell["seed"]
+        return measure(cluster, cell["rate"], cell["mode"], args)
+
+    def keep(records):  # after every job: a long run's records survive its interruption
+        if args.json:
+            _write_json(args, records)
+
+    groups = [(dict(hosts=2 * args.n + 1, rate=rate, burst=args.burst, logdir=args.logdir),
+               [{"rate": rate, "seed": seed, "mode": mode} for seed in args.seeds for mode in args.modes])
+              for rate in args.rates]
+    return _result(args, measure_cells(groups, measure_seeded, describe, after_each=keep))
 
 
 def _result(args, records):

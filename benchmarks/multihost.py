@@ -285,34 +285,24 @@ def measure(cluster, n, mode, args):
 
 
 def run_benchmark(args):
-    from tests.support.netns import Cluster, install_sigterm_handler, remove_stale_namespaces
+    from tests.support.netns import measure_cells
 
-    install_sigterm_handler()
-    remove_stale_namespaces()
-    records = []
     modes = list(args.modes) + (list(DDP_MODES) if args.ddp else [])
     modes += [f"{m}@{v}" for v in args.variants for m in ("dedicated", "colocated") if m in args.modes]
-    for n in args.n:
-        with Cluster(hosts=2 * n + 1, rate=args.rate, burst=args.burst, logdir=args.logdir) as cluster:
-            for rep in range(args.reps):
-                for mode in modes:
-                    try:
-                        rec = measure(cluster, n, mode, args)
-                    except Exception as e:  # a failed mode is reported, the others still run
-                        rec = {"n": n, "mode": mode, "error": str(e)[-2000:]}
-                        print(f"n={n} rep={rep} {mode}: FAILED {rec['error']}", file=sys.stderr, flush=True)
-                    rec["rep"] = rep
-                    records.append(rec)
-                    if "seconds" in rec:
-                        extra = (f" {rec['samples_per_s']:.1f} samples/s" if "samples_per_s" in rec else
-                                 f" {args.size_mb * 8 * 1.048576 / rec['seconds'] / 1000:.3f} Gbit/s algbw")
-                        ops = args.warmup + args.iters
-                        servers = (" server-host rx MB/op " +
-                                   ",".join(f"{b / ops / 1e6:.1f}" for b in rec["server_rx_bytes"])
-                                   if "server_rx_bytes" in rec else "")
-                        print(f"n={n} rep={rep} {mode:11s} {rec['seconds']:.3f} s{extra}{servers} "
-                              f"drops up/down {rec['shaper_drops'][0]}/{rec['shaper_drops'][1]} "
-                              f"load {rec['loadavg_1_5_15'][0]:.1f}", flush=True)
+
+    def describe(rec):
+        extra = (f" {rec['samples_per_s']:.1f} samples/s" if "samples_per_s" in rec else
+                 f" {args.size_mb * 8 * 1.048576 / rec['seconds'] / 1000:.3f} Gbit/s algbw")
+        ops = args.warmup + args.iters
+        servers = (" server-host rx MB/op " + ",".join(f"{b / ops / 1e6:.1f}" for b in rec["server_rx_bytes"])
+                   if "server_rx_bytes" in rec else "")
+        return (f"n={rec['n']} rep={rec['rep']} {rec['mode']:11s} {rec['seconds']:.3f} s{extra}{servers} "
+                f"drops up/down {rec['shaper_drops'][0]}/{rec['shaper_drops'][1]} "
+                f"load {rec['loadavg_1_5_15'][0]:.1f}")
+
+    groups = [(dict(hosts=2 * n + 1, rate=args.rate, burst=args.burst, logdir=args.logdir),
+               [{"n": n, "rep": rep, "mode": mode} for rep in range(args.reps) for mode in modes]) for n in args.n]
+    records = measure_cells(groups, lambda cluster, cell: measure(cluster, cell["n"], cell["mode"], args), describe)
     return {"config": {k: v for k, v in vars(args).items() if k not in ("func",)}, "records": records,
             "summary": summarize(records, args)}
 

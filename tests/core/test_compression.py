@@ -38,7 +38,7 @@ bps.shutdown()
 def test_each_compressor_matches_the_numpy_reference_across_steps(tmp_path, spec):
     script = EXACT_AGAINST_REFERENCE.replace("STEPS", str(STEPS)).replace("N", str(N)).replace("SPEC", repr(spec))
     results = bpslaunch_source(tmp_path, script, machines=2, servers=2,
-                         env={"BYTEPS_PARTITION_BYTES": str(64 * 1024)}).results
+                               env={"BYTEPS_PARTITION_BYTES": str(64 * 1024)}).results
     grads = [[np.random.default_rng(1000 * step + r).standard_normal(N).astype(np.float32) for r in range(2)]
              for step in range(STEPS)]
     expect = job_result(spec, grads, "grad.w", 64 * 1024, 2)
@@ -161,7 +161,7 @@ bps.shutdown()
 
 def test_several_local_ranks_partitions_and_servers(tmp_path):
     results = bpslaunch_source(tmp_path, LOSSLESS_CASES, machines=2, local_workers=2, servers=2,
-                         env={"BYTEPS_PARTITION_BYTES": str(256 * 1024)}).results
+                               env={"BYTEPS_PARTITION_BYTES": str(256 * 1024)}).results
     n = 4
     want = 0.25 * (n + 1) / 2
     for rank, res in results.items():
@@ -224,8 +224,8 @@ bps.shutdown()
     (["onebit:momentum=0.9", "onebit"], ["with error feedback and nesterov momentum", "onebit with error feedback"]),
 ])
 def test_ranks_that_disagree_fail_on_every_rank(tmp_path, specs, causes):
-    results = bpslaunch_source(tmp_path, DISAGREE.replace("SPECS", repr(specs)), machines=2, servers=1,
-                         check=False, env={"BYTEPS_TIMEOUT": "30"}).results
+    results = bpslaunch_source(tmp_path, DISAGREE.replace("SPECS", repr(specs)), machines=2, servers=1, check=False,
+                               env={"BYTEPS_TIMEOUT": "30"}).results
     assert sorted(results) == [0, 1]
     for rank, res in results.items():
         assert res["error"] and "grad.w" in res["error"], (rank, res["error"])

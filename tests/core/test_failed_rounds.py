@@ -40,7 +40,8 @@ def test_same_name_after_a_failed_round_reduces_at_once(tmp_path):
     # BYTEPS_TIMEOUT well above the bound below: a retry stuck behind the
     # failed round would take the whole timeout, then fail.
     start = time.monotonic()
-    results = bpslaunch_source(tmp_path, RETRY_SAME_NAME, local_workers=2, timeout=120, env={"BYTEPS_TIMEOUT": "30"}).results
+    results = bpslaunch_source(tmp_path, RETRY_SAME_NAME, local_workers=2, timeout=120,
+                               env={"BYTEPS_TIMEOUT": "30"}).results
     assert sorted(results) == [0, 1], results
     for rank, r in results.items():
         out = r["outcomes"]

@@ -63,7 +63,8 @@ def test_new_names_take_pooled_staging_and_what_is_held_stays_bounded(tmp_path):
     slots (from the reserve, or freed by reclaimed names) and the sums stay
     exact; the machine holds at most its peak of slots plus the reserve."""
     results = bpslaunch_source(tmp_path, POOLED, local_workers=2, timeout=300,
-                         env={"BYTEPS_LOCAL_KEY_TABLE_SIZE": "16", "BYTEPS_LOCAL_STAGING_RESERVE": str(4 << 20)}).results
+                               env={"BYTEPS_LOCAL_KEY_TABLE_SIZE": "16",
+                                    "BYTEPS_LOCAL_STAGING_RESERVE": str(4 << 20)}).results
     for r in results.values():
         L = r["local_size"]
         assert r["reserve"] == L * (4 << 20)
@@ -96,9 +97,10 @@ def _segments(job_id):
 
 def test_no_segments_left_after_normal_exit(tmp_path):
     job_id = "cafe0001"
-    bpslaunch_source(tmp_path, "import byteps_native.core as bps\nbps.init()\nimport numpy as np\n"
+    bpslaunch_source(tmp_path,
+                     "import byteps_native.core as bps\nbps.init()\nimport numpy as np\n"
             "bps.push_pull(np.ones(10, np.float32), 'x')\nreport({})\nbps.shutdown()\n",
-            local_workers=3, env={"BYTEPS_JOB_ID": job_id})
+                     local_workers=3, env={"BYTEPS_JOB_ID": job_id})
     assert _segments(job_id) == []
 
 
@@ -158,7 +160,9 @@ def test_launcher_binds_local_ranks_to_their_cores(tmp_path):
     if len(cores) < 2:
         import pytest
         pytest.skip("needs at least 2 cores to split between 2 local ranks")
-    results = bpslaunch_source(tmp_path, "import os, byteps_native.core as bps\nbps.init()\n"
-                         "report({'cpus': sorted(os.sched_getaffinity(0))})\nbps.shutdown()\n", local_workers=2,
-                         env={"BYTEPS_NUMA_ON": "1", "BYTEPS_VISIBLE_CPU_CORES": ",".join(map(str, cores[:2]))}).results
+    results = bpslaunch_source(tmp_path,
+                               "import os, byteps_native.core as bps\nbps.init()\n"
+                         "report({'cpus': sorted(os.sched_getaffinity(0))})\nbps.shutdown()\n",
+                               local_workers=2,
+                               env={"BYTEPS_NUMA_ON": "1", "BYTEPS_VISIBLE_CPU_CORES": ",".join(map(str, cores[:2]))}).results
     assert results[0]["cpus"] == [cores[0]] and results[1]["cpus"] == [cores[1]], results

@@ -23,8 +23,8 @@ bps.shutdown()
 def test_trace_has_every_partition_and_stage_and_merges(tmp_path):
     trace_dir = os.path.join(str(tmp_path), "traces")
     bpslaunch_source(tmp_path, TRAINING, local_workers=2, machines=2, servers=1,
-            env={"BYTEPS_TRACE_ON": "1", "BYTEPS_TRACE_DIR": trace_dir, "BYTEPS_TRACE_START_STEP": "1",
-                 "BYTEPS_TRACE_END_STEP": "3", "BYTEPS_PARTITION_BYTES": "409600"})
+                     env={"BYTEPS_TRACE_ON": "1", "BYTEPS_TRACE_DIR": trace_dir, "BYTEPS_TRACE_START_STEP": "1",
+                          "BYTEPS_TRACE_END_STEP": "3", "BYTEPS_PARTITION_BYTES": "409600"})
     files = sorted(os.listdir(trace_dir))
     assert files == ["rank0.json", "rank1.json", "rank2.json", "rank3.json", "server0.json"]
     for name in files[:4]:

@@ -50,8 +50,8 @@ bps.shutdown()
 def test_every_dtype_and_odd_size(tmp_path, machines, local, servers):
     script = CHECK_ALL_DTYPES.replace("SIZES_EXTRA", "300001")
     results = bpslaunch_source(tmp_path, script, local_workers=local, machines=machines, servers=servers,
-                         force_distributed=(machines == 1 and servers > 0),
-                         env={"BYTEPS_PARTITION_BYTES": str(64 * 1024)}).results
+                               force_distributed=(machines == 1 and servers > 0),
+                               env={"BYTEPS_PARTITION_BYTES": str(64 * 1024)}).results
     assert sorted(results) == list(range(machines * local))
     for r in results.values():
         assert r["checked"] == 7 * 7
@@ -78,7 +78,8 @@ bps.shutdown()
 
 @pytest.mark.parametrize("machines,local,servers", [(1, 2, 0), (2, 1, 2), (2, 2, 1)])
 def test_64mb_and_partition_remainders(tmp_path, machines, local, servers):
-    results = bpslaunch_source(tmp_path, LARGE, local_workers=local, machines=machines, servers=servers, timeout=300).results
+    results = bpslaunch_source(tmp_path, LARGE, local_workers=local, machines=machines, servers=servers,
+                               timeout=300).results
     assert all(r["ok"] for r in results.values()) and len(results) == machines * local
 
 
@@ -103,7 +104,8 @@ bps.shutdown()
 
 @pytest.mark.parametrize("machines,local,servers", [(1, 3, 0), (2, 2, 2), (3, 1, 1)])
 def test_many_tensors_in_flight_in_different_orders(tmp_path, machines, local, servers):
-    results = bpslaunch_source(tmp_path, MANY_IN_FLIGHT, local_workers=local, machines=machines, servers=servers).results
+    results = bpslaunch_source(tmp_path, MANY_IN_FLIGHT, local_workers=local, machines=machines,
+                               servers=servers).results
     assert len(results) == machines * local
 
 
@@ -130,7 +132,7 @@ bps.shutdown()
 
 def test_1000_rounds_of_random_sizes_with_checksums(tmp_path):
     results = bpslaunch_source(tmp_path, RANDOM_ROUNDS, local_workers=2, machines=2, servers=2, timeout=300,
-                         env={"BYTEPS_PARTITION_BYTES": str(32 * 1024)}).results
+                               env={"BYTEPS_PARTITION_BYTES": str(32 * 1024)}).results
     assert len({r["crc"] for r in results.values()}) == 1  # every rank saw identical sums
 
 
@@ -152,7 +154,8 @@ bps.shutdown()
 
 
 def test_async_mode_applies_pushes_as_they_come(tmp_path):
-    results = bpslaunch_source(tmp_path, ASYNC, local_workers=1, machines=2, servers=1, env={"BYTEPS_ENABLE_ASYNC": "1"}).results
+    results = bpslaunch_source(tmp_path, ASYNC, local_workers=1, machines=2, servers=1,
+                               env={"BYTEPS_ENABLE_ASYNC": "1"}).results
     all_seen = sorted(v for r in results.values() for v in r["seen"])
     # Each pull returns the running sum right after that push: 40 distinct
     # pushes of ones give every running total from 1 to 40 exactly once.

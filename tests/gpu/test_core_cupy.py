@@ -86,8 +86,8 @@ bps.shutdown()
 @pytest.mark.parametrize("machines,local", topologies())
 def test_cupy_push_pull_every_dtype_and_odd_size(tmp_path, machines, local):
     results = bpslaunch_source(tmp_path, WORKER, local_workers=local, machines=machines,
-                         servers=2 if machines > 1 else 0,
-                         env={"BYTEPS_PARTITION_BYTES": PARTITION_BYTES}, timeout=300, gpus=True).results
+                               servers=2 if machines > 1 else 0, env={"BYTEPS_PARTITION_BYTES": PARTITION_BYTES},
+                               timeout=300, gpus=True).results
     assert len(results) == machines * local
     for rank, r in sorted(results.items()):
         assert r["failures"] == [], f"rank {rank}: " + "\n".join(r["failures"][:10])

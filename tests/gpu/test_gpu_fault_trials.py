@@ -41,7 +41,7 @@ def run_trial(log_dir, role, rng, on_cpu=False):
     os.makedirs(log_dir, exist_ok=True)
     findings = []
     with Job(log_dir, machines=2, local_size=2, servers=2, gpus=True, BYTEPS_TIMEOUT=TIMEOUT,
-                 BYTEPS_PARTITION_BYTES=1 << 20) as cluster:
+             BYTEPS_PARTITION_BYTES=1 << 20) as cluster:
         cluster.start_role("scheduler", "scheduler")
         for s in range(2):
             cluster.start_role("server", f"server {s}")

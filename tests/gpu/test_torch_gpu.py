@@ -20,7 +20,8 @@ WORKER = os.path.join(HERE, "workers", "torch_gpu_worker.py")
 
 def torchrun(tmp_path, mode, machines, local, timeout=300, env=None):
     job = torchrun_job(WORKER, [mode, tmp_path], nproc=local, machines=machines, result_dir=tmp_path, timeout=timeout,
-                       gpus=True, env=dict({"BYTEPS_PARTITION_BYTES": "262144", "NCCL_NVLS_ENABLE": "0"}, **(env or {})),
+                       gpus=True,
+                       env=dict({"BYTEPS_PARTITION_BYTES": "262144", "NCCL_NVLS_ENABLE": "0"}, **(env or {})),
                        machine_env=lambda m: {"GPU_OFFSET": str(m * local)}).check()
     assert len(job.results) == machines * local, job.output[-6000:]
     return job.results

@@ -349,22 +349,13 @@ def run_store_host_trial(rng, log_dir):
             result["detail"] = "job did not start"
             result["unnamed"] = ["job did not start"]
             return result
-        time.sleep(rng.uniform(0.1, 1.0))
-        victim = procs["rank 0"]
-        fault_at = time.monotonic()
-        victim.kill(signal.SIGSTOP)
-        survivors = [n for n in procs if n != "rank 0"]
-        first_error = _watch(procs, survivors, fault_at, fault_at + TIMEOUT * 2 + GRACE)
+        victim, survivors, first_error = _stop_rank0_and_watch(procs, rng, result)
         result["left_running"] = [n for n in survivors if procs[n].poll() is None or _group_alive(procs[n])]
-        _note_exits(result, procs, survivors, fault_at, False)
         for n in survivors:
-            if n in first_error:
-                result["times"].append(first_error[n])
             if procs[n].poll() == 0 and n not in first_error:
                 result["unnamed"].append(n + " (exited 0)")
             elif not _names_store_host(procs[n].output()):
                 result["unnamed"].append(n)
-        result["wrong_results"] = sum("WRONG SUM" in p.output() for p in procs.values())
         victim.kill(signal.SIGKILL)
         victim.wait(5)
         result["memory_errors"] = [f for f in _scan_procs(procs) if not f.startswith("rank 0: died")]
@@ -373,6 +364,23 @@ def run_store_host_trial(rng, log_dir):
     finally:
         for p in procs.values():
             p.stop()
+
+
+def _stop_rank0_and_watch(procs, rng, result):
+    """SIGSTOP of rank 0 (the TCPStore host) at a random moment of training,
+    then the other ranks watched until they exit or TIMEOUT x 2 + GRACE pass;
+    notes their exits, each one's time to its first error and any wrong sum.
+    Returns (rank 0, the other ranks' names, {name: seconds to first error})."""
+    time.sleep(rng.uniform(0.1, 1.0))
+    victim = procs["rank 0"]
+    fault_at = time.monotonic()
+    victim.kill(signal.SIGSTOP)
+    survivors = [n for n in procs if n != "rank 0"]
+    first_error = _watch(procs, survivors, fault_at, fault_at + TIMEOUT * 2 + GRACE)
+    _note_exits(result, procs, survivors, fault_at, False)
+    result["times"] += [first_error[n] for n in survivors if n in first_error]
+    result["wrong_results"] = sum("WRONG SUM" in p.output() for p in procs.values())
+    return victim, survivors, first_error
 
 
 def _names_store_host(output):
@@ -465,20 +473,9 @@ def run_agent_store_host_trial(rng, log_dir, store_host=None):
             result["detail"] = "job did not start"
             result["unnamed"] = ["job did not start"]
             return result
-        time.sleep(rng.uniform(0.1, 1.0))
-        victim = ranks["rank 0"]
-        fault_at = time.monotonic()
-        victim.kill(signal.SIGSTOP)
-        survivors = [n for n in ranks if n != "rank 0"]
-        first_error = _watch(ranks, survivors, fault_at, fault_at + TIMEOUT * 2 + GRACE)
+        victim, survivors, _ = _stop_rank0_and_watch(ranks, rng, result)
         result["left_running"] = [n for n in survivors if ranks[n].poll() is None]
-        _note_exits(result, ranks, survivors, fault_at, False)
-        for n in survivors:
-            if n in first_error:
-                result["times"].append(first_error[n])
-            if not _names_store_host(ranks[n].output()):
-                result["unnamed"].append(n)
-        result["wrong_results"] = sum("WRONG SUM" in r.output() for r in ranks.values())
+        result["unnamed"] += [n for n in survivors if not _names_store_host(ranks[n].output())]
         agents_alive = [n for n, a in agents.items() if a.poll() is None]
         killed_at = time.monotonic()
         victim.kill(signal.SIGKILL)

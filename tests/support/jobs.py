@@ -210,10 +210,13 @@ class Finished:
     results: dict = field(default_factory=dict)
     timed_out: bool = False  # killed after the launcher's timeout
 
-    def check(self):
-        """Raises with the output's tail unless the job succeeded; returns self."""
+    def check(self, ranks=None):
+        """Raises with the output's tail unless the job succeeded (and, given
+        `ranks`, ranks 0..ranks-1 each reported); returns self."""
         if self.returncode != 0:
             raise AssertionError(f"job failed with exit code {self.returncode}:\n{self.output[-10000:]}")
+        if ranks is not None and sorted(self.results) != list(range(ranks)):
+            raise AssertionError(f"ranks {sorted(self.results)} reported, not 0..{ranks - 1}:\n{self.output[-10000:]}")
         return self
 
 

@@ -417,3 +417,30 @@ def _raise_keyboard_interrupt(signum, frame):
 def install_sigterm_handler():
     """Make SIGTERM unwind like Ctrl-C so `with Cluster(...)` tears down (call from a main script)."""
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+
+
+def measure_cells(groups, measure, describe, after_each=None):
+    """The run loop of the benchmarks on emulated hosts. groups: [(Cluster
+    keyword arguments, [cell])], a cell a dict naming one measurement; each
+    group gets a fresh Cluster, each cell the record measure(cluster, cell)
+    plus the cell's keys, printed with describe(record). A cell that fails is
+    recorded with its error and the others still run. SIGTERM tears down like
+    Ctrl-C; namespaces a killed earlier run left are removed first.
+    after_each(records so far), if given, runs after every cell."""
+    install_sigterm_handler()
+    remove_stale_namespaces()
+    records = []
+    for cluster_args, cells in groups:
+        with Cluster(**cluster_args) as cluster:
+            for cell in cells:
+                try:
+                    record = dict(cell, **measure(cluster, cell))
+                    print(describe(record), flush=True)
+                except Exception as e:  # a failed cell is reported, the others still run
+                    record = dict(cell, error=str(e)[-2000:])
+                    where = " ".join(f"{k}={v}" for k, v in cell.items())
+                    print(f"{where}: FAILED {record['error']}", file=sys.stderr, flush=True)
+                records.append(record)
+                if after_each:
+                    after_each(records)
+    return records

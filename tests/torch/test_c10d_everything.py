@@ -15,7 +15,8 @@ CHECKS = ["reduce_ops", "small_dtypes", "gather_scatter", "all_to_all", "point_t
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
-    results = torchrun(os.path.join(WORKERS, "c10d_everything.py"), nproc=2, result_dir=tmp_path_factory.mktemp("everything")).check().results
+    results = torchrun(os.path.join(WORKERS, "c10d_everything.py"), nproc=2,
+                       result_dir=tmp_path_factory.mktemp("everything")).check().results
     assert sorted(results) == [0, 1], results
     return results
 

@@ -21,7 +21,8 @@ def _installed_entry_point(tmp_path):
 def test_init_by_backend_string_alone(tmp_path):
     site = _installed_entry_point(tmp_path)
     env = {"PYTHONPATH": site + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    results = torchrun(os.path.join(WORKERS, "plain_init.py"), nproc=2, env=env, result_dir=tmp_path / "out").check().results
+    results = torchrun(os.path.join(WORKERS, "plain_init.py"), nproc=2, env=env,
+                       result_dir=tmp_path / "out").check().results
     for rank, checks in results.items():
         assert checks == {"init": "ok", "collectives": "ok", "backend": "byteps",
                           "byteps_loaded_by_torch": True}, f"rank {rank}: {checks}"
@@ -31,6 +32,7 @@ def test_debug_detail_wraps_byteps(tmp_path):
     site = _installed_entry_point(tmp_path)
     env = {"PYTHONPATH": site + os.pathsep + os.environ.get("PYTHONPATH", ""),
            "TORCH_DISTRIBUTED_DEBUG": "DETAIL"}
-    results = torchrun(os.path.join(WORKERS, "plain_init.py"), nproc=2, env=env, result_dir=tmp_path / "out").check().results
+    results = torchrun(os.path.join(WORKERS, "plain_init.py"), nproc=2, env=env,
+                       result_dir=tmp_path / "out").check().results
     for rank, checks in results.items():
         assert checks["init"] == "ok" and checks["collectives"] == "ok", f"rank {rank}: {checks}"

@@ -21,7 +21,8 @@ CHECKS = ([f"{c}[{d}]" for d in REDUCE_DTYPES for c in REDUCE_CHECKS] +
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
-    results = torchrun(os.path.join(WORKERS, "collectives.py"), nproc=2, result_dir=tmp_path_factory.mktemp("collectives")).check().results
+    results = torchrun(os.path.join(WORKERS, "collectives.py"), nproc=2,
+                       result_dir=tmp_path_factory.mktemp("collectives")).check().results
     assert sorted(results) == [0, 1], results
     return results
 

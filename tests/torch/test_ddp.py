@@ -14,14 +14,17 @@ COMPRESSED_TOLERANCE = 2e-2  # gradients rounded to 16 bits on the wire
 
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory):
-    results = torchrun(os.path.join(WORKERS, "ddp.py"), nproc=2, args=["none,push_pull,fp16,bf16,chained", "--contract"], result_dir=tmp_path_factory.mktemp("ddp2")).check().results
+    results = torchrun(os.path.join(WORKERS, "ddp.py"), nproc=2,
+                       args=["none,push_pull,fp16,bf16,chained", "--contract"],
+                       result_dir=tmp_path_factory.mktemp("ddp2")).check().results
     assert sorted(results) == [0, 1], results
     return results
 
 
 @pytest.fixture(scope="module")
 def four_ranks(tmp_path_factory):
-    results = torchrun(os.path.join(WORKERS, "ddp.py"), nproc=4, args=["none,push_pull"], result_dir=tmp_path_factory.mktemp("ddp4")).check().results
+    results = torchrun(os.path.join(WORKERS, "ddp.py"), nproc=4, args=["none,push_pull"],
+                       result_dir=tmp_path_factory.mktemp("ddp4")).check().results
     assert sorted(results) == [0, 1, 2, 3], results
     return results
 
@@ -29,7 +32,8 @@ def four_ranks(tmp_path_factory):
 @pytest.fixture(scope="module")
 def two_machines(tmp_path_factory):
     """2 "machines" x 2 ranks on this host: the engine's path with colocated servers."""
-    results = torchrun(os.path.join(WORKERS, "ddp.py"), machines=2, nproc=2, args=["push_pull,fp16"], env={"BYTEPS_TIMEOUT": "30"}, result_dir=tmp_path_factory.mktemp("ddp2x2")).check().results
+    results = torchrun(os.path.join(WORKERS, "ddp.py"), machines=2, nproc=2, args=["push_pull,fp16"],
+                       env={"BYTEPS_TIMEOUT": "30"}, result_dir=tmp_path_factory.mktemp("ddp2x2")).check().results
     assert sorted(results) == [0, 1, 2, 3], results
     return results
 

@@ -12,7 +12,8 @@ TIMEOUT_S = 5
 
 @pytest.mark.parametrize("victim", [1, 0])
 def test_survivor_gets_error(tmp_path, victim):
-    procs, results = bare_ranks(os.path.join(WORKERS, "dead_rank.py"), nproc=2, args=[victim], env={"BYTEPS_TIMEOUT": str(TIMEOUT_S)}, timeout=90, result_dir=tmp_path)
+    procs, results = bare_ranks(os.path.join(WORKERS, "dead_rank.py"), nproc=2, args=[victim],
+                                env={"BYTEPS_TIMEOUT": str(TIMEOUT_S)}, timeout=90, result_dir=tmp_path)
     survivor = 1 - victim
     assert procs[victim].returncode == 3, procs[victim].output[-3000:]
     assert survivor in results, f"survivor reported nothing:\n{procs[survivor].output[-5000:]}"

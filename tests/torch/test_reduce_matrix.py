@@ -10,7 +10,8 @@ from tests.support.jobs import torchrun
 
 
 def test_byteps_matches_gloo(tmp_path):
-    results = torchrun(os.path.join(WORKERS, "reduce_matrix.py"), nproc=2, args=[6], result_dir=tmp_path).check().results
+    results = torchrun(os.path.join(WORKERS, "reduce_matrix.py"), nproc=2, args=[6],
+                       result_dir=tmp_path).check().results
     assert sorted(results) == [0, 1], results
     for rank, cases in results.items():
         assert len(cases) == 7 * 10 * 9

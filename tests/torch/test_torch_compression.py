@@ -31,7 +31,8 @@ def averaged(spec, name):
 
 @pytest.fixture(scope="module")
 def exact_job(tmp_path_factory):
-    results = torchrun(os.path.join(WORKERS, "compression.py"), machines=2, nproc=1, args=["exact"], env={"BYTEPS_TIMEOUT": "60"}, result_dir=tmp_path_factory.mktemp("compression")).check().results
+    results = torchrun(os.path.join(WORKERS, "compression.py"), machines=2, nproc=1, args=["exact"],
+                       env={"BYTEPS_TIMEOUT": "60"}, result_dir=tmp_path_factory.mktemp("compression")).check().results
     assert sorted(results) == [0, 1], results
     return results
 
@@ -81,7 +82,8 @@ def test_distributed_optimizer_matches_the_reference(exact_job):
 
 
 def test_cpp_hooks_that_disagree_fail_on_every_rank(tmp_path):
-    results = torchrun(os.path.join(WORKERS, "compression.py"), machines=2, nproc=1, args=["disagree"], env={"BYTEPS_TIMEOUT": "30"}, result_dir=tmp_path).check().results
+    results = torchrun(os.path.join(WORKERS, "compression.py"), machines=2, nproc=1, args=["disagree"],
+                       env={"BYTEPS_TIMEOUT": "30"}, result_dir=tmp_path).check().results
     assert sorted(results) == [0, 1], results
     causes = {
         "other_compressor": ["'other_compressor.ddp.bucket0.float32.50000'", "ranks disagree on this tensor's "

@@ -11,7 +11,9 @@ from tests.support.jobs import torchrun
 
 @pytest.mark.parametrize("layout", [(2, 1), (1, 3)], ids=["2+1", "1+3"])
 def test_uneven_machines_sum_exactly_and_report_their_ranks(tmp_path, layout):
-    results = torchrun(os.path.join(WORKERS, "uneven.py"), machines=len(layout), nproc=list(layout), env={"BYTEPS_PARTITION_BYTES": "4096", "BYTEPS_TIMEOUT": "60"}, result_dir=tmp_path).check().results
+    results = torchrun(os.path.join(WORKERS, "uneven.py"), machines=len(layout), nproc=list(layout),
+                       env={"BYTEPS_PARTITION_BYTES": "4096", "BYTEPS_TIMEOUT": "60"},
+                       result_dir=tmp_path).check().results
     world = sum(layout)
     assert sorted(results) == list(range(world)), results
     first = 0
