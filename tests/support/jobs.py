@@ -67,7 +67,7 @@ def _role_settings():
 def role_env(**settings):
     """The environment of one process of a role-by-role job, outside a Job:
     job_env, a fresh scheduler port, token and job id, then `settings`."""
-    return dict(job_env(), **_role_settings(), **{k: str(v) for k, v in settings.items()})
+    return {**job_env(), **_role_settings(), **{k: str(v) for k, v in settings.items()}}
 
 
 # The engine's blocking role entry points through its C ABI: argv[1] the library, argv[2] the role.
@@ -125,8 +125,8 @@ class Job:
         self.workers_dir = workers_dir
         self.roles = roles
         settings = dict(DMLC_NUM_WORKER=machines, DMLC_NUM_SERVER=servers, BYTEPS_LOCAL_SIZE=local_size, **env)
-        self.env = dict(job_env(result_dir=self.log_dir, gpus=gpus), **_role_settings(),
-                        **{k: str(v) for k, v in settings.items()})
+        self.env = {**job_env(result_dir=self.log_dir, gpus=gpus), **_role_settings(),
+                    **{k: str(v) for k, v in settings.items()}}
         self.procs = {}
 
     def _start(self, name, argv, env):
