@@ -240,7 +240,7 @@ class Cluster:
 
     def tcp_ceiling(self, sender, receiver, flows=4, seconds=3.0, port=29400):
         """GB/s that `flows` plain TCP flows move from one host to another
-        (benchmarks/tcp_ceiling.py): the path's own ceiling on this machine."""
+        (tcp_ceiling.py, beside this file): the path's own ceiling on this machine."""
         script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tcp_ceiling.py")
         receiver = self.hosts[receiver] if isinstance(receiver, int) else receiver
         serve = self.start(receiver, f"tcp-ceiling-{port}", [sys.executable, script, "serve", str(port), str(flows)])
