@@ -24,7 +24,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:  # run as a script: the repository's tests.support importable
     sys.path.insert(0, REPO)
-from tests.support.ports import free_ports  # noqa: E402
+from tests.support.ports import distinct_free_ports  # noqa: E402
 
 PROCESSES = 2
 
@@ -136,7 +136,7 @@ def run_byteps(args, devices):
 
 
 def run_mwms(args, processes=PROCESSES):
-    ports = free_ports(processes)
+    ports = distinct_free_ports(processes)
     cluster = {"worker": [f"localhost:{p}" for p in ports]}
     procs = []
     for index in range(processes):

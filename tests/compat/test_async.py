@@ -5,8 +5,8 @@ import os
 import numpy as np
 import pytest
 
-from tests.compat import WORKERS
 from tests.support.jobs import torchrun
+from tests.compat import WORKERS
 
 
 # CI runs k=1 (the bounded-staleness path; k=0 is its special case);

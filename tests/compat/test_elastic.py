@@ -5,8 +5,8 @@ import os
 
 import numpy as np
 
-from tests.compat import WORKERS
 from tests.support.jobs import torchrun
+from tests.compat import WORKERS
 
 WORKER = os.path.join(WORKERS, "elastic_train.py")
 

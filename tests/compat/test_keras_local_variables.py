@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from tests.compat import WORKERS
 from tests.support.jobs import torchrun
+from tests.compat import WORKERS
 
 FLAVORS = ["keras3"] + (["keras2"] if os.environ.get("COMPAT_FULL") == "1" else [])
 

@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-from tests.compat import WORKERS
 from tests.support.jobs import torchrun
+from tests.compat import WORKERS
 
 CASES = ["joined_torchrun_job", "allreduce_ops", "adasum", "allgather", "alltoall", "reducescatter",
          "flags_and_join", "keras_fit_with_options", "tape_options", "keras_load_model", "missing_names"]

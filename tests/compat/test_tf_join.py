@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from tests.compat import WORKERS
 from tests.support.jobs import torchrun
+from tests.compat import WORKERS
 
 CASES = ["eager_allreduce_then_join", "function_steps_then_join", "next_epoch_everyone_again",
          "join_inside_function_after_function_steps", "join_at_the_end_of_a_training_function",

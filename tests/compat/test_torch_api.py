@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-from tests.compat import WORKERS
 from tests.support.jobs import torchrun
+from tests.compat import WORKERS
 
 CASES = ["allreduce_ops", "adasum", "allgather", "broadcast", "alltoall", "reducescatter", "join_and_barrier", "join_uneven_batches", "process_sets",
          "built_flags", "optimizer_options", "staleness_needs_async", "distributed_data_parallel", "missing_name_says_what_instead", "sync_batch_norm",

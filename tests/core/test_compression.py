@@ -84,7 +84,8 @@ def test_onebit_keeps_a_scale_per_declared_segment(tmp_path, spec):
     per part inside each partition slice, on the workers and the servers."""
     script = (SEGMENTED.replace("SEGMENT_SCALES", repr(SEGMENT_SCALES)).replace("SEGMENTS", repr(SEGMENTS))
               .replace("STEPS", str(STEPS)).replace("SPEC", repr(spec)).replace("N", str(N)))
-    _, results = run_job(tmp_path, script, machines=2, servers=2, env={"BYTEPS_PARTITION_BYTES": str(64 * 1024)})
+    results = bpslaunch_source(tmp_path, script, machines=2, servers=2,
+                               env={"BYTEPS_PARTITION_BYTES": str(64 * 1024)}).results
     scale = np.repeat(np.array(SEGMENT_SCALES, np.float32), SEGMENTS)
     grads = [[np.random.default_rng(1000 * step + r).standard_normal(N).astype(np.float32) * scale
               for r in range(2)] for step in range(STEPS)]
@@ -115,8 +116,8 @@ bps.shutdown()
 
 
 def test_ranks_that_disagree_on_segments_fail_on_every_rank(tmp_path):
-    _, results = run_job(tmp_path, SEGMENTS_DISAGREE, machines=2, servers=1, expect_ok=False,
-                         env={"BYTEPS_TIMEOUT": "30"})
+    results = bpslaunch_source(tmp_path, SEGMENTS_DISAGREE, machines=2, servers=1, check=False,
+                               env={"BYTEPS_TIMEOUT": "30"}).results
     assert sorted(results) == [0, 1]
     for rank, res in results.items():
         assert "grad.w" in res["error"] and "different parts for onebit's scales" in res["error"], (rank, res)
@@ -135,7 +136,8 @@ except (bps.BytePSError, ValueError) as e:
     report({"error": str(e)})
 bps.shutdown()
 """
-    _, results = run_job(tmp_path, script, machines=2, servers=1, expect_ok=False, env={"BYTEPS_TIMEOUT": "30"})
+    results = bpslaunch_source(tmp_path, script, machines=2, servers=1, check=False,
+                               env={"BYTEPS_TIMEOUT": "30"}).results
     assert sorted(results) == [0, 1]
     for res in results.values():
         assert "has 100000 elements but its compression declares segments ending at 100001" in res["error"], res

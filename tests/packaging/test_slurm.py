@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from tests.support.ports import free_ports
+from tests.support.ports import distinct_free_ports
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(REPO, "deploy", "slurm", "byteps_job.sbatch")
@@ -51,7 +51,7 @@ def slurm_cluster(tmp_path_factory):
         (root / sub).mkdir()
     host = subprocess.run(["hostname", "-s"], capture_output=True, text=True, check=True).stdout.strip()
     cpus = os.cpu_count() or 2
-    ctld_port, d_port = free_ports(2)
+    ctld_port, d_port = distinct_free_ports(2)
     conf = root / "slurm.conf"
     conf.write_text(f"""
 ClusterName=bpstest

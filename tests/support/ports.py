@@ -7,7 +7,7 @@ on one host is rare enough for a test to live with).
 import socket
 
 
-def free_ports(count, host="127.0.0.1"):
+def distinct_free_ports(count, host="127.0.0.1"):
     """`count` distinct TCP ports free on `host` ("" = every address);
     they are held together while chosen, so they differ."""
     sockets = [socket.socket() for _ in range(count)]
@@ -22,4 +22,4 @@ def free_ports(count, host="127.0.0.1"):
 
 def free_port(host="127.0.0.1"):
     """A TCP port free on `host` now (also: a port where nothing listens)."""
-    return free_ports(1, host)[0]
+    return distinct_free_ports(1, host)[0]

@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from tests.torch import WORKERS
 from tests.support.jobs import torchrun
+from tests.torch import WORKERS
 
 CHECKS = ["reduce_ops", "small_dtypes", "gather_scatter", "all_to_all", "point_to_point", "sparse_allreduce",
           "subgroups", "objects", "barrier_is_fence", "sequence_numbers", "inference_mode",

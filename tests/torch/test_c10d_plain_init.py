@@ -3,8 +3,8 @@ point (declared here by a minimal dist-info, as an installed wheel declares
 it), and TORCH_DISTRIBUTED_DEBUG=DETAIL."""
 import os
 
-from tests.torch import WORKERS
 from tests.support.jobs import torchrun
+from tests.torch import WORKERS
 
 ENTRY_POINT = "byteps = byteps_native.torch_autoload:register"
 

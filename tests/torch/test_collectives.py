@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-from tests.torch import WORKERS
 from tests.support.jobs import torchrun
+from tests.torch import WORKERS
 
 REDUCE_DTYPES = ["float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8"]
 REDUCE_CHECKS = ["allreduce_sum", "allreduce_avg", "broadcast", "allgather", "allgather_into_tensor",

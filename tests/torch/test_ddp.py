@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from tests.torch import WORKERS
 from tests.support.jobs import torchrun
+from tests.torch import WORKERS
 
 EXACT_TOLERANCE = 1e-5   # fp32 sums in another order
 COMPRESSED_TOLERANCE = 2e-2  # gradients rounded to 16 bits on the wire

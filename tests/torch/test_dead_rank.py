@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-from tests.torch import WORKERS
 from tests.support.jobs import bare_ranks
+from tests.torch import WORKERS
 
 TIMEOUT_S = 5
 

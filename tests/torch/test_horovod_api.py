@@ -6,10 +6,10 @@ import sys
 
 import pytest
 
-from tests.torch import WORKERS
 from tests.support.jobs import job_env, torchrun
 from tests.support.paths import REPO
 from tests.support.results import collect
+from tests.torch import WORKERS
 
 TOLERANCE = {"plain": 1e-5, "two_passes": 1e-5, "fp16": 2e-2}
 API_CASES = ["push_pull_values", "handles", "poll_until_done", "broadcast_object", "topology"]

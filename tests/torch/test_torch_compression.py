@@ -4,16 +4,13 @@ several steps (error feedback carried between them): the Python DDP hook, the
 C++ DDP hook (register_push_pull_hook(compression=...)), ranks mixing the
 two, and DistributedOptimizer; C++ hooks that disagree fail on every rank."""
 import os
-import sys
 
 import numpy as np
 import pytest
 
-from tests.torch import WORKERS
+from tests.core.compression_reference import job_result
 from tests.support.jobs import torchrun
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "core"))
-from compression_reference import job_result  # noqa: E402
+from tests.torch import WORKERS
 
 N, STEPS = 50000, 3
 PARTITION_BYTES, SERVERS = 4096000, 2  # the defaults: one partition per tensor here

@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from tests.torch import WORKERS
 from tests.support.jobs import torchrun
+from tests.torch import WORKERS
 
 
 @pytest.mark.parametrize("layout", [(2, 1), (1, 3)], ids=["2+1", "1+3"])
