@@ -55,7 +55,10 @@ def _segments(bucket):
 def push_pull_hook(state, bucket):
     """Average the bucket across ranks; returns a Future of the bucket's tensor."""
     name = _bucket_name(state, bucket)
-    apply_to(name, getattr(state, "compression", None), _segments(bucket))
+    compression = getattr(state, "compression", None)
+    # The parameters' layout only matters to a compressor: an uncompressed
+    # bucket costs no walk over its gradients.
+    apply_to(name, compression, _segments(bucket) if as_engine_spec(compression) else None)
     return _c10d.push_pull_async(bucket.buffer(), name, bucket.index(), True)
 
 
