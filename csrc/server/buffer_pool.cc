@@ -71,7 +71,7 @@ std::shared_ptr<AlignedBuffer> BufferPool::Take(size_t bytes) {
   auto* b = new AlignedBuffer(bytes);
   if (!b->data) {
     delete b;
-    return std::make_shared<AlignedBuffer>(0, 0);  // data null: the caller reports it
+    return std::make_shared<AlignedBuffer>();  // data null: the caller reports it
   }
   {
     std::lock_guard<std::mutex> lock(mu_);

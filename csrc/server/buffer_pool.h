@@ -25,6 +25,7 @@
 namespace bps {
 
 struct AlignedBuffer {
+  AlignedBuffer() = default;  // no memory: data stays null
   AlignedBuffer(size_t bytes, size_t capacity);
   explicit AlignedBuffer(size_t bytes) : AlignedBuffer(bytes, bytes) {}
   ~AlignedBuffer();
