@@ -8,6 +8,7 @@ what each survivor does by itself -- how it exits, how fast, and what it says.
 Each process writes stdout+stderr to a log file under the test's tmp dir; a
 process is its own session so cleanup can always reach it.
 """
+import glob
 import os
 import secrets
 import signal
@@ -20,6 +21,21 @@ from byteps_native.launch import remove_job_shared_memory
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WORKERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "workers")
+
+
+def job_processes(job_id, role=None):
+    """Pids of this host's processes of the job (by BYTEPS_JOB_ID in their environment), of one DMLC_ROLE if
+    given."""
+    found = []
+    for path in glob.glob("/proc/[0-9]*/environ"):
+        try:
+            with open(path, "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if f"BYTEPS_JOB_ID={job_id}".encode() in env and (role is None or f"DMLC_ROLE={role}".encode() in env):
+            found.append(int(path.split("/")[2]))
+    return found
 
 
 def free_port():

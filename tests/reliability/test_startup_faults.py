@@ -14,7 +14,7 @@ import time
 
 from byteps_native.core.orphaned_shm import remove_orphaned_segments
 import wire_client as wc
-from cluster import REPO, WORKERS, Cluster, base_env
+from cluster import REPO, WORKERS, Cluster, base_env, job_processes
 from fault_campaign import _touches_port, failures, run_agent_store_host_trial, run_campaign, table
 
 
@@ -124,20 +124,6 @@ def test_a_server_killed_in_training_is_the_verdict_not_the_workers_that_left(tm
         assert verdict and "server 0" in verdict[-1], c.dump()
 
 
-def _job_processes(job_id, role=None):
-    """Pids of this host's processes of the job (by their environment), of one DMLC_ROLE if given."""
-    found = []
-    for path in glob.glob("/proc/[0-9]*/environ"):
-        try:
-            with open(path, "rb") as f:
-                env = f.read().split(b"\0")
-        except OSError:
-            continue
-        if f"BYTEPS_JOB_ID={job_id}".encode() in env and (role is None or f"DMLC_ROLE={role}".encode() in env):
-            found.append(int(path.split("/")[2]))
-    return found
-
-
 def test_a_scheduler_killed_at_start_up_under_bpslaunch_ends_the_job():
     """The scheduler killed while the workers are still importing, none of
     them connected: they cannot tell a scheduler gone from one not started
@@ -153,25 +139,25 @@ def test_a_scheduler_killed_at_start_up_under_bpslaunch_ends_the_job():
         env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 30
-        while not _job_processes(job_id, "scheduler"):
+        while not job_processes(job_id, "scheduler"):
             assert time.monotonic() < deadline and launcher.poll() is None, launcher.communicate(timeout=10)[0]
             time.sleep(0.01)
-        os.kill(_job_processes(job_id, "scheduler")[0], signal.SIGKILL)
+        os.kill(job_processes(job_id, "scheduler")[0], signal.SIGKILL)
         killed_at = time.monotonic()
         out = launcher.communicate(timeout=60)[0]
-        while _job_processes(job_id) and time.monotonic() < killed_at + 30:
+        while job_processes(job_id) and time.monotonic() < killed_at + 30:
             time.sleep(0.05)
         gone_after = time.monotonic() - killed_at
         assert launcher.returncode != 0, out
         assert "scheduler exited with code -9; stopping the job" in out, out
-        assert not _job_processes(job_id), out
+        assert not job_processes(job_id), out
         assert not glob.glob(f"/dev/shm/bpsn-{job_id}-*"), out
         assert gone_after <= 4 + 5, f"the job's last process left {gone_after:.1f} s after the kill\n{out}"
     finally:
         if launcher.poll() is None:
             launcher.kill()
             launcher.wait()
-        for pid in _job_processes(job_id):
+        for pid in job_processes(job_id):
             os.kill(pid, signal.SIGKILL)
 
 
