@@ -152,9 +152,11 @@ Status Engine::Submit(const bps_tensor& input, void* output, const std::string& 
     }
     op->seq = next_seq_++;
     submitted_.push_back(std::move(op));
+    stats_.queue_depth++;
+    // Under the lock: a Shutdown that stopped accepting after this op cannot
+    // have released the reducer this rings.
+    Ring();
   }
-  stats_.queue_depth++;
-  Ring();
   return Status::OK();
 }
 
@@ -291,13 +293,17 @@ void Engine::ReleaseResources() {
   if (servers_) servers_->Close();  // stops the transport's I/O thread
   servers_.reset();
   transport_.reset();
-  // The device reducer first: its order channel lives in the host reducer's
-  // shared memory.
-  device_reducer_live_ = nullptr;
-  device_reducer_.reset();
-  if (reducer_) {
-    reducer_->Leave();
-    reducer_.reset();
+  {
+    // Not under a SetFatal from another thread (op_failure.cc).
+    std::lock_guard<std::mutex> lock(reducers_mu_);
+    // The device reducer first: its order channel lives in the host
+    // reducer's shared memory.
+    device_reducer_live_ = nullptr;
+    device_reducer_.reset();
+    if (reducer_) {
+      reducer_->Leave();
+      reducer_.reset();
+    }
   }
   store_.reset();
   initialized_ = false;

@@ -183,6 +183,9 @@ class Engine {
   std::unique_ptr<LocalReducer> device_reducer_;
   int device_ = -1;
   std::atomic<LocalReducer*> device_reducer_live_{nullptr};  // what the engine thread drives
+  // Held by SetFatal while it reaches the reducers from any thread, and by
+  // ReleaseResources while it frees them.
+  std::mutex reducers_mu_;
   std::unique_ptr<transport::Transport> transport_;  // until ServerClient takes it at Start
   std::unique_ptr<ServerClient> servers_;
 

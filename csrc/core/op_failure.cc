@@ -14,6 +14,12 @@ void Engine::Fail(const Status& why) { SetFatal(why); }
 void Engine::SetFatal(const Status& st) {
   if (!failure_.Set(st)) return;
   BPS_LOG(Error) << st.message();
+  // Called from other threads too (the scheduler's abort watcher): the
+  // failure latched above may complete every op, and the caller shut down,
+  // before this thread gets here. ReleaseResources frees the reducers under
+  // the same lock (issue 30: a worker's SIGSEGV at exit after a failed first
+  // push_pull, the watcher ringing a freed reducer).
+  std::lock_guard<std::mutex> lock(reducers_mu_);
   if (reducer_) reducer_->FailMachine(st.message());
   // No rank stays inside a device collective whose peers will not issue it.
   if (LocalReducer* device = device_reducer_live_.load()) device->FailMachine(st.message());

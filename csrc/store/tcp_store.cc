@@ -82,6 +82,7 @@ Status TcpStoreServer::ServeUntilDone(int expected_clients) {
   const auto started = std::chrono::steady_clock::now();
   bool rendezvous_checked = rendezvous_timeout_seconds_ < 0;
   bool rendezvous_done = false;
+  bool verdict_is_rendezvous_timeout = false;
   auto next_note = started + std::chrono::seconds(kWaitNoteSeconds);
   while (true) {
     if (!rendezvous_done && std::chrono::steady_clock::now() >= next_note) {
@@ -93,6 +94,7 @@ Status TcpStoreServer::ServeUntilDone(int expected_clients) {
                                    std::chrono::duration<double>(rendezvous_timeout_seconds_)) {
       rendezvous_checked = true;
       if (!RendezvousComplete()) {
+        verdict_is_rendezvous_timeout = FirstFailure().ok();
         std::string size, joined;
         store_.Get("size", 0, &size);
         store_.Get("workers_joined", 0, &joined);
@@ -119,10 +121,14 @@ Status TcpStoreServer::ServeUntilDone(int expected_clients) {
       // importing then hears the verdict instead of finding nothing
       // listening, which names no cause (issue 30: a server killed 0.34 s
       // after launch, three workers arrived after the scheduler had ended on
-      // the first one). Not longer: a worker killed before it connected is
-      // known only at BYTEPS_TIMEOUT, and the scheduler must still be gone
+      // the first one). Not longer: the scheduler must still be gone
       // BYTEPS_TIMEOUT + 5 s after the fault (5 s made it 9.1-9.5 s at 4).
-      const bool may_end = first_failure_.ok() || everyone_arrived ||
+      // No stay when the verdict is the rendezvous timeout itself: the
+      // missing workers had BYTEPS_RENDEZVOUS_TIMEOUT already, counted from
+      // our listening, which a loaded host delays (a worker killed 0.16 s
+      // after launch, the scheduler listening at ~1.2 s: its exit came 9.2 s
+      // after the kill with BYTEPS_TIMEOUT=4, issue 30).
+      const bool may_end = first_failure_.ok() || everyone_arrived || verdict_is_rendezvous_timeout ||
                            std::chrono::steady_clock::now() - failed_at_ > std::chrono::seconds(4);
       if (may_end && connected_ >= expected_clients && finished_ == connected_) {
         auto now = std::chrono::steady_clock::now();

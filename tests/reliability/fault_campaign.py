@@ -3,6 +3,15 @@ training job, and what every process did about it.
 
     python -m tests.reliability.fault_campaign --trials 20            # long profile
     python -m tests.reliability.fault_campaign --trials 1 --seed 7    # one of each
+    python -m tests.reliability.fault_campaign --kinds startkill --roles worker,scheduler \
+        --trials 100 --seed 3052 --only 82 --repeat 50                  # trial 082 of that run, 50 times
+
+Each trial draws from its own generator, seeded by the campaign's seed and
+the trial's index, so --only replays a trial of a run (the same cell, victim
+and moment within the start-up window) without running the ones before it.
+A start-up kill's moment is a fraction of the window, which follows the
+host's load (launch to every worker's READY, as last measured; --window sets
+its first value): a replay kills at the same fraction, the seconds may differ.
 
 Each trial starts a real job on this host (scheduler, 1 dedicated server,
 2 machines x 2 local ranks running tests/reliability/workers/train_loop.py,
@@ -45,7 +54,6 @@ import os
 import random
 import signal
 import socket
-import statistics
 import sys
 import tempfile
 import threading
@@ -94,6 +102,13 @@ def applicable(role, kind):
 # Launch to every worker's READY, as last measured: start-up kills land
 # anywhere in it (and a few just after, in the first steps).
 _startup_seconds = [3.0]
+
+# A process that never reached the scheduler cannot tell one that is not up
+# yet from one that is gone: it gives up after BYTEPS_RENDEZVOUS_TIMEOUT of
+# its own wait, saying so (docs/reliability.md, "A scheduler gone before a
+# member reached it"). Its exit is held to that wait, which begins at its
+# init (INIT in its log), not at the fault.
+NEVER_REACHED_SCHEDULER = "is not reachable: "
 
 
 # Where a start-up kill landed, from the victim's state just before the kill:
@@ -226,7 +241,7 @@ def run_trial(role, kind, rng, log_dir, steps_alive=150):
         fault_at = time.monotonic()
         if kind == "startkill":
             launched = fault_at
-            kill_at = launched + rng.uniform(0, _startup_seconds[0] + 1.0)
+            kill_at = launched + rng.random() * (_startup_seconds[0] + 1.0)
             all_ready_at = None
             while time.monotonic() < kill_at:
                 if all_ready_at is None and all("READY" in w.output() for w in workers):
@@ -258,15 +273,18 @@ def run_trial(role, kind, rng, log_dir, steps_alive=150):
                 port = int(c.env["DMLC_PS_ROOT_PORT"]) if role == "scheduler" else _listening_port(target)
                 count = rng.randint(1, 40) if kind == "stranger" else 60
                 strangers = _Strangers("127.0.0.1", port, count, drip=(kind == "drip"))
+        init_at = {}
         first_error = _watch(c.procs, [n for n in c.procs if n != victim or kind in ("stranger", "drip")], fault_at,
-                             fault_at + TIMEOUT * 2 + GRACE + (40 if steps else 0))
+                             fault_at + TIMEOUT * 2 + GRACE + (40 if steps else 0), init_at)
         survivors = [n for n in c.procs if n != victim or kind in ("stranger", "drip")]
 
         if strangers:
             strangers.close()
         codes = {n: p.poll() for n, p in c.procs.items()}
         result["left_running"] = [n for n in survivors if codes[n] is None or _group_alive(c.procs[n])]
-        _note_exits(result, c.procs, survivors, fault_at, kind in ("stranger", "drip"))
+        _note_exits(result, c.procs, survivors, fault_at, kind in ("stranger", "drip"),
+                    waits_from={n: max(fault_at, init_at.get(n, fault_at)) for n in survivors
+                                if role == "scheduler" and NEVER_REACHED_SCHEDULER in c.procs[n].output()})
         if kind == "sigstop":
             c.procs[victim].kill(signal.SIGKILL)
             c.procs[victim].wait(5)
@@ -303,13 +321,17 @@ def run_trial(role, kind, rng, log_dir, steps_alive=150):
         return result
 
 
-def _watch(procs, survivors, fault_at, deadline):
+def _watch(procs, survivors, fault_at, deadline, init_at=None):
     """Polls until every survivor exited or the deadline; returns {name: seconds from the fault to its first
-    BYTEPS_ERROR line or non-zero exit}."""
+    BYTEPS_ERROR line or non-zero exit}. init_at: filled with when each survivor's INIT line was first seen
+    (at the fault for those that printed it before)."""
     first_error = {}
+    init_at = {} if init_at is None else init_at
     while time.monotonic() < deadline:
         running = [n for n in survivors if procs[n].poll() is None]
         for n in survivors:
+            if n not in init_at and "INIT" in procs[n].output():
+                init_at[n] = time.monotonic()
             if n not in first_error and ("BYTEPS_ERROR" in procs[n].output() or procs[n].poll() not in (None, 0)):
                 first_error[n] = time.monotonic() - fault_at
         if not running:
@@ -318,16 +340,23 @@ def _watch(procs, survivors, fault_at, deadline):
     return first_error
 
 
-def _note_exits(result, procs, survivors, fault_at, job_goes_on):
-    """Seconds from the fault to each survivor's exit; those later than EXIT_WITHIN are slow."""
+def _note_exits(result, procs, survivors, fault_at, job_goes_on, waits_from=None):
+    """Seconds from the fault to each survivor's exit; those later than EXIT_WITHIN are slow. waits_from: for
+    survivors that never reached the scheduler, the start of their own wait, which their exit is held to
+    instead (NEVER_REACHED_SCHEDULER); result["own_waits"] gets those exits from it."""
     if job_goes_on:
         return
+    waits_from = waits_from or {}
     for n in survivors:
         ended = procs[n].ended
         if ended is not None:
             result["exits"].append(ended - fault_at)
-            if ended - fault_at > EXIT_WITHIN:
-                result["slow_exits"].append(f"{n} ({ended - fault_at:.1f} s)")
+            since = waits_from.get(n, fault_at)
+            if n in waits_from:
+                result.setdefault("own_waits", []).append(ended - since)
+            if ended - since > EXIT_WITHIN:
+                what = "after its own wait began" if n in waits_from else "after the fault"
+                result["slow_exits"].append(f"{n} ({ended - since:.1f} s {what})")
 
 
 def run_store_host_trial(rng, log_dir):
@@ -546,8 +575,9 @@ def quick_cells(rng):
 
 
 def run_campaign(trials, roles=ROLES, kinds=KINDS, seed=None, log_root=None, progress=print, steps_alive=150,
-                 cells=None, trials_of=None):
-    """trials per cell (role, kind); trials_of: {kind: trials} for kinds that differ."""
+                 cells=None, trials_of=None, only=None, repeat=1):
+    """trials per cell (role, kind); trials_of: {kind: trials} for kinds that differ. only: the indices of the
+    plan's trials to run (a replay), each `repeat` times with the same draws."""
     seed = seed if seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
     log_root = log_root or tempfile.mkdtemp(prefix="bps-faults-")
@@ -557,17 +587,21 @@ def run_campaign(trials, roles=ROLES, kinds=KINDS, seed=None, log_root=None, pro
     trials_of = trials_of or {}
     plan = [cell for cell in cells for _ in range(trials_of.get(cell[1], trials))]
     rng.shuffle(plan)
+    chosen = [(i, cell) for i, cell in enumerate(plan) if only is None or i in only]
+    if only is not None and len(chosen) != len(set(only)):
+        raise ValueError(f"--only {sorted(only)}: this plan has trials 0-{len(plan) - 1}")
+    chosen = [(i, cell, k) for i, cell in chosen for k in range(repeat)]
     results = []
-    for i, (role, kind) in enumerate(plan):
-        log_dir = os.path.join(log_root, f"{i:03d}-{role}-{kind}")
+    for n, (i, (role, kind), k) in enumerate(chosen):
+        log_dir = os.path.join(log_root, f"{i:03d}-{role}-{kind}" + (f"-{k}" if repeat > 1 else ""))
         os.makedirs(log_dir)
         started = time.monotonic()
-        r = run_trial(role, kind, rng, log_dir, steps_alive)
+        r = run_trial(role, kind, random.Random(f"{seed}/{i}"), log_dir, steps_alive)
         r["log_dir"], r["wall"] = log_dir, time.monotonic() - started
         results.append(r)
         bad = (r["memory_errors"] or r["wrong_results"] or r["left_running"] or r["shm_left"] or r["unnamed"]
                or r.get("slow_exits"))
-        progress(f"[{i + 1}/{len(plan)}] {role:9s} {kind:9s} {r['wall']:5.1f}s {r['detail'] if not bad else ''} "
+        progress(f"[{n + 1}/{len(chosen)}] {i:03d} {role:9s} {kind:9s} {r['wall']:5.1f}s {r['detail'] if not bad else ''} "
                  f"{'FAIL ' + str({k: r[k] for k in ('memory_errors', 'wrong_results', 'left_running', 'slow_exits', 'shm_left', 'unnamed', 'detail') if r.get(k)}) if bad else 'ok'}"
                  f" ({log_dir})")
     return seed, results
@@ -624,14 +658,25 @@ def main():
     parser.add_argument("--seed", type=int)
     parser.add_argument("--logs", help="folder for the trials' logs (default: a new temp folder)")
     parser.add_argument("--quick", action="store_true", help="the quick profile of the pytest test")
+    parser.add_argument("--only", default="", metavar="I,...",
+                        help="run only these trials of the plan (indices as in the log folders' names): a replay")
+    parser.add_argument("--repeat", type=int, default=1, help="run each trial this many times (with --only)")
+    parser.add_argument("--window", type=float, default=_startup_seconds[0],
+                        help="start-up window's first value in seconds (launch to every worker's READY)")
     args = parser.parse_args()
+    _startup_seconds[0] = args.window
     trials_of = {kind: int(n) for kind, n in (kv.split("=") for kv in args.trials_of.split(",") if kv)}
     started = time.monotonic()
     seed, results = run_campaign(args.trials, args.roles.split(","), args.kinds.split(","), args.seed, args.logs,
                                  cells="quick" if args.quick else None,
-                                 trials_of=trials_of)
+                                 trials_of=trials_of,
+                                 only={int(i) for i in args.only.split(",") if i} or None, repeat=args.repeat)
     print(f"\nseed {seed}, {len(results)} trials in {time.monotonic() - started:.0f} s\n")
     print(table(results))
+    own = [t for r in results for t in r.get("own_waits", [])]
+    if own:
+        print(f"\n{len(own)} survivors of scheduler kills never reached it: exit {_percentiles(own)} s (p50 / p90 / "
+              f"p99 / max) after their own wait began (their init)")
     agents = [r["agents_end"] for r in results if "agents_end" in r]
     if agents:
         print(f"\nagentstop: both torchrun agents ended {_percentiles(agents)} s (p50 / p90 / p99 / max) after the "

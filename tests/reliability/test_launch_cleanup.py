@@ -1,25 +1,13 @@
 """bpslaunch never leaves a process behind, and says what is missing."""
-import glob
 import subprocess
 import sys
 import time
 
 from tests.support.jobs import role_env
 from tests.support.paths import REPO
+from tests.support.processes import job_processes
 
 LAUNCH = [sys.executable, "-m", "byteps_native.launch"]
-
-
-def _processes_of_job(job_id):
-    found = []
-    for path in glob.glob("/proc/[0-9]*/environ"):
-        try:
-            with open(path, "rb") as f:
-                if f"BYTEPS_JOB_ID={job_id}".encode() in f.read().split(b"\0"):
-                    found.append(path.split("/")[2])
-        except OSError:
-            pass
-    return found
 
 
 def test_a_worker_command_that_cannot_start_stops_the_job():
@@ -30,10 +18,10 @@ def test_a_worker_command_that_cannot_start_stops_the_job():
         assert r.returncode == 2, r.stderr
         assert "cannot start worker 0 (pyhton x.py)" in r.stderr and "No such file" in r.stderr, r.stderr
         deadline = time.monotonic() + 10
-        while _processes_of_job(env["BYTEPS_JOB_ID"]) and time.monotonic() < deadline:
+        while job_processes(env["BYTEPS_JOB_ID"]) and time.monotonic() < deadline:
             time.sleep(0.1)
         # Before: the scheduler (and servers) ran on for good.
-        assert not _processes_of_job(env["BYTEPS_JOB_ID"]), argv
+        assert not job_processes(env["BYTEPS_JOB_ID"]), argv
 
 
 def test_role_unset_says_what_to_set():

@@ -1,19 +1,24 @@
 """Faults at start-up and after the error (issue 30): a start-up kill and a
 SIGSTOP of torch's store host (without and with torchrun's agent), each one
-trial of the fault campaign (named within seconds, every survivor gone within
+trial of the fault campaign; a scheduler killed at start-up under bpslaunch (named within seconds, every survivor gone within
 BYTEPS_TIMEOUT + 5 s, nothing left in /dev/shm); shared memory of a dead
 creator removed by a survivor; refused handshakes logged at a bounded rate."""
+import glob
 import os
 import random
+import signal
 import socket
 import subprocess
 import sys
 import time
 
 from byteps_native._runtime.orphaned_shm import remove_orphaned_segments
-from tests.reliability import Cluster
+from tests.reliability import WORKERS, Cluster
 from tests.reliability import wire_client as wc
 from tests.reliability.fault_campaign import _touches_port, failures, run_agent_store_host_trial, run_campaign, table
+from tests.support.jobs import role_env
+from tests.support.paths import REPO
+from tests.support.processes import job_processes
 
 
 def _one(cell, tmp_path):
@@ -120,6 +125,43 @@ def test_a_server_killed_in_training_is_the_verdict_not_the_workers_that_left(tm
             assert raised and "server 0" in raised[-1], c.dump()
         verdict = [line for line in c.procs["scheduler"].output().splitlines() if "byteps scheduler failed" in line]
         assert verdict and "server 0" in verdict[-1], c.dump()
+
+
+def test_a_scheduler_killed_at_start_up_under_bpslaunch_ends_the_job():
+    """The scheduler killed while the workers are still importing, none of
+    them connected: they cannot tell a scheduler gone from one not started
+    yet, but bpslaunch, which started it, can. It names the scheduler and
+    stops the job at once; nothing is left, in /proc or /dev/shm, within
+    BYTEPS_TIMEOUT + 5 s of the kill (the workers' own bound, without a
+    launcher, is BYTEPS_RENDEZVOUS_TIMEOUT of their wait: docs/reliability.md)."""
+    env = role_env(BYTEPS_TIMEOUT=4, BYTEPS_RENDEZVOUS_TIMEOUT=60)  # the launcher, not the workers' wait, ends it
+    job_id = env["BYTEPS_JOB_ID"]
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "byteps_native.launch", "--machines", "2", "--local-workers", "2", "--servers", "1",
+         "--", sys.executable, os.path.join(WORKERS, "train_loop.py"), "0"],
+        env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not job_processes(job_id, "scheduler"):
+            assert time.monotonic() < deadline and launcher.poll() is None, launcher.communicate(timeout=10)[0]
+            time.sleep(0.01)
+        os.kill(job_processes(job_id, "scheduler")[0], signal.SIGKILL)
+        killed_at = time.monotonic()
+        out = launcher.communicate(timeout=60)[0]
+        while job_processes(job_id) and time.monotonic() < killed_at + 30:
+            time.sleep(0.05)
+        gone_after = time.monotonic() - killed_at
+        assert launcher.returncode != 0, out
+        assert "scheduler exited with code -9; stopping the job" in out, out
+        assert not job_processes(job_id), out
+        assert not glob.glob(f"/dev/shm/bpsn-{job_id}-*"), out
+        assert gone_after <= 4 + 5, f"the job's last process left {gone_after:.1f} s after the kill\n{out}"
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait()
+        for pid in job_processes(job_id):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_segments_of_a_dead_creator_are_removed_and_a_live_ones_kept():

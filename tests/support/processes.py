@@ -1,6 +1,7 @@
 """One process of a job, on its own: its own session (a kill reaches its
 children, and a test can kill -9 one process and watch the others), its
 output in a log file, optionally inside a network namespace (an emulated host)."""
+import glob
 import os
 import signal
 import subprocess
@@ -94,3 +95,18 @@ class LoggedProcess:
     def __repr__(self):
         where = f" in {self.netns}" if self.netns else ""
         return f"<{self.name}{where} pid {self.pid} rc {self.popen.returncode}>"
+
+
+def job_processes(job_id, role=None):
+    """Pids of this host's processes of the job (BYTEPS_JOB_ID in their
+    environment), of one DMLC_ROLE if given: what a fault left behind."""
+    found = []
+    for path in glob.glob("/proc/[0-9]*/environ"):
+        try:
+            with open(path, "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if f"BYTEPS_JOB_ID={job_id}".encode() in env and (role is None or f"DMLC_ROLE={role}".encode() in env):
+            found.append(int(path.split("/")[2]))
+    return found

@@ -1,7 +1,8 @@
 """A training loop of push_pulls with checksums: the victim and survivors of
 the failure tests. Usage: train_loop.py [steps] (0 = until something fails).
 
-Prints READY, then STEP <n> every 50 steps; on a BytePSError (init included) prints
+Prints INIT as it calls init() (the fault campaign times a wait for the
+scheduler from it), READY, then STEP <n> every 50 steps; on a BytePSError (init included) prints
 BYTEPS_ERROR <code>: <message> and exits 3; on a wrong sum exits 4.
 """
 import os
@@ -13,6 +14,7 @@ import numpy as np
 import byteps_native.core as bps
 
 steps = int(sys.argv[1]) if len(sys.argv) > 1 else 0
+print("INIT", flush=True)
 try:
     bps.init()
 except bps.BytePSError as e:  # a fault during start-up: name it like one during training
