@@ -5,6 +5,8 @@ gives a result, byteps gives the same one (int16, which gloo lacks, against
 gloo's int32 result narrowed). The engine reduces tensors of any size (SUM
 and AVG of its dtypes), so short tensors cover both the engine and the
 delegate paths."""
+import os
+
 from tests.support.jobs import torchrun
 from tests.torch import WORKERS
 
