@@ -15,6 +15,9 @@ import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO not in sys.path:
+    sys.path.insert(0, REPO)
+from tests.support.ports import free_port  # noqa: E402
 SIZES_MB = [1, 4, 16, 64, 256]
 
 
@@ -97,10 +100,7 @@ def main():
     byteps = run([[sys.executable, "-m", "byteps_native.launch", "--local-workers", str(per), "--machines",
                    str(args.machines), "--servers", str(args.machines if args.machines > 1 else 0), "--"]
                   + me + ["--worker", "byteps"]], [env])
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     nccl = run([[sys.executable, "-m", "torch.distributed.run", "--nnodes", str(args.machines), "--node_rank", str(m),
                  "--nproc_per_node", str(per), "--master_addr", "127.0.0.1", "--master_port", str(port)]
                 + me[1:] + ["--worker", "nccl"] for m in range(args.machines)],

@@ -6,13 +6,12 @@ test_config_summary.py); these two had none.
 """
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
 
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.support.paths import REPO
+from tests.support.ports import free_port
 
 
 def _env(**extra):
@@ -35,9 +34,7 @@ def test_worker_waiting_for_its_scheduler_says_so_before_the_timeout():
     """Before: a worker with no scheduler was silent for BYTEPS_TIMEOUT (300 s).
     Now it says every few seconds what it waits for, then fails after
     BYTEPS_RENDEZVOUS_TIMEOUT naming the scheduler."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # closed once the block ends: nobody listens there
+    port = free_port()  # nobody listens there
     env = _env(DMLC_ROLE="worker", DMLC_NUM_WORKER=2, DMLC_WORKER_ID=0, DMLC_NUM_SERVER=1,
                DMLC_PS_ROOT_URI="127.0.0.1", DMLC_PS_ROOT_PORT=port, BYTEPS_RENDEZVOUS_TIMEOUT=8,
                BYTEPS_JOB_TOKEN="0" * 32)

@@ -62,7 +62,7 @@ import time
 from tests.reliability import Cluster, WORKERS
 from tests.support.jobs import role_env
 from tests.support.ports import free_port
-from tests.support.processes import LoggedProcess
+from tests.support.processes import LoggedProcess, read_log
 
 ROLES = ("worker", "server", "scheduler")
 KINDS = ("kill9", "sigstop", "stranger", "drip", "badconfig", "startkill", "storestop", "agentstop")
@@ -431,11 +431,7 @@ class _AgentChild:
         self.name, self.log_path, self.pid, self.ended = name, log_path, None, None
 
     def output(self):
-        try:
-            with open(self.log_path, errors="replace") as f:
-                return f.read()
-        except FileNotFoundError:
-            return ""
+        return read_log(self.log_path)
 
     def find_pid(self):
         for line in self.output().splitlines():

@@ -10,6 +10,15 @@ import time
 from tests.support.paths import REPO
 
 
+def read_log(path):
+    """A process's log so far ("" before it wrote one)."""
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
 class LoggedProcess:
     def __init__(self, name, argv, env, log_path, cwd=REPO, netns=None, stop_grace=0.0):
         self.name = name
@@ -35,11 +44,7 @@ class LoggedProcess:
     def output(self):
         if not self._log.closed:
             self._log.flush()
-        try:
-            with open(self.log_path, errors="replace") as f:
-                return f.read()
-        except FileNotFoundError:
-            return ""
+        return read_log(self.log_path)
 
     def poll(self):
         rc = self.popen.poll()

@@ -40,6 +40,11 @@ struct PostedReceive {
   bool cancelled = false;  // CancelReceive asked the connection to drop the rest
 };
 
+// What every data connection of the transport sets on its socket.
+SocketTuning TuningOf(const TransportOptions& o) {
+  return SocketTuning{o.receive_low_water, o.congestion, o.socket_buffer_bytes};
+}
+
 // One peer. Keeps itself alive until its connection reported closed, since
 // the connection calls back into it until then.
 class TcpPeer final : public transport::Connection, public FramedSocketHandler,
@@ -360,7 +365,7 @@ class TcpListener final : public Listener {
     SetLivenessProbes(fd, options_.liveness_seconds);
     auto conn = std::make_shared<TcpPeer>(peer.Describe(), loops_->Next());
     conn->SetHandlers(std::move(handlers));
-    conn->Start(fd, SocketTuning{options_.receive_low_water, options_.congestion, options_.socket_buffer_bytes});
+    conn->Start(fd, TuningOf(options_));
     registry_->Add(conn);
     *out = conn;
     return Status::OK();
@@ -375,7 +380,7 @@ class TcpListener final : public Listener {
         return;
       }
       conn->SetHandlers(std::move(handlers));
-      conn->Start(fd, SocketTuning{options_.receive_low_water, options_.congestion, options_.socket_buffer_bytes});
+      conn->Start(fd, TuningOf(options_));
       registry_->Add(conn);
     });
   }
@@ -458,7 +463,7 @@ class TcpTransport final : public Transport {
     }
     auto conn = std::make_shared<TcpPeer>(peer_name, loops_.Next());
     conn->SetHandlers(std::move(handlers));
-    conn->Start(fd, SocketTuning{options_.receive_low_water, options_.congestion, options_.socket_buffer_bytes});
+    conn->Start(fd, TuningOf(options_));
     registry_->Add(conn);
     *out = conn;
     return Status::OK();
