@@ -10,6 +10,7 @@ import os
 import sys
 
 from byteps_native import install_facts
+from byteps_native._runtime import library
 
 FRAMEWORKS = (("torch", "byteps_native.torch", "torch"), ("tensorflow", "byteps_native.tf", "tf"))
 
@@ -108,8 +109,8 @@ def report(load=False):
     lines = [f"byteps-native {__import__('byteps_native').__version__} (python {sys.version.split()[0]}, "
              f"{install_facts.PACKAGE_DIR})"]
     try:
-        from byteps_native.core import _core
-        lines.append("engine: " + _core.build_info())
+        from byteps_native.core import _core  # noqa: F401  (the data path built, not just the library)
+        lines.append("engine: " + library.build_info())
     except Exception as e:  # noqa: BLE001
         lines.append(f"engine: NOT BUILT ({_why_no_core(e)}); run: {install_facts.rebuild_command()}")
         shadowed = _shadowed_install()

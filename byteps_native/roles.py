@@ -4,7 +4,7 @@ import sys
 
 from byteps_native._runtime import config, library
 from byteps_native._runtime.c_store import CStore
-from byteps_native.core import _core
+from byteps_native._runtime.errors import EngineError
 
 
 def _run_server_on_torch_store():
@@ -14,11 +14,18 @@ def _run_server_on_torch_store():
     store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
                           timeout=config.rendezvous_timeout())
     adapter = CStore(store)
-    if library.engine().bps_run_server_with_store(adapter.pointer()) != 0:
-        raise _core.BytePSError(library.last_error())
+    library.check(library.engine().bps_run_server_with_store(adapter.pointer()), "server")
 
 
-_RUNNERS = {"server": _core.run_server, "scheduler": _core.run_scheduler}
+def _run_server():
+    library.check(library.engine().bps_run_server(), "server")
+
+
+def _run_scheduler():
+    library.check(library.engine().bps_run_scheduler(), "scheduler")
+
+
+_RUNNERS = {"server": _run_server, "scheduler": _run_scheduler}
 
 
 def run(role):
@@ -28,7 +35,7 @@ def run(role):
         runner = _run_server_on_torch_store  # joining a torchrun job
     try:
         runner()
-    except _core.BytePSError as e:
+    except EngineError as e:
         print(f"byteps {role} failed: {e}", file=sys.stderr)
         return 1
     return 0

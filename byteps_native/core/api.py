@@ -6,6 +6,7 @@ import numpy as np
 
 from byteps_native import compression as _compression
 from byteps_native._runtime import config, library, lifecycle
+from byteps_native._runtime.errors import EngineError
 from byteps_native._runtime.orphaned_shm import remove_orphaned_segments
 from byteps_native.core import _core
 
@@ -40,10 +41,10 @@ class _EnvironmentStarter(lifecycle.Starter):
 
     def from_environment(self):
         try:
-            _core.init()
-        except BytePSError:
+            library.check(library.engine().bps_init(None), "init")
+        except EngineError as error:
             remove_orphaned_segments(config.job_id())  # a local rank 0 killed at start-up
-            raise
+            raise BytePSError(str(error)) from None
 
     through_torchrun = alone = from_environment
 

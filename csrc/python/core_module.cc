@@ -191,55 +191,13 @@ std::shared_ptr<Handle> SubmitDevice(uintptr_t data, uintptr_t output, int64_t n
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
-  m.doc() = "byteps-native engine (C ABI binding)";
-  static py::exception<std::runtime_error> error_type(m, "BytePSError");
+  m.doc() = "byteps-native's NumPy / DLPack data path over the C ABI (lifecycle, topology and "
+            "counters are byteps_native._runtime.library's)";
+  // A kind of the runtime's EngineError, so that one except clause catches
+  // an engine failure whichever face raised it.
+  py::object engine_error = py::module_::import("byteps_native._runtime.errors").attr("EngineError");
+  static py::exception<std::runtime_error> error_type(m, "BytePSError", engine_error);
   g_error_type = error_type.ptr();
-
-  m.def("init", [] {
-    int rc;
-    {
-      py::gil_scoped_release release;
-      rc = bps_init(nullptr);
-    }
-    Check(rc);
-  }, "Initialise from the environment (BytePS variables).");
-  m.def("shutdown", [] {
-    int rc;
-    {
-      py::gil_scoped_release release;
-      rc = bps_shutdown();
-    }
-    Check(rc);
-  });
-  m.def("initialized", [] { return bps_initialized() != 0; });
-  m.def("rank", [] { return bps_rank(); });
-  m.def("size", [] { return bps_size(); });
-  m.def("local_rank", [] { return bps_local_rank(); });
-  m.def("local_size", [] { return bps_local_size(); });
-  m.def("build_info", [] { return std::string(bps_build_info()); });
-  m.def("stats_json", [] {
-    size_t need = bps_stats_json(nullptr, 0);
-    std::string s(need, '\0');
-    bps_stats_json(&s[0], need);
-    s.resize(need - 1);
-    return s;
-  });
-  m.def("run_server", [] {
-    int rc;
-    {
-      py::gil_scoped_release release;
-      rc = bps_run_server();
-    }
-    Check(rc);
-  });
-  m.def("run_scheduler", [] {
-    int rc;
-    {
-      py::gil_scoped_release release;
-      rc = bps_run_scheduler();
-    }
-    Check(rc);
-  });
 
   py::class_<Handle, std::shared_ptr<Handle>>(m, "Handle")
       .def("poll", &Handle::Poll, "True once the operation completed (successfully or not).")

@@ -132,16 +132,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::call_guard<py::gil_scoped_release>());
   m.def("init_from_env", &InitEngineFromEnv, py::call_guard<py::gil_scoped_release>(),
         "bps_init(NULL): topology and rendezvous from DMLC_*/BYTEPS_* (bpslaunch).");
-  m.def("shutdown", [] { return bps_shutdown(); }, py::call_guard<py::gil_scoped_release>());
-  m.def("initialized", [] { return bps_initialized() != 0; });
-  m.def("rank", [] { return bps_rank(); });
-  m.def("size", [] { return bps_size(); });
-  m.def("local_rank", [] { return bps_local_rank(); });
-  m.def("local_size", [] { return bps_local_size(); });
-  m.def("cross_rank", [] { return bps_cross_rank(); });
-  m.def("cross_size", [] { return bps_cross_size(); });
-  m.def("is_homogeneous", [] { return bps_is_homogeneous() == 1; });
-  m.def("build_info", [] { return std::string(bps_build_info()); });
 
   m.def("push_pull_async", &PushPullAsync, py::arg("tensor"), py::arg("name"),
         py::arg("priority") = 0, py::arg("average") = true, py::arg("wire_dtype") = py::none(),

@@ -18,8 +18,8 @@ def gpu_count():
 
 def engine_has_cuda():
     try:
-        from byteps_native.core import _core
-        return "cuda: yes" in _core.build_info()
+        from byteps_native._runtime import library
+        return "cuda: yes" in library.build_info()
     except Exception:
         return False
 
