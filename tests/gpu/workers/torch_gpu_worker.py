@@ -34,6 +34,42 @@ def close(got, want, dtype):
     return torch.allclose(got, want, rtol=tol, atol=tol)
 
 
+def gathers_and_scatters(rank, size, device, failures):
+    """The engine's gathers and reduce-scatters on device memory: many
+    partitions (BYTEPS_PARTITION_BYTES is 256 KiB here), an input that is its
+    own slot of the output (FSDP's way), the list forms, a bfloat16 payload
+    (gathered as bytes), and the input left as it was."""
+    n = 300_001  # odd, over four partitions of float32
+    want = torch.cat([torch.arange(n, dtype=torch.float32) * (r + 1) for r in range(size)])
+    out = torch.zeros(size * n, device=device)
+    own = out.narrow(0, rank * n, n)
+    own.copy_(torch.arange(n, device=device, dtype=torch.float32) * (rank + 1))
+    dist.all_gather_into_tensor(out, own)
+    if not torch.equal(out.cpu(), want):
+        failures.append("all_gather_into_tensor, input aliasing its slot: wrong rows "
+                        f"{(out.cpu() != want).nonzero()[:4].flatten().tolist()}")
+    mine = (torch.arange(7, device=device) + 10 * rank).to(torch.bfloat16)
+    parts = [torch.empty(7, device=device, dtype=torch.bfloat16) for _ in range(size)]
+    dist.all_gather(parts, mine)
+    got = [p.float().cpu().tolist() for p in parts]
+    if got != [(torch.arange(7) + 10 * r).float().tolist() for r in range(size)]:
+        failures.append(f"all_gather bfloat16: got {got}")
+    full = torch.arange(size * n, device=device, dtype=torch.float32) + rank
+    before = full.clone()
+    rs = torch.empty(n, device=device)
+    dist.reduce_scatter_tensor(rs, full)
+    want = (torch.arange(rank * n, (rank + 1) * n, dtype=torch.float32) * size + sum(range(size)))
+    if not torch.equal(rs.cpu(), want):
+        failures.append(f"reduce_scatter_tensor of {size * n}: got {rs[:3].tolist()}")
+    if not torch.equal(full, before):
+        failures.append("reduce_scatter_tensor changed its input")
+    chunks = [torch.full((5,), float(rank + q), device=device) for q in range(size)]
+    out5 = torch.empty(5, device=device)
+    dist.reduce_scatter(out5, chunks)
+    if not torch.all(out5 == sum(r + rank for r in range(size))):
+        failures.append(f"reduce_scatter (list): got {out5.tolist()}")
+
+
 def collectives(rank, size, device, failures):
     side = torch.cuda.Stream(device)
     for dtype in DTYPES:
@@ -70,6 +106,7 @@ def collectives(rank, size, device, failures):
     dist.reduce_scatter_tensor(rs, torch.ones(4 * size, device=device))
     if not torch.all(rs == size):
         failures.append(f"reduce_scatter_tensor: got {rs.tolist()}")
+    gathers_and_scatters(rank, size, device, failures)
     # Direct push_pull futures (the DDP hook path), chained with then().
     futs = []
     tensors = [torch.full((100 + i,), float(rank + 1), device=device) for i in range(16)]
