@@ -142,29 +142,27 @@ void Server::Abort(const Status& why) {
     std::lock_guard<std::mutex> lock(mu_);
     if (failure_.ok()) failure_ = why;
     for (auto& kv : conns_) conns.push_back(kv.second.conn);
-  }
-  const std::string text = why.message().substr(0, kMaxErrorPayloadBytes);
-  for (auto& c : conns) {
-    auto payload = std::make_shared<std::string>(text);
-    MessageHeader h;
-    h.type = static_cast<uint16_t>(MessageType::kError);
-    h.payload_bytes = payload->size();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      abort_frames_pending_++;
-    }
-    // Counted until written (or the connection failed): Stop waits for them.
-    c->Send(ToFrame(h), payload->data(), [this, payload](const Status&) {
-      std::lock_guard<std::mutex> lock(mu_);
-      abort_frames_pending_--;
-      cv_.notify_all();
-    });
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
+    // Counted with the snapshot, before Wait can see aborted_ and Stop can
+    // look at the count; a connection admitted after it counts its own.
+    abort_frames_pending_ += static_cast<int>(conns.size());
     aborted_ = true;
   }
+  for (auto& c : conns) SendAbortFrame(c, why.message());
   cv_.notify_all();
+}
+
+void Server::SendAbortFrame(const std::shared_ptr<Connection>& conn, const std::string& why) {
+  auto payload = std::make_shared<std::string>(why.substr(0, kMaxErrorPayloadBytes));
+  MessageHeader h;
+  h.type = static_cast<uint16_t>(MessageType::kError);
+  h.payload_bytes = payload->size();
+  // Counted (by the caller) until written or the connection failed: Stop
+  // waits for them.
+  conn->Send(ToFrame(h), payload->data(), [this, payload](const Status&) {
+    std::lock_guard<std::mutex> lock(mu_);
+    abort_frames_pending_--;
+    cv_.notify_all();
+  });
 }
 
 Status Server::Wait(double timeout_seconds, int job_ranks) {
@@ -245,12 +243,23 @@ bool Server::AdmitConnection(const std::shared_ptr<Connection>& conn, const Peer
   if (stopping_) return false;
   auto link = std::make_shared<WorkerLink>(this, conn);
   *handlers = link->Handlers(link);
+  bool aborted = false;
+  std::string aborted_why;
   {
     std::lock_guard<std::mutex> lock(mu_);
     conns_[conn.get()] = Peer{conn, peer};
     ranks_seen_.insert(peer.rank);
+    if (aborted_) {
+      aborted = true;
+      aborted_why = failure_.message();
+      abort_frames_pending_++;
+    }
   }
   BPS_LOG(Debug) << "server " << server_id_ << " admitted " << peer.Describe();
+  // A worker that connects after the abort (still in its start-up when the
+  // scheduler died) hears the cause too, not only the close that follows:
+  // else it names this server (issue 30's campaign, scheduler start-up kills).
+  if (aborted) SendAbortFrame(conn, aborted_why);
   return true;
 }
 

@@ -91,6 +91,8 @@ class Server {
   void OnControl(Connection* conn, const MessageHeader& h, const std::string& text);
   void OnLinkClosed(Connection* conn, const Status& reason);
   void SendError(const std::shared_ptr<Connection>& conn, uint64_t key, uint64_t name_hash, const std::string& msg);
+  // The abort's cause; the caller has counted it in abort_frames_pending_.
+  void SendAbortFrame(const std::shared_ptr<Connection>& conn, const std::string& why);
   // A tensor-scoped error (name_hash) to every worker connection but `except`.
   void TellEveryone(uint64_t key, uint64_t name_hash, const std::string& msg, Connection* except);
   bool PoisonedMessage(uint64_t name_hash, std::string* message);

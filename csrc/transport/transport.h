@@ -146,7 +146,8 @@ struct AcceptOptions {
 
 // A peer proved the token: `conn` reads nothing until this returns. Fill
 // *handlers (the connection reports to them) and return true, or return
-// false to close it. Runs on an I/O thread.
+// false to close it. What is sent on `conn` from here goes out once it is
+// admitted (or, refused, its callbacks get an error). Runs on an I/O thread.
 using AdmitConnection =
     std::function<bool(const std::shared_ptr<Connection>& conn, const PeerIdentity& peer, Handlers* handlers)>;
 // A peer proved the token; the stream is the callee's. Runs on an I/O thread:

@@ -306,6 +306,55 @@ TEST_P(ListenerConformance, AdmittedPeersDeliverDataIntoTheReceiversOwnBuffers) 
   server.reset();
 }
 
+// A server that already failed tells a peer admitted after the failure
+// why, in the admission itself (issue 30: workers still starting up when the
+// scheduler died named the server that closed on them, not the scheduler).
+TEST_P(ListenerConformance, AFrameSentWhileAdmittingReachesThePeerFirst) {
+  auto server = Make(kToken, Role::kServer, 0);
+  auto worker = Make(kToken, Role::kWorker, 1);
+  std::unique_ptr<Listener> listener;
+  ASSERT_TRUE(server->Listen("127.0.0.1", 0, &listener).ok());
+  const std::string why = "lost the scheduler";
+  Completion written;
+  std::shared_ptr<Connection> accepted;
+  ASSERT_TRUE(listener
+                  ->AcceptConnections(AcceptOptions(),
+                                      [&](const std::shared_ptr<Connection>& conn, const PeerIdentity&, Handlers* h) {
+                                        accepted = conn;
+                                        h->frames = &TestFrameRules();
+                                        h->unexpected = [](Connection*, const FrameHeader&, const std::string&) {};
+                                        conn->Send(TextHeader(7, why.size()), why.data(), written.callback());
+                                        return true;
+                                      })
+                  .ok());
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::string> texts;
+  Handlers mine;
+  mine.unexpected = [&](Connection*, const FrameHeader& f, const std::string& text) {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(f.key, 7u);
+    texts.push_back(text);
+    cv.notify_all();
+  };
+  std::shared_ptr<Connection> conn;
+  ASSERT_TRUE(worker->Connect(listener->address(), "server", 10, Speaking(mine), &conn).ok());
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return texts.size() == 1; }));
+    EXPECT_EQ(texts[0], why);
+  }
+  ASSERT_TRUE(written.Wait());
+  EXPECT_TRUE(written.status().ok()) << written.status().message();
+  listener->StopAccepting();
+  conn->Close(Status::Shutdown("test over"));
+  conn.reset();
+  accepted.reset();
+  worker.reset();
+  listener.reset();
+  server.reset();
+}
+
 TEST_P(ListenerConformance, StreamsCarryBytesBothWaysAndNoticeTheHangUp) {
   auto server = Make(kToken, Role::kScheduler, -1);
   auto client = Make(kToken, Role::kWorker, 1);

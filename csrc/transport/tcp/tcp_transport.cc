@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <thread>
@@ -60,10 +61,23 @@ class TcpPeer final : public transport::Connection, public FramedSocketHandler,
     handlers_ = std::move(handlers);
     rules_ = handlers_.frames;
   }
+  ~TcpPeer() override {
+    // Frames of an admission that was refused: never written.
+    for (auto& m : early_) {
+      if (m.on_sent) m.on_sent(Status::PeerFailure("connection to " + peer_name_ + " refused before it started"));
+    }
+  }
+
   void Start(int fd, const SocketTuning& tuning) {
     self_ = shared_from_this();
     conn_ = std::make_shared<FramedSocket>(fd, loop_, this, peer_name_, rules_, tuning);
     conn_->Start();
+    // What the owner sent while admitting it (a server's abort cause) goes
+    // first; from here on Send goes straight to the socket.
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& m : early_) conn_->Send(std::move(m));
+    early_.clear();
+    started_.store(true, std::memory_order_release);
   }
 
   void Send(const FrameHeader& header, const void* payload, Callback done) override {
@@ -71,7 +85,7 @@ class TcpPeer final : public transport::Connection, public FramedSocketHandler,
     m.header = header;
     m.payload = payload;
     m.on_sent = std::move(done);
-    conn_->Send(std::move(m));
+    SendFrame(std::move(m));
   }
 
   void SendOwned(const FrameHeader& header, std::shared_ptr<void> owner, const void* payload) override {
@@ -79,7 +93,7 @@ class TcpPeer final : public transport::Connection, public FramedSocketHandler,
     m.header = header;
     m.payload = payload;
     m.keepalive = std::move(owner);
-    conn_->Send(std::move(m));
+    SendFrame(std::move(m));
   }
 
   void PostReceive(uint64_t key, uint32_t round, void* dst, uint64_t bytes, Callback done) override {
@@ -227,9 +241,23 @@ class TcpPeer final : public transport::Connection, public FramedSocketHandler,
   EventLoop* loop_;
   int io_thread_;
   void* rx_chosen_ = nullptr;  // the payload being received went where handlers_.destination chose
+  // Admission (AdmitConnection) may send before Start: held until then.
+  void SendFrame(OutFrame m) {
+    if (!started_.load(std::memory_order_acquire)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!started_.load(std::memory_order_relaxed)) {
+        early_.push_back(std::move(m));
+        return;
+      }
+    }
+    conn_->Send(std::move(m));
+  }
+
   std::shared_ptr<FramedSocket> conn_;
   std::shared_ptr<TcpPeer> self_;
   std::mutex mu_;
+  std::atomic<bool> started_{false};
+  std::vector<OutFrame> early_;  // under mu_, until started_
   Status closed_;
   std::map<uint64_t, std::shared_ptr<PostedReceive>> posted_;
 };
