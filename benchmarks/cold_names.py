@@ -115,6 +115,13 @@ def run(args):
     out = args.json or os.path.join(os.environ.get("TMPDIR", "/tmp"), f"cold_names.{os.getpid()}.json")
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE=str(args.ranks),
                LOCAL_WORLD_SIZE=str(args.ranks))
+    # One OpenMP thread per rank, as torchrun gives every process of a job
+    # with several: else the threads of torch.ones() that made a new name's
+    # tensor spin on after it (libgomp's wait policy) and take the cores from
+    # the call timed next -- gloo's and byteps's alike (a new name measured
+    # 1.4x (gloo) and 1.6x (byteps) its warm call on 2 cores, 1.0x with one
+    # thread). OMP_NUM_THREADS from the caller wins.
+    env.setdefault("OMP_NUM_THREADS", "1")
     cmd = [sys.executable, os.path.abspath(__file__), "--role", "worker", "--out", out, "--sizes", args.sizes,
            "--first", str(args.first), "--skip", str(args.skip), "--steady", str(args.steady),
            "--new-names", str(args.new_names), "--warm", str(args.warm)]
