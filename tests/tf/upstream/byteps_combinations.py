@@ -56,11 +56,9 @@ def _start_engine_job():
 def _engine_processes(num_workers, label, rendezvous_timeout=None):
     """Starts a scheduler and a server for `num_workers` workers; the DMLC
     environment goes into os.environ (processes started later inherit it)."""
-    extra = {"BYTEPS_TIMEOUT": os.environ.get("BYTEPS_TIMEOUT", "30")}
-    if rendezvous_timeout:
-        extra["BYTEPS_RENDEZVOUS_TIMEOUT"] = str(rendezvous_timeout)
     env = role_env(DMLC_NUM_WORKER=num_workers, DMLC_NUM_SERVER=1, BYTEPS_LOCAL_RANK=0, BYTEPS_LOCAL_SIZE=1,
-                   BYTEPS_RENDEZVOUS_TIMEOUT=60, **extra)
+                   BYTEPS_TIMEOUT=os.environ.get("BYTEPS_TIMEOUT", "30"),
+                   BYTEPS_RENDEZVOUS_TIMEOUT=rendezvous_timeout or 60)
     for key in ("DMLC_PS_ROOT_URI", "DMLC_PS_ROOT_PORT", "DMLC_NUM_WORKER", "DMLC_NUM_SERVER",
                 "DMLC_INTERFACE", "BYTEPS_LOCAL_RANK", "BYTEPS_LOCAL_SIZE", "BYTEPS_TIMEOUT",
                 "BYTEPS_RENDEZVOUS_TIMEOUT", "BYTEPS_JOB_TOKEN", "BYTEPS_JOB_ID", "PYTHONPATH"):
