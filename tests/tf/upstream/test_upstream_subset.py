@@ -51,3 +51,16 @@ def test_cross_device_ops_cases_pass_with_bytepsops(tmp_path):
     # SUM and MEAN dense, SUM sparse, each with prefer_unique_instance_key True/False
     assert len(on_cpu) == 6 and set(on_cpu.values()) == {"pass"}, on_cpu
     assert "fail" not in results.values(), results  # the GPU cases skip
+
+
+def test_between_graph_case_passes_with_bytepsops(tmp_path):
+    """collective_all_reduce_strategy_test's between-graph clients: the
+    harness starts a scheduler and a server per cluster itself
+    (byteps_combinations.run_between_graph_processes), a path no other CI
+    case takes (a TypeError there once failed 6 cases of the full run)."""
+    extra = ["--", "-k", "DistributedCollectiveAllReduceStrategyTest.testMinimizeLossGraph"]
+    results = run_upstream.run_file("collective_all_reduce_strategy_test", "2x1", str(tmp_path), 600, extra,
+                                    "bytepsops")
+    on_cpu = {case: status for (case, _), status in results.items() if case.endswith("requiredgpus_0")}
+    assert len(on_cpu) == 1 and set(on_cpu.values()) == {"pass"}, results
+    assert "fail" not in results.values(), results  # the GPU cases skip
