@@ -164,7 +164,7 @@ int64_t Bytes(const at::Tensor& t, int) { return t.numel() * t.element_size(); }
 
 // The engine sums `buffer` (a copy: it is summed in place) and this rank's
 // range [offset, offset + kept.numel()) lands in `kept`.
-BytepsBackend::Submission ReduceScatterOf(const at::Tensor& buffer, int64_t offset, const at::Tensor& kept,
+EngineSubmission ReduceScatterOf(const at::Tensor& buffer, int64_t offset, const at::Tensor& kept,
                                           bps_reduce_op reduce_op) {
   return [buffer, offset, kept, reduce_op](const std::string& name, int32_t priority, PushPullDone done) {
     SubmitReduceScatter(buffer, offset, kept, name, priority, reduce_op, std::move(done));
@@ -172,7 +172,7 @@ BytepsBackend::Submission ReduceScatterOf(const at::Tensor& buffer, int64_t offs
 }
 
 // The engine sums `wire` in place.
-BytepsBackend::Submission PushPullOf(const at::Tensor& wire, bps_reduce_op reduce_op) {
+EngineSubmission PushPullOf(const at::Tensor& wire, bps_reduce_op reduce_op) {
   return [wire, reduce_op](const std::string& name, int32_t priority, PushPullDone done) {
     SubmitPushPull(wire, name, priority, reduce_op, /*shape_for_errors=*/{}, std::move(done));
   };
@@ -225,7 +225,7 @@ c10d::Backend& BytepsBackend::DelegateFor(const at::Tensor& tensor) {
 }
 
 void BytepsBackend::Run(const c10::intrusive_ptr<PushPullWork>& work, const at::Tensor& wire,
-                        const char* op, bool later_first, Submission submit,
+                        const char* op, bool later_first, EngineSubmission submit,
                         std::function<void()> on_success) {
   EngineCall call = names_.Next(op, wire, later_first);
   in_flight_->Add(work);
@@ -393,7 +393,7 @@ c10::intrusive_ptr<c10d::Work> BytepsBackend::allgather(
   // The engine places this rank's bytes and sums (csrc/core/placed_sum.h).
   at::Tensor flat = at::empty({total_bytes}, input.options().dtype(at::kByte));
   auto work = c10::make_intrusive<PushPullWork>(rank_, c10d::OpType::ALLGATHER, parts);
-  Submission gather = [in = in.wire, my_offset, flat](const std::string& name, int32_t priority,
+  EngineSubmission gather = [in = in.wire, my_offset, flat](const std::string& name, int32_t priority,
                                                       PushPullDone done) {
     SubmitGatherBytes(in, my_offset, flat, name, priority, std::move(done));
   };
@@ -424,7 +424,7 @@ c10::intrusive_ptr<c10d::Work> BytepsBackend::_allgather_base(at::Tensor& output
   int64_t offset = in_bytes.numel() * rank_;
   auto work = c10::make_intrusive<PushPullWork>(rank_, c10d::OpType::_ALLGATHER_BASE,
                                                 std::vector<at::Tensor>{output});
-  Submission gather = [in_bytes, offset, wire = out.wire](const std::string& name, int32_t priority,
+  EngineSubmission gather = [in_bytes, offset, wire = out.wire](const std::string& name, int32_t priority,
                                                           PushPullDone done) {
     SubmitGatherBytes(in_bytes, offset, wire, name, priority, std::move(done));
   };

@@ -118,14 +118,10 @@ class BytepsBackend : public c10d::Backend {
                    std::optional<at::ScalarType> wire_type = std::nullopt) const;
   c10d::Backend& DelegateFor(const at::Tensor& tensor);
   c10d::Backend& DelegateFor(c10::DeviceType device);
-  // How a named collective reaches the engine: SubmitPushPull,
-  // SubmitGatherBytes or SubmitReduceScatter (torch/push_pull.h), its
-  // tensors bound.
-  using Submission = std::function<void(const std::string& name, int32_t priority, PushPullDone done)>;
   // Names the call after `wire` and submits it; on success runs
   // `on_success` (copies into the caller's tensors), then completes `work`.
   void Run(const c10::intrusive_ptr<class PushPullWork>& work, const at::Tensor& wire,
-           const char* op, bool later_first, Submission submit, std::function<void()> on_success);
+           const char* op, bool later_first, EngineSubmission submit, std::function<void()> on_success);
   void Count() { ++sequence_number_; }
 
   std::string group_name_;

@@ -44,6 +44,10 @@ void SubmitGatherBytes(const at::Tensor& input, int64_t offset, const at::Tensor
 void SubmitReduceScatter(const at::Tensor& buffer, int64_t offset, const at::Tensor& output, const std::string& name,
                          int32_t priority, bps_reduce_op reduce_op, PushPullDone done);
 
+// How a named collective reaches the engine: one of the three above with
+// its tensors bound, given the engine name and priority it runs under.
+using EngineSubmission = std::function<void(const std::string& name, int32_t priority, PushPullDone done)>;
+
 // "BPS_PEER_FAILURE" and so on, for messages.
 const char* StatusName(int status);
 
