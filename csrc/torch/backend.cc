@@ -162,10 +162,18 @@ at::Tensor Bytes(const at::Tensor& contiguous) {
 
 int64_t Bytes(const at::Tensor& t, int) { return t.numel() * t.element_size(); }
 
+// The engine places this rank's bytes `input` at byte `offset` of `output`
+// and sums it over ranks (csrc/core/placed_sum.h).
+EngineSubmission GatherOf(const at::Tensor& input, int64_t offset, const at::Tensor& output) {
+  return [input, offset, output](const std::string& name, int32_t priority, PushPullDone done) {
+    SubmitGatherBytes(input, offset, output, name, priority, std::move(done));
+  };
+}
+
 // The engine sums `buffer` (a copy: it is summed in place) and this rank's
 // range [offset, offset + kept.numel()) lands in `kept`.
 EngineSubmission ReduceScatterOf(const at::Tensor& buffer, int64_t offset, const at::Tensor& kept,
-                                          bps_reduce_op reduce_op) {
+                                 bps_reduce_op reduce_op) {
   return [buffer, offset, kept, reduce_op](const std::string& name, int32_t priority, PushPullDone done) {
     SubmitReduceScatter(buffer, offset, kept, name, priority, reduce_op, std::move(done));
   };
@@ -228,27 +236,27 @@ void BytepsBackend::Run(const c10::intrusive_ptr<PushPullWork>& work, const at::
                         const char* op, bool later_first, EngineSubmission submit,
                         std::function<void()> on_success) {
   EngineCall call = names_.Next(op, wire, later_first);
+  PushPullDone complete = [work, in_flight = in_flight_, device = wire.device(),
+                           on_success = std::move(on_success)](std::exception_ptr error) {
+    if (!error) {
+      try {
+        // Copies queued here go on this thread's current stream; the
+        // Work's CUDA-aware Future records its events after them.
+        c10::DeviceGuard guard(device);
+        // The caller's tensors may be inference tensors (made under
+        // torch.inference_mode()); the copy back is data movement.
+        c10::InferenceMode inference;
+        on_success();
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    in_flight->Remove(work.get());
+    work->Complete(error);
+  };
   in_flight_->Add(work);
   try {
-    submit(call.name, call.priority,
-                   [work, in_flight = in_flight_, device = wire.device(),
-                    on_success = std::move(on_success)](std::exception_ptr error) {
-                     if (!error) {
-                       try {
-                         // Copies queued here go on this thread's current stream; the
-                         // Work's CUDA-aware Future records its events after them.
-                         c10::DeviceGuard guard(device);
-                         // The caller's tensors may be inference tensors (made under
-                         // torch.inference_mode()); the copy back is data movement.
-                         c10::InferenceMode inference;
-                         on_success();
-                       } catch (...) {
-                         error = std::current_exception();
-                       }
-                     }
-                     in_flight->Remove(work.get());
-                     work->Complete(error);
-                   });
+    submit(call.name, call.priority, std::move(complete));
   } catch (...) {
     in_flight_->Remove(work.get());
     throw;
@@ -390,21 +398,17 @@ c10::intrusive_ptr<c10d::Work> BytepsBackend::allgather(
     total_bytes += Bytes(parts[i], 0);
   }
   WireTensor in = WireTensor::ForDataMovement(input, "allgather");
-  // The engine places this rank's bytes and sums (csrc/core/placed_sum.h).
   at::Tensor flat = at::empty({total_bytes}, input.options().dtype(at::kByte));
   auto work = c10::make_intrusive<PushPullWork>(rank_, c10d::OpType::ALLGATHER, parts);
-  EngineSubmission gather = [in = in.wire, my_offset, flat](const std::string& name, int32_t priority,
-                                                      PushPullDone done) {
-    SubmitGatherBytes(in, my_offset, flat, name, priority, std::move(done));
-  };
-  Run(work, flat, "allgather", /*later_first=*/false, gather, [parts, flat]() mutable {
-    int64_t offset = 0;
-    for (auto& part : parts) {
-      int64_t bytes = part.numel() * part.element_size();
-      part.copy_(flat.narrow(0, offset, bytes).view(part.scalar_type()).view(part.sizes()));
-      offset += bytes;
-    }
-  });
+  Run(work, flat, "allgather", /*later_first=*/false, GatherOf(in.wire, my_offset, flat),
+      [parts, flat]() mutable {
+        int64_t offset = 0;
+        for (auto& part : parts) {
+          int64_t bytes = part.numel() * part.element_size();
+          part.copy_(flat.narrow(0, offset, bytes).view(part.scalar_type()).view(part.sizes()));
+          offset += bytes;
+        }
+      });
   return work;
 }
 
@@ -418,17 +422,12 @@ c10::intrusive_ptr<c10d::Work> BytepsBackend::_allgather_base(at::Tensor& output
     return DelegateFor(input)._allgather_base(output, input, opts);
   }
   WireTensor out = WireTensor::ForDataMovement(output, "_allgather_base");
-  // The input may be this rank's very slot of the output: the engine places
-  // it (csrc/core/placed_sum.h).
+  // The input may be this rank's very slot of the output: the engine places it.
   at::Tensor in_bytes = Bytes(input.contiguous());
-  int64_t offset = in_bytes.numel() * rank_;
   auto work = c10::make_intrusive<PushPullWork>(rank_, c10d::OpType::_ALLGATHER_BASE,
                                                 std::vector<at::Tensor>{output});
-  EngineSubmission gather = [in_bytes, offset, wire = out.wire](const std::string& name, int32_t priority,
-                                                          PushPullDone done) {
-    SubmitGatherBytes(in_bytes, offset, wire, name, priority, std::move(done));
-  };
-  Run(work, out.wire, "allgather_base", /*later_first=*/false, gather, [out]() mutable { out.CopyBack(); });
+  Run(work, out.wire, "allgather_base", /*later_first=*/false,
+      GatherOf(in_bytes, in_bytes.numel() * rank_, out.wire), [out]() mutable { out.CopyBack(); });
   return work;
 }
 
