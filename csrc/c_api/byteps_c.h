@@ -179,7 +179,11 @@ BPS_EXPORT int bps_push_pull_async_stream_ordered(const bps_tensor* input, void*
  * offset. The ranks' ranges must not overlap; every rank passes the same
  * total_bytes and name. `input` may be a region of `output` (its own slot:
  * torch's all_gather_into_tensor). A device gather is queued on
- * `cuda_stream` as bps_push_pull_async_on_stream is. Returns 0 when accepted
+ * `cuda_stream` as bps_push_pull_async_on_stream is; a host gather places
+ * the bytes before returning and ignores the stream. A placement that does
+ * not fit total_bytes is refused (BPS_INVALID_ARGUMENT, naming it); ranks
+ * whose placements overlap get a wrong sum, which no rank can see alone.
+ * Returns 0 when accepted
  * (done will be called) or an error code (done will NOT be called). */
 BPS_EXPORT int bps_gather_bytes_async_on_stream(const void* input, int64_t input_bytes, int64_t offset,
                                                 void* output, int64_t total_bytes, int32_t device,
