@@ -17,9 +17,11 @@ bool Overlap(const char* a, int64_t a_bytes, const char* b, int64_t b_bytes) {
   return a_bytes > 0 && b_bytes > 0 && a < b + b_bytes && b < a + a_bytes;
 }
 
+#ifndef BPS_WITH_CUDA
 Status NoDeviceBuild(const std::string& what) {
   return Status::Invalid(what + ": a CUDA buffer, but this engine was built without CUDA");
 }
+#endif
 
 Status ValidateGather(const GatherBytes& g, const std::string& what) {
   if (g.input_bytes < 0 || g.offset < 0 || g.total_bytes < 0 || g.input_bytes > g.total_bytes ||

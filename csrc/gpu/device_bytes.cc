@@ -69,7 +69,7 @@ Status WaitForCopy(void* copied, int device) {
 
 Status CopyBytesNow(void* dst, const void* src, int64_t bytes, int device) {
   DeviceGuard guard(device);
-  cudaStream_t s;
+  cudaStream_t s = nullptr;
   BPS_RETURN_IF_ERROR(CopyStream(device, &s));
   BPS_CUDA_RETURN(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
   return CudaStatus(cudaStreamSynchronize(s), "cudaStreamSynchronize");
