@@ -1,8 +1,9 @@
-"""Horovod's collectives beyond a sum, written once over the engine's one
-primitive (a sum over ranks) for every framework.
+"""Horovod's collectives beyond a sum, written once over the engine's sums
+over ranks for every framework.
 
-    framework.py      what a framework supplies: its tensors, and a sum round
+    framework.py      what a framework supplies: its tensors, a sum round, a placed sum
     gather.py         allgather: a length round, then a zero-padded byte sum
+                      (the engine's gather, csrc/core/placed_sum.h, where the adapter has it)
     alltoall.py       alltoall: a splits round, then a gather of the rows
     reducescatter.py  the rows of a reduction that each rank keeps
     objects.py        allgather_object, broadcast_object (pickles as bytes)

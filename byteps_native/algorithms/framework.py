@@ -18,7 +18,7 @@ class Framework:
         """The number of ranks (an int)."""
         raise NotImplementedError
 
-    # ---- rounds: each is one engine push_pull of the whole tensor
+    # ---- rounds: each is one engine operation on the whole tensor
     def sum(self, tensor, name):
         """The sum over ranks of `tensor`, named after `name` (the adapter
         makes it an engine name, adding what the engine needs: the size)."""
@@ -57,8 +57,10 @@ class Framework:
         from a ladder."""
         raise NotImplementedError
 
-    def place(self, data, offset, length):
-        """A zero uint8 tensor of `length` with `data` at `offset`."""
+    def placed_sum(self, data, offset, length, name):
+        """The uint8 sum over ranks of a zero tensor of `length` with `data`
+        at `offset` (each rank's at its own): the engine's gather where the
+        adapter can call it (csrc/core/placed_sum.h), else a placement and a sum."""
         raise NotImplementedError
 
     def as_bytes(self, tensor):

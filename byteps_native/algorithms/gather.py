@@ -29,8 +29,8 @@ def gather_bytes(fw, data, length, name, what):
     lengths = lengths_round(fw, length, name, what)
     total = fw.total(lengths)
     padded = fw.padded_length(total)
-    buffer = fw.place(data, fw.total(lengths[:fw.rank()]), padded)
-    return fw.sum(buffer, f"{name}.bytes")[:total], lengths
+    gathered = fw.placed_sum(data, fw.total(lengths[:fw.rank()]), padded, f"{name}.bytes")
+    return gathered[:total], lengths
 
 
 def gather_rows(fw, tensor, dtype, row_shape, name, what):

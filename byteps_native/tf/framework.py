@@ -57,9 +57,11 @@ class TensorFlow(Framework):
         return tf.cast(tf.pow(tf.constant(2.0, tf.float64), tf.math.ceil(tf.math.log(total) / np.log(2.0))),
                        tf.int64)
 
-    def place(self, data, offset, length):
+    def placed_sum(self, data, offset, length, name):
+        # Traced graphs know the offset and length only at run time: the
+        # placement stays a TF op before the sum.
         buffer = tf.pad(data, [[offset, length - offset - tf.cast(tf.size(data), tf.int64)]])
-        return buffer if tf.executing_eagerly() else tf.reshape(buffer, [-1])
+        return self.sum(buffer if tf.executing_eagerly() else tf.reshape(buffer, [-1]), name)
 
     def as_bytes(self, tensor):
         if tensor.dtype == tf.bool:

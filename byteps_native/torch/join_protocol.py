@@ -128,6 +128,13 @@ def push_pull_async(tensor, name, priority, average, wire_dtype=None, mark_strid
     return _c10d.push_pull_async(tensor, name, priority, average, wire_dtype)
 
 
+def gather_bytes_async(data, offset, length, name):
+    """_c10d.gather_bytes_async, counted for join(): to the other ranks it is
+    a uint8 sum of `length` bytes, so a joined rank stands in with zeros."""
+    _record(("push_pull", name, torch.uint8, (length,), 0, False, None, None, data.device.type))
+    return _c10d.gather_bytes_async(data, offset, length, name)
+
+
 def check_not_joined(counts, what):
     """Raise Horovod's error when a joined rank answered a gather's length round."""
     joined = sorted({int(i) for i in torch.nonzero(counts.reshape(-1) < 0).flatten()})

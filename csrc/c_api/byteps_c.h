@@ -172,6 +172,35 @@ BPS_EXPORT int bps_push_pull_async_stream_ordered(const bps_tensor* input, void*
                                                   int32_t reduce_op, void* cuda_stream,
                                                   bps_done_fn done, void* user_data);
 
+/* Allgather as one sum (csrc/core/placed_sum.h): `output` (total_bytes, on
+ * `device`: -1 host, >= 0 CUDA) becomes zeros with this rank's `input_bytes`
+ * bytes of `input` at `offset`, then is summed over ranks as uint8, which is
+ * exact (x + 0 = x bytewise): every rank ends with every rank's bytes at its
+ * offset. The ranks' ranges must not overlap; every rank passes the same
+ * total_bytes and name. `input` may be a region of `output` (its own slot:
+ * torch's all_gather_into_tensor). A device gather is queued on
+ * `cuda_stream` as bps_push_pull_async_on_stream is; a host gather places
+ * the bytes before returning and ignores the stream. A placement that does
+ * not fit total_bytes is refused (BPS_INVALID_ARGUMENT, naming it); ranks
+ * whose placements overlap get a wrong sum, which no rank can see alone.
+ * Returns 0 when accepted
+ * (done will be called) or an error code (done will NOT be called). */
+BPS_EXPORT int bps_gather_bytes_async_on_stream(const void* input, int64_t input_bytes, int64_t offset,
+                                                void* output, int64_t total_bytes, int32_t device,
+                                                const char* name, int32_t priority, void* cuda_stream,
+                                                bps_done_fn done, void* user_data);
+
+/* Reduce-scatter as one sum: `buffer` (the whole tensor, the same shape on
+ * every rank) is summed (or averaged) across ranks in place, and elements
+ * [keep_offset, keep_offset + keep_count) of the result are copied into
+ * `output` (on buffer's device, not overlapping it); `done` runs once they
+ * are there. A device buffer is queued on `cuda_stream` as
+ * bps_push_pull_async_on_stream is. Returns as bps_gather_bytes_async_on_stream. */
+BPS_EXPORT int bps_reduce_scatter_async_on_stream(const bps_tensor* buffer, int64_t keep_offset,
+                                                  int64_t keep_count, void* output, const char* name,
+                                                  int32_t priority, int32_t reduce_op, void* cuda_stream,
+                                                  bps_done_fn done, void* user_data);
+
 /* Blocking role entry points for DMLC_ROLE=server / scheduler processes.
  * Return when the job ends (0) or on failure (code + bps_last_error). */
 BPS_EXPORT int bps_run_server(void);

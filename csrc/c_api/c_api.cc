@@ -7,6 +7,7 @@
 
 #include "c_api/byteps_c.h"
 #include "c_api/process_engine.h"
+#include "core/placed_sum.h"
 #include "core/roles.h"
 #include "transport/framing.h"
 #ifdef BPS_WITH_CUDA
@@ -160,6 +161,36 @@ int bps_push_pull_async_stream_ordered(const bps_tensor* input, void* output, co
 int bps_device_stream_ordered(void) {
   auto engine = RunningEngine();
   return engine && engine->DeviceStreamOrdered() ? 1 : 0;
+}
+
+int bps_gather_bytes_async_on_stream(const void* input, int64_t input_bytes, int64_t offset, void* output,
+                                     int64_t total_bytes, int32_t device, const char* name, int32_t priority,
+                                     void* cuda_stream, bps_done_fn done, void* user_data) {
+  return Guarded([&] {
+    if (!name) return bps::Status::Invalid("gather: null name");
+    auto engine = bps::ProcessEngine::Get().engine();
+    if (!engine) return NotInitialised();
+    bps::GatherBytes gather;
+    gather.input = input;
+    gather.input_bytes = input_bytes;
+    gather.offset = offset;
+    gather.output = output;
+    gather.total_bytes = total_bytes;
+    gather.device = device;
+    return bps::SubmitGatherBytes(*engine, gather, name, priority, cuda_stream, done, user_data);
+  });
+}
+
+int bps_reduce_scatter_async_on_stream(const bps_tensor* buffer, int64_t keep_offset, int64_t keep_count,
+                                       void* output, const char* name, int32_t priority, int32_t reduce_op,
+                                       void* cuda_stream, bps_done_fn done, void* user_data) {
+  return Guarded([&] {
+    if (!buffer || !name) return bps::Status::Invalid("reduce_scatter: null buffer or name");
+    auto engine = bps::ProcessEngine::Get().engine();
+    if (!engine) return NotInitialised();
+    return bps::SubmitReduceScatter(*engine, *buffer, keep_offset, keep_count, output, name, priority, reduce_op,
+                                    cuda_stream, done, user_data);
+  });
 }
 
 int bps_run_server(void) {

@@ -162,6 +162,30 @@ at::Tensor Bytes(const at::Tensor& contiguous) {
 
 int64_t Bytes(const at::Tensor& t, int) { return t.numel() * t.element_size(); }
 
+// The engine places this rank's bytes `input` at byte `offset` of `output`
+// and sums it over ranks (csrc/core/placed_sum.h).
+EngineSubmission GatherOf(const at::Tensor& input, int64_t offset, const at::Tensor& output) {
+  return [input, offset, output](const std::string& name, int32_t priority, PushPullDone done) {
+    SubmitGatherBytes(input, offset, output, name, priority, std::move(done));
+  };
+}
+
+// The engine sums `buffer` (a copy: it is summed in place) and this rank's
+// range [offset, offset + kept.numel()) lands in `kept`.
+EngineSubmission ReduceScatterOf(const at::Tensor& buffer, int64_t offset, const at::Tensor& kept,
+                                 bps_reduce_op reduce_op) {
+  return [buffer, offset, kept, reduce_op](const std::string& name, int32_t priority, PushPullDone done) {
+    SubmitReduceScatter(buffer, offset, kept, name, priority, reduce_op, std::move(done));
+  };
+}
+
+// The engine sums `wire` in place.
+EngineSubmission PushPullOf(const at::Tensor& wire, bps_reduce_op reduce_op) {
+  return [wire, reduce_op](const std::string& name, int32_t priority, PushPullDone done) {
+    SubmitPushPull(wire, name, priority, reduce_op, /*shape_for_errors=*/{}, std::move(done));
+  };
+}
+
 }  // namespace
 
 BytepsBackend::BytepsBackend(int rank, int size, std::string group_name, bool owns_engine,
@@ -209,30 +233,30 @@ c10d::Backend& BytepsBackend::DelegateFor(const at::Tensor& tensor) {
 }
 
 void BytepsBackend::Run(const c10::intrusive_ptr<PushPullWork>& work, const at::Tensor& wire,
-                        const char* op, bool later_first, bps_reduce_op reduce_op,
+                        const char* op, bool later_first, EngineSubmission submit,
                         std::function<void()> on_success) {
   EngineCall call = names_.Next(op, wire, later_first);
+  PushPullDone complete = [work, in_flight = in_flight_, device = wire.device(),
+                           on_success = std::move(on_success)](std::exception_ptr error) {
+    if (!error) {
+      try {
+        // Copies queued here go on this thread's current stream; the
+        // Work's CUDA-aware Future records its events after them.
+        c10::DeviceGuard guard(device);
+        // The caller's tensors may be inference tensors (made under
+        // torch.inference_mode()); the copy back is data movement.
+        c10::InferenceMode inference;
+        on_success();
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    in_flight->Remove(work.get());
+    work->Complete(error);
+  };
   in_flight_->Add(work);
   try {
-    SubmitPushPull(wire, call.name, call.priority, reduce_op, /*shape_for_errors=*/{},
-                   [work, in_flight = in_flight_, device = wire.device(),
-                    on_success = std::move(on_success)](std::exception_ptr error) {
-                     if (!error) {
-                       try {
-                         // Copies queued here go on this thread's current stream; the
-                         // Work's CUDA-aware Future records its events after them.
-                         c10::DeviceGuard guard(device);
-                         // The caller's tensors may be inference tensors (made under
-                         // torch.inference_mode()); the copy back is data movement.
-                         c10::InferenceMode inference;
-                         on_success();
-                       } catch (...) {
-                         error = std::current_exception();
-                       }
-                     }
-                     in_flight->Remove(work.get());
-                     work->Complete(error);
-                   });
+    submit(call.name, call.priority, std::move(complete));
   } catch (...) {
     in_flight_->Remove(work.get());
     throw;
@@ -257,8 +281,8 @@ c10::intrusive_ptr<c10d::Work> BytepsBackend::allreduce(std::vector<at::Tensor>&
   }
   WireTensor wire = WireTensor::ForReduction(tensors[0], "allreduce", wire_type);
   auto work = c10::make_intrusive<PushPullWork>(rank_, c10d::OpType::ALLREDUCE, tensors);
-  Run(work, wire.wire, "allreduce", /*later_first=*/true, EngineReduceOp(opts.reduceOp),
-      [wire]() mutable { wire.CopyBack(); });
+  Run(work, wire.wire, "allreduce", /*later_first=*/true,
+      PushPullOf(wire.wire, EngineReduceOp(opts.reduceOp)), [wire]() mutable { wire.CopyBack(); });
   return work;
 }
 
@@ -291,8 +315,8 @@ c10::intrusive_ptr<c10d::Work> BytepsBackend::allreduce_coalesced(
   at::Tensor flat = at::cat(flat_parts);  // one buffer, one push_pull
   auto work =
       c10::make_intrusive<PushPullWork>(rank_, c10d::OpType::ALLREDUCE_COALESCED, tensors);
-  Run(work, flat, "allreduce_coalesced", /*later_first=*/true, EngineReduceOp(opts.reduceOp),
-      [tensors, flat]() mutable {
+  Run(work, flat, "allreduce_coalesced", /*later_first=*/true,
+      PushPullOf(flat, EngineReduceOp(opts.reduceOp)), [tensors, flat]() mutable {
         int64_t offset = 0;
         for (auto& t : tensors) {
           t.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
@@ -319,7 +343,7 @@ c10::intrusive_ptr<c10d::Work> BytepsBackend::reduce(std::vector<at::Tensor>& te
   // Non-roots reduce a copy: their tensors must come back unchanged.
   at::Tensor buffer = is_root ? wire.wire : wire.wire.clone();
   auto work = c10::make_intrusive<PushPullWork>(rank_, c10d::OpType::REDUCE, tensors);
-  Run(work, buffer, "reduce", /*later_first=*/false, EngineReduceOp(opts.reduceOp),
+  Run(work, buffer, "reduce", /*later_first=*/false, PushPullOf(buffer, EngineReduceOp(opts.reduceOp)),
       [wire, is_root]() mutable {
         if (is_root) wire.CopyBack();
       });
@@ -342,7 +366,7 @@ c10::intrusive_ptr<c10d::Work> BytepsBackend::broadcast(std::vector<at::Tensor>&
     wire.needs_copy_back = true;
   }
   auto work = c10::make_intrusive<PushPullWork>(rank_, c10d::OpType::BROADCAST, tensors);
-  Run(work, wire.wire, "broadcast", /*later_first=*/false, BPS_REDUCE_SUM,
+  Run(work, wire.wire, "broadcast", /*later_first=*/false, PushPullOf(wire.wire, BPS_REDUCE_SUM),
       [wire]() mutable { wire.CopyBack(); });
   return work;
 }
@@ -374,17 +398,17 @@ c10::intrusive_ptr<c10d::Work> BytepsBackend::allgather(
     total_bytes += Bytes(parts[i], 0);
   }
   WireTensor in = WireTensor::ForDataMovement(input, "allgather");
-  at::Tensor flat = at::zeros({total_bytes}, input.options().dtype(at::kByte));
-  flat.narrow(0, my_offset, in.wire.numel()).copy_(in.wire);
+  at::Tensor flat = at::empty({total_bytes}, input.options().dtype(at::kByte));
   auto work = c10::make_intrusive<PushPullWork>(rank_, c10d::OpType::ALLGATHER, parts);
-  Run(work, flat, "allgather", /*later_first=*/false, BPS_REDUCE_SUM, [parts, flat]() mutable {
-    int64_t offset = 0;
-    for (auto& part : parts) {
-      int64_t bytes = part.numel() * part.element_size();
-      part.copy_(flat.narrow(0, offset, bytes).view(part.scalar_type()).view(part.sizes()));
-      offset += bytes;
-    }
-  });
+  Run(work, flat, "allgather", /*later_first=*/false, GatherOf(in.wire, my_offset, flat),
+      [parts, flat]() mutable {
+        int64_t offset = 0;
+        for (auto& part : parts) {
+          int64_t bytes = part.numel() * part.element_size();
+          part.copy_(flat.narrow(0, offset, bytes).view(part.scalar_type()).view(part.sizes()));
+          offset += bytes;
+        }
+      });
   return work;
 }
 
@@ -398,18 +422,12 @@ c10::intrusive_ptr<c10d::Work> BytepsBackend::_allgather_base(at::Tensor& output
     return DelegateFor(input)._allgather_base(output, input, opts);
   }
   WireTensor out = WireTensor::ForDataMovement(output, "_allgather_base");
+  // The input may be this rank's very slot of the output: the engine places it.
   at::Tensor in_bytes = Bytes(input.contiguous());
-  int64_t part = in_bytes.numel();
-  int64_t offset = part * rank_;
-  // Zero everything but this rank's slot; copy the input in last, which is
-  // also right when the input is that very slot of the output.
-  out.wire.narrow(0, 0, offset).zero_();
-  out.wire.narrow(0, offset + part, out.wire.numel() - offset - part).zero_();
-  out.wire.narrow(0, offset, part).copy_(in_bytes);
   auto work = c10::make_intrusive<PushPullWork>(rank_, c10d::OpType::_ALLGATHER_BASE,
                                                 std::vector<at::Tensor>{output});
-  Run(work, out.wire, "allgather_base", /*later_first=*/false, BPS_REDUCE_SUM,
-      [out]() mutable { out.CopyBack(); });
+  Run(work, out.wire, "allgather_base", /*later_first=*/false,
+      GatherOf(in_bytes, in_bytes.numel() * rank_, out.wire), [out]() mutable { out.CopyBack(); });
   return work;
 }
 
@@ -479,11 +497,11 @@ c10::intrusive_ptr<c10d::Work> BytepsBackend::reduce_scatter(
     flat_parts.push_back(inputs[0][i].reshape({-1}));
   }
   at::Tensor flat = at::cat(flat_parts);
+  WireTensor kept = WireTensor::ForReduction(output, "reduce_scatter");
   auto work = c10::make_intrusive<PushPullWork>(rank_, c10d::OpType::REDUCE_SCATTER, outputs);
-  Run(work, flat, "reduce_scatter", /*later_first=*/false, EngineReduceOp(opts.reduceOp),
-      [output, flat, my_offset]() mutable {
-        output.copy_(flat.narrow(0, my_offset, output.numel()).view(output.sizes()));
-      });
+  Run(work, flat, "reduce_scatter", /*later_first=*/false,
+      ReduceScatterOf(flat, my_offset, kept.wire, EngineReduceOp(opts.reduceOp)),
+      [kept]() mutable { kept.CopyBack(); });
   return work;
 }
 
@@ -504,13 +522,12 @@ c10::intrusive_ptr<c10d::Work> BytepsBackend::_reduce_scatter_base(
   }
   // The input must come back unchanged, so the engine sums a copy.
   at::Tensor flat = input.reshape({-1}).clone(at::MemoryFormat::Contiguous);
-  int64_t offset = output.numel() * rank_;
+  WireTensor kept = WireTensor::ForReduction(output, "_reduce_scatter_base");
   auto work = c10::make_intrusive<PushPullWork>(rank_, c10d::OpType::_REDUCE_SCATTER_BASE,
                                                 std::vector<at::Tensor>{output});
-  Run(work, flat, "reduce_scatter_base", /*later_first=*/false, EngineReduceOp(opts.reduceOp),
-      [output, flat, offset]() mutable {
-        output.copy_(flat.narrow(0, offset, output.numel()).view(output.sizes()));
-      });
+  Run(work, flat, "reduce_scatter_base", /*later_first=*/false,
+      ReduceScatterOf(flat, output.numel() * rank_, kept.wire, EngineReduceOp(opts.reduceOp)),
+      [kept]() mutable { kept.CopyBack(); });
   return work;
 }
 

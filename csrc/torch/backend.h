@@ -29,6 +29,7 @@
 
 #include "c_api/byteps_c.h"
 #include "torch/call_site_names.h"
+#include "torch/push_pull.h"
 
 namespace byteps_torch {
 
@@ -117,11 +118,10 @@ class BytepsBackend : public c10d::Backend {
                    std::optional<at::ScalarType> wire_type = std::nullopt) const;
   c10d::Backend& DelegateFor(const at::Tensor& tensor);
   c10d::Backend& DelegateFor(c10::DeviceType device);
-  // Submits `wire`; on success runs `on_success` (copies into the caller's
-  // tensors), then completes `work`.
+  // Names the call after `wire` and submits it; on success runs
+  // `on_success` (copies into the caller's tensors), then completes `work`.
   void Run(const c10::intrusive_ptr<class PushPullWork>& work, const at::Tensor& wire,
-           const char* op, bool later_first, bps_reduce_op reduce_op,
-           std::function<void()> on_success);
+           const char* op, bool later_first, EngineSubmission submit, std::function<void()> on_success);
   void Count() { ++sequence_number_; }
 
   std::string group_name_;

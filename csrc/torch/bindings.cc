@@ -5,6 +5,7 @@
 #include <torch/csrc/utils/pybind.h>
 #include <torch/version.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,28 +56,54 @@ std::vector<std::pair<std::string, int32_t>> RecentEngineCalls(
   return out;
 }
 
+// A Future whose value is `result` once `submit`'s engine call succeeded and
+// `on_success` (a copy back) ran.
+std::shared_ptr<torch::jit::PythonFutureWrapper> WithFuture(
+    const at::Tensor& result, const std::function<void(PushPullDone)>& submit, std::function<void()> on_success) {
+  std::vector<c10::Device> devices;
+  if (result.is_cuda()) devices.push_back(result.device());
+  auto future = MakePythonFuture(std::move(devices));
+  submit([future, result, on_success = std::move(on_success)](std::exception_ptr error) mutable {
+    if (!error) {
+      try {
+        on_success();
+        CompleteWithTensor(future, result);
+        return;
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    future->setErrorIfNeeded(error);
+  });
+  return std::make_shared<torch::jit::PythonFutureWrapper>(future);
+}
+
 // A direct (non-c10d) push_pull whose Future's value is the caller's tensor.
 std::shared_ptr<torch::jit::PythonFutureWrapper> SubmitWithFuture(WireTensor wire,
                                                                   const std::string& name,
                                                                   int32_t priority,
                                                                   bps_reduce_op reduce_op) {
-  std::vector<c10::Device> devices;
-  if (wire.user.is_cuda()) devices.push_back(wire.user.device());
-  auto future = MakePythonFuture(std::move(devices));
-  SubmitPushPull(wire.wire, name, priority, reduce_op, wire.user.sizes(),
-                 [future, wire](std::exception_ptr error) mutable {
-                   if (!error) {
-                     try {
-                       wire.CopyBack();
-                       CompleteWithTensor(future, wire.user);
-                       return;
-                     } catch (...) {
-                       error = std::current_exception();
-                     }
-                   }
-                   future->setErrorIfNeeded(error);
-                 });
-  return std::make_shared<torch::jit::PythonFutureWrapper>(future);
+  return WithFuture(
+      wire.user,
+      [&](PushPullDone done) {
+        SubmitPushPull(wire.wire, name, priority, reduce_op, wire.user.sizes(), std::move(done));
+      },
+      [wire]() mutable { wire.CopyBack(); });
+}
+
+// The engine's gather (csrc/core/placed_sum.h): a Future of `total_bytes`
+// uint8 holding every rank's bytes, this rank's `data` at `offset`.
+std::shared_ptr<torch::jit::PythonFutureWrapper> GatherBytesAsync(const at::Tensor& data, int64_t offset,
+                                                                  int64_t total_bytes, const std::string& name) {
+  TORCH_CHECK(data.dim() == 1 && data.scalar_type() == at::kByte, "gather of '", name,
+              "' takes a 1-D uint8 tensor, not ", data.scalar_type(), " of shape ", data.sizes());
+  TORCH_CHECK(total_bytes >= 0, "gather of '", name, "': negative total_bytes ", total_bytes);
+  at::NoGradGuard no_grad;
+  at::Tensor input = data.contiguous();
+  at::Tensor output = at::empty({total_bytes}, input.options());
+  return WithFuture(
+      output, [&](PushPullDone done) { SubmitGatherBytes(input, offset, output, name, 0, std::move(done)); },
+      [] {});
 }
 
 std::shared_ptr<torch::jit::PythonFutureWrapper> PushPullAsync(
@@ -146,4 +173,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "Install the C++ DDP communication hook (push_pull of each bucket, priority = bucket "
         "index) on a DistributedDataParallel model's reducer. `compression_spec` (\"onebit\", "
         "\"topk:ratio=0.01\", ...) names an engine compressor for float32 buckets.");
+  m.def("gather_bytes_async", &GatherBytesAsync, py::arg("data"), py::arg("offset"), py::arg("total_bytes"),
+        py::arg("name"), py::call_guard<py::gil_scoped_release>(),
+        "The engine's gather: a torch Future of a uint8 tensor of `total_bytes`, zeros but for every "
+        "rank's bytes at its offset (this rank's `data` at `offset`).");
 }

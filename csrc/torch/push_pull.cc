@@ -20,10 +20,19 @@ namespace {
 // Everything that must live until the engine calls back.
 struct InFlight {
   at::Tensor wire;
+  at::Tensor also_read;  // a gather's input, when apart from `wire`
+  at::Tensor also_written;  // a reduce-scatter's output
+  const char* operation = "push_pull";  // or "gather", "reduce_scatter": for messages
   std::string name;
   std::vector<int64_t> shape;
   PushPullDone done;
 };
+
+// How one submission reaches the engine: `tensor` describes the wire; `name`
+// lives until done; `stream` is null for host tensors; `stream_ordered`: the
+// caller completes its future at once (bps_push_pull_async_stream_ordered).
+using CallEngine = std::function<int(const bps_tensor& tensor, const char* name, void* stream, bool stream_ordered,
+                                     bps_done_fn done, void* user_data)>;
 
 // One side stream per device for stream-ordered push_pulls, from torch's
 // pool (so torch knows it), taken once: the caching allocator and the
@@ -71,7 +80,7 @@ void OnEngineDone(void* user_data, int status, const char* message) {
         std::exception_ptr error;
         if (status != BPS_OK) {
           error = std::make_exception_ptr(c10::Error(
-              "byteps push_pull of tensor '" + owned->name + "' failed (" + StatusName(status) +
+              std::string("byteps ") + owned->operation + " of tensor '" + owned->name + "' failed (" + StatusName(status) +
                   "): " + (message.empty() ? std::string("no detail from the engine") : message)));
         }
         if (owned->wire.is_cuda()) {
@@ -103,23 +112,21 @@ const char* StatusName(int status) {
   }
 }
 
-void SubmitPushPull(const at::Tensor& wire, const std::string& name, int32_t priority,
-                    bps_reduce_op reduce_op, c10::IntArrayRef shape_for_errors,
-                    PushPullDone done) {
+namespace {
+
+// The one submission path: `op` says what the engine holds until done.
+void Submit(std::unique_ptr<InFlight> op, const CallEngine& call) {
+  const at::Tensor wire = op->wire;  // a copy: op may complete and go before this returns
+  const std::string name = op->name;
+  const char* operation = op->operation;
   TORCH_CHECK(bps_initialized(), "byteps is not initialized: call "
               "torch.distributed.init_process_group('byteps') or byteps_native.torch.init() "
-              "before push_pull of '", name, "'");
+              "before ", operation, " of '", name, "'");
   TORCH_INTERNAL_ASSERT(wire.is_contiguous() && (wire.is_cpu() || wire.is_cuda()));
-  auto op = std::make_unique<InFlight>();
-  op->wire = wire;
-  op->name = name;
-  op->shape = shape_for_errors.vec();
-  op->done = std::move(done);
-
   bps_tensor tensor{};
   tensor.data = wire.data_ptr();
   tensor.num_elements = wire.numel();
-  tensor.dtype = EngineDtype(wire.scalar_type(), "push_pull");
+  tensor.dtype = EngineDtype(wire.scalar_type(), operation);
   tensor.device = wire.is_cuda() ? wire.device().index() : -1;
   tensor.ndim = static_cast<int32_t>(op->shape.size());
   tensor.shape = op->shape.empty() ? nullptr : op->shape.data();
@@ -136,12 +143,12 @@ void SubmitPushPull(const at::Tensor& wire, const std::string& name, int32_t pri
   std::optional<c10::Stream> side;
   if (wire.is_cuda() && bps_device_stream_ordered()) {
     complete_now = std::move(op->done);
-    op->done = [name](std::exception_ptr error) {
+    op->done = [name, operation](std::exception_ptr error) {
       if (!error) return;
       try {
         std::rethrow_exception(error);
       } catch (const std::exception& e) {
-        TORCH_WARN("byteps: stream-ordered push_pull of '", name, "' failed after completion: ", e.what());
+        TORCH_WARN("byteps: stream-ordered ", operation, " of '", name, "' failed after completion: ", e.what());
       }
     };
   }
@@ -156,17 +163,15 @@ void SubmitPushPull(const at::Tensor& wire, const std::string& name, int32_t pri
       engine_side = *side;
     }
     // complete_now: the Future is already stream-ordered, done only confirms.
-    auto submit = complete_now ? &bps_push_pull_async_stream_ordered : &bps_push_pull_async_on_stream;
-    rc = submit(&tensor, tensor.data, raw->name.c_str(), priority, reduce_op,
-                engine_side.native_handle(), &OnEngineDone, raw);
+    rc = call(tensor, raw->name.c_str(), engine_side.native_handle(), static_cast<bool>(complete_now),
+              &OnEngineDone, raw);
   } else {
-    rc = bps_push_pull_async(&tensor, tensor.data, raw->name.c_str(), priority, reduce_op,
-                             &OnEngineDone, raw);
+    rc = call(tensor, raw->name.c_str(), nullptr, false, &OnEngineDone, raw);
   }
   if (rc != BPS_OK) {
     std::unique_ptr<InFlight> reclaimed(raw);  // done will not be called
     const char* why = bps_last_error();
-    TORCH_CHECK(false, "byteps refused push_pull of tensor '", name, "' (", StatusName(rc),
+    TORCH_CHECK(false, "byteps refused ", operation, " of tensor '", name, "' (", StatusName(rc),
                 "): ", (why && *why) ? why : "no detail from the engine");
   }
   if (complete_now) {
@@ -174,6 +179,66 @@ void SubmitPushPull(const at::Tensor& wire, const std::string& name, int32_t pri
     c10::StreamGuard guard(*side);
     complete_now(nullptr);
   }
+}
+
+}  // namespace
+
+void SubmitPushPull(const at::Tensor& wire, const std::string& name, int32_t priority,
+                    bps_reduce_op reduce_op, c10::IntArrayRef shape_for_errors,
+                    PushPullDone done) {
+  auto op = std::make_unique<InFlight>();
+  op->wire = wire;
+  op->operation = "push_pull";
+  op->name = name;
+  op->shape = shape_for_errors.vec();
+  op->done = std::move(done);
+  Submit(std::move(op), [priority, reduce_op](const bps_tensor& tensor, const char* name, void* stream,
+                                              bool stream_ordered, bps_done_fn done, void* user_data) {
+    if (tensor.device < 0) {
+      return bps_push_pull_async(&tensor, tensor.data, name, priority, reduce_op, done, user_data);
+    }
+    auto submit = stream_ordered ? &bps_push_pull_async_stream_ordered : &bps_push_pull_async_on_stream;
+    return submit(&tensor, tensor.data, name, priority, reduce_op, stream, done, user_data);
+  });
+}
+
+void SubmitGatherBytes(const at::Tensor& input, int64_t offset, const at::Tensor& output, const std::string& name,
+                       int32_t priority, PushPullDone done) {
+  TORCH_INTERNAL_ASSERT(input.is_contiguous() && input.scalar_type() == at::kByte &&
+                        output.scalar_type() == at::kByte && input.device() == output.device());
+  auto op = std::make_unique<InFlight>();
+  op->wire = output;
+  op->also_read = input;
+  op->operation = "gather";
+  op->name = name;
+  op->done = std::move(done);
+  const void* data = input.data_ptr();
+  const int64_t bytes = input.numel();
+  Submit(std::move(op), [data, bytes, offset, priority](const bps_tensor& tensor, const char* name, void* stream,
+                                                        bool, bps_done_fn done, void* user_data) {
+    return bps_gather_bytes_async_on_stream(data, bytes, offset, tensor.data, tensor.num_elements, tensor.device,
+                                            name, priority, stream, done, user_data);
+  });
+}
+
+void SubmitReduceScatter(const at::Tensor& buffer, int64_t offset, const at::Tensor& output, const std::string& name,
+                         int32_t priority, bps_reduce_op reduce_op, PushPullDone done) {
+  TORCH_INTERNAL_ASSERT(output.is_contiguous() && output.scalar_type() == buffer.scalar_type() &&
+                        output.device() == buffer.device());
+  auto op = std::make_unique<InFlight>();
+  op->wire = buffer;
+  op->also_written = output;
+  op->operation = "reduce_scatter";
+  op->name = name;
+  op->done = std::move(done);
+  void* kept = output.data_ptr();
+  const int64_t count = output.numel();
+  Submit(std::move(op), [offset, count, kept, priority, reduce_op](const bps_tensor& tensor, const char* name,
+                                                                   void* stream, bool, bps_done_fn done,
+                                                                   void* user_data) {
+    return bps_reduce_scatter_async_on_stream(&tensor, offset, count, kept, name, priority, reduce_op, stream, done,
+                                              user_data);
+  });
 }
 
 }  // namespace byteps_torch

@@ -1,5 +1,6 @@
 // The single path from torch into the engine: submit one push_pull of a wire
-// tensor and run a handler on the adapter's completion thread when it ends.
+// tensor (or the engine's gather / reduce-scatter of it) and run a handler on
+// the adapter's completion thread when it ends.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -28,6 +29,24 @@ using PushPullDone = std::function<void(std::exception_ptr error)>;
 void SubmitPushPull(const at::Tensor& wire, const std::string& name, int32_t priority,
                     bps_reduce_op reduce_op, c10::IntArrayRef shape_for_errors,
                     PushPullDone done);
+
+// As SubmitPushPull, for the engine's gather (csrc/core/placed_sum.h):
+// `output` (contiguous uint8, CPU or CUDA) ends with every rank's bytes in
+// rank order, this rank's `input` (contiguous uint8 on output's device; may
+// be output's own slot) at byte `offset`. Keeps both alive until `done`.
+void SubmitGatherBytes(const at::Tensor& input, int64_t offset, const at::Tensor& output, const std::string& name,
+                       int32_t priority, PushPullDone done);
+
+// As SubmitPushPull, for the engine's reduce-scatter: `buffer` (contiguous,
+// engine dtype; every rank the same shape) is summed in place and elements
+// [offset, offset + output.numel()) of the result land in `output`
+// (contiguous, same dtype and device, apart from `buffer`).
+void SubmitReduceScatter(const at::Tensor& buffer, int64_t offset, const at::Tensor& output, const std::string& name,
+                         int32_t priority, bps_reduce_op reduce_op, PushPullDone done);
+
+// How a named collective reaches the engine: one of the three above with
+// its tensors bound, given the engine name and priority it runs under.
+using EngineSubmission = std::function<void(const std::string& name, int32_t priority, PushPullDone done)>;
 
 // "BPS_PEER_FAILURE" and so on, for messages.
 const char* StatusName(int status);

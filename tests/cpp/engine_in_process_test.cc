@@ -23,18 +23,6 @@ using testing_support::Completion;
 using testing_support::InProcessJob;
 using testing_support::JobShape;
 
-std::string ShapeName(const ::testing::TestParamInfo<JobShape>& info) {
-  const JobShape& s = info.param;
-  const std::string over = "_" + s.transport + "_" + s.reducer;
-  if (!s.local_sizes.empty()) {
-    std::string name = "uneven";
-    for (int l : s.local_sizes) name += "_" + std::to_string(l);
-    return name + "local_" + std::to_string(s.servers) + "servers" + over;
-  }
-  return std::to_string(s.machines) + "machines_x" + std::to_string(s.local_size) + "local_" +
-         std::to_string(s.servers) + "servers" + over;
-}
-
 class EngineInProcess : public ::testing::TestWithParam<JobShape> {};
 
 struct TensorCase {
@@ -150,7 +138,7 @@ INSTANTIATE_TEST_SUITE_P(Layouts, EngineInProcess,
                              JobShape{0, 0, 1, 4096, 20, 8192, {2, 1}},
                              JobShape{0, 0, 2, 4096, 20, 8192, {3, 1}},
                              JobShape{0, 0, 2, 4096, 20, 8192, {1, 2, 3}}})),
-                         ShapeName);
+                         testing_support::MatrixCaseName);
 
 // Runs one push_pull of `name` on every rank in `ranks` and waits for it.
 void PushPullOnRanks(InProcessJob& job, const std::vector<int>& ranks, const std::string& name) {

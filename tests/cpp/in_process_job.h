@@ -52,6 +52,13 @@ inline std::string LayoutName(const ::testing::TestParamInfo<JobShape>& info) {
   return std::to_string(info.param.machines) + "machines_x" + std::to_string(info.param.local_size) + "local";
 }
 
+// A case of a suite over the test matrix (test_matrix.h):
+// "2machines_x1local_1servers_tcp_shm".
+inline std::string MatrixCaseName(const ::testing::TestParamInfo<JobShape>& info) {
+  const JobShape& s = info.param;
+  return LayoutName(info) + "_" + std::to_string(s.servers) + "servers_" + s.transport + "_" + s.reducer;
+}
+
 inline void PrintTo(const JobShape& s, std::ostream* os) {
   if (s.local_sizes.empty()) {
     *os << s.machines << " machines x " << s.local_size << " local ranks, " << s.servers << " servers";

@@ -13,7 +13,8 @@ REDUCE_CHECKS = ["allreduce_sum", "allreduce_avg", "broadcast", "allgather", "al
 MOVE_ONLY_DTYPES = ["int8", "int16", "bool", "complex64"]
 MOVE_ONLY_CHECKS = ["broadcast_any", "allgather_any", "allreduce_delegated"]
 OTHER_CHECKS = ["non_contiguous", "scalar_tensor", "larger_than_a_partition", "async_work_future",
-                "many_in_flight", "max_delegated", "barrier", "objects", "backend_name"]
+                "many_in_flight", "max_delegated", "allgather_from_own_slot", "gather_bytes_refuses_bad_placement",
+                "barrier", "objects", "backend_name"]
 
 CHECKS = ([f"{c}[{d}]" for d in REDUCE_DTYPES for c in REDUCE_CHECKS] +
           [f"{c}[{d}]" for d in MOVE_ONLY_DTYPES for c in MOVE_ONLY_CHECKS] + OTHER_CHECKS)

@@ -79,13 +79,13 @@ def run_suite(path, pytest_args=(), nproc=2, timeout=1800, env=None, max_jobs=40
             extra = {"BYTEPS_TIMEOUT": "60"}
             extra["UPSTREAM_DECIDED"] = decided_file
             extra.update(env or {})
-            job = torchrun(os.path.join(HERE, "rank_pytest.py"),
-                           [*([f"{suite}::{t}" for t in tests] if tests else [suite]), *pytest_args],
-                           nproc=nproc, result_dir=result_dir, env=extra, timeout=timeout,
-                           pythonpath=[os.path.join(HERE, "utils")])
-            if job.timed_out:
+            launched = torchrun(os.path.join(HERE, "rank_pytest.py"),
+                                [*([f"{suite}::{t}" for t in tests] if tests else [suite]), *pytest_args],
+                                nproc=nproc, result_dir=result_dir, env=extra, timeout=timeout,
+                                pythonpath=[os.path.join(HERE, "utils")])
+            if launched.timed_out:
                 open(os.path.join(result_dir, "restart.job"), "w").close()
-            log += job.output
+            log += launched.output
             restart = any(name.startswith("restart.") for name in os.listdir(result_dir))
             carried = set()
             for name in os.listdir(result_dir):

@@ -4,6 +4,7 @@ import torch
 import torch.distributed as dist
 
 import byteps_native.torch  # noqa: F401  registers 'byteps'
+from byteps_native.torch.extension import _c10d
 from tests.support.results import outcome, report
 
 REDUCE_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64,
@@ -159,6 +160,20 @@ def main():
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         expect_equal(t, torch.tensor([float(n - 1), 0.0]))
 
+    def allgather_from_own_slot():
+        # The input is this rank's slot of the output (FSDP does this): the
+        # engine's gather places it without a copy and zeroes around it.
+        out = torch.full((3 * n,), 99.0)
+        mine = out[3 * rank:3 * rank + 3]
+        mine.fill_(rank + 1)
+        dist.all_gather_into_tensor(out, mine)
+        expect_equal(out, torch.arange(1, n + 1).repeat_interleave(3).to(torch.float32))
+
+    def gather_bytes_refuses_bad_placement():
+        expect_error(lambda: _c10d.gather_bytes_async(torch.ones(10, dtype=torch.uint8), 20, 25, "bad.placement"),
+                     "BPS_INVALID_ARGUMENT", f"gather of 'bad.placement' on rank {rank}",
+                     "10 bytes at offset 20 do not fit the 25 gathered bytes")
+
     def barrier():
         dist.barrier()
 
@@ -177,7 +192,8 @@ def main():
             raise AssertionError(dist.get_backend())
 
     for fn in (non_contiguous, scalar_tensor, larger_than_a_partition, async_work_future, many_in_flight,
-               max_delegated, barrier, objects, backend_name):
+               max_delegated, allgather_from_own_slot, gather_bytes_refuses_bad_placement, barrier, objects,
+               backend_name):
         check(fn.__name__, fn)
 
     report(checks, rank)
