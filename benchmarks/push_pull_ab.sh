@@ -7,10 +7,10 @@
 #   benchmarks/push_pull_ab.sh A_TREE B_TREE ROUNDS [push_pull.py arguments]
 #   benchmarks/push_pull_ab.sh /tmp/base . 5 --workers 2 --machines 2 --servers 2
 #
-# Each tree is a source tree (a `git archive` of the older commit will do);
-# each is built once into a virtualenv of its own that sees this Python's
-# packages (torch), unless it already has one (PUSH_PULL_AB_REBUILD=1 forces
-# it). Logs and JSON go to $OUT or out/ab/.
+# Each tree is a source tree (a `git archive` of the older commit will do),
+# built in place once (`setup.py build_ext --inplace`, with this Python and
+# its torch; PUSH_PULL_AB_REBUILD=1 builds again) and run with PYTHONPATH set
+# to it, so neither side needs an install. Logs and JSON go to $OUT or out/ab/.
 set -uo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 A="$(cd "$1" && pwd)"; B="$(cd "$2" && pwd)"; ROUNDS="$3"; shift 3
@@ -18,27 +18,23 @@ LOG="${OUT:-$REPO/out/ab}"
 mkdir -p "$LOG"
 PY="${PYTHON:-python3}"
 
-build() {  # tree -> its virtualenv's python
-  local tree="$1" venv="$1/.ab-venv"
-  if [ ! -x "$venv/bin/python" ] || [ -n "${PUSH_PULL_AB_REBUILD:-}" ]; then
-    "$PY" -m venv --system-site-packages "$venv" || return 1
-    (cd "$tree" && "$venv/bin/python" -m pip install -q --no-build-isolation --no-deps -e .) \
-      >"$LOG/build-$(basename "$tree").log" 2>&1 || { tail -30 "$LOG/build-$(basename "$tree").log" >&2; return 1; }
+build() {
+  local tree="$1" log="$LOG/build-$(basename "$1").log"
+  if ! ls "$tree"/byteps_native/lib/libbyteps_engine.so >/dev/null 2>&1 || [ -n "${PUSH_PULL_AB_REBUILD:-}" ]; then
+    (cd "$tree" && "$PY" setup.py -q build_ext --inplace) >"$log" 2>&1 || { tail -30 "$log" >&2; return 1; }
   fi
-  echo "$venv/bin/python"
+  # This side imports its own tree, not an installed byteps-native.
+  (cd / && PYTHONPATH="$tree" "$PY" -c "import byteps_native; print('$tree ->', byteps_native.__file__)")
 }
-PY_A="$(build "$A")" || exit 1
-PY_B="$(build "$B")" || exit 1
-for py in "$PY_A" "$PY_B"; do  # each side imports its own tree
-  (cd / && "$py" -c "import byteps_native, sys; print(sys.argv[1], '->', byteps_native.__file__)" "$py")
-done
+build "$A" || exit 1
+build "$B" || exit 1
 
 for round in $(seq 1 "$ROUNDS"); do
   for side in A B; do
-    if [ "$side" = A ]; then tree="$A"; py="$PY_A"; else tree="$B"; py="$PY_B"; fi
+    if [ "$side" = A ]; then tree="$A"; else tree="$B"; fi
     echo "== round $round $side ($tree) $(uptime | sed 's/.*load/load/')"
-    # The tree's own benchmark and launcher (bpslaunch from its virtualenv).
-    (cd "$tree" && PATH="$(dirname "$py"):$PATH" "$py" benchmarks/push_pull.py "$@" \
+    # The tree's own benchmark, which launches the job with this Python.
+    (cd "$tree" && PYTHONPATH="$tree" "$PY" benchmarks/push_pull.py "$@" \
       --json "$LOG/$side-$round.json") >"$LOG/$side-$round.log" 2>&1 || { echo "failed:"; tail -20 "$LOG/$side-$round.log"; }
   done
 done
