@@ -6,7 +6,6 @@ import numpy as np
 
 from byteps_native import compression as _compression
 from byteps_native._runtime import config, library, lifecycle
-from byteps_native._runtime.errors import EngineError
 from byteps_native._runtime.orphaned_shm import remove_orphaned_segments
 from byteps_native.core import _core
 
@@ -40,11 +39,12 @@ class _EnvironmentStarter(lifecycle.Starter):
     reads bpslaunch's or torchrun's variables itself; errors are BytePSError."""
 
     def from_environment(self):
-        try:
-            library.check(library.engine().bps_init(None), "init")
-        except EngineError as error:
+        code = library.engine().bps_init(None)
+        if code != 0:
+            error = BytePSError(library.last_error())  # the engine's words, as _core's errors
+            error.code = code
             remove_orphaned_segments(config.job_id())  # a local rank 0 killed at start-up
-            raise BytePSError(str(error)) from None
+            raise error
 
     through_torchrun = alone = from_environment
 
