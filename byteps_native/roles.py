@@ -18,9 +18,9 @@ def _run_server_on_torch_store():
 
 
 def _check(code):
-    """The engine's own words, as they end the role's one line of failure."""
+    """The engine's own words end the role's one line of failure."""
     if code != 0:
-        raise EngineError(library.last_error())
+        raise library.failure(code)
 
 
 def _run_server():

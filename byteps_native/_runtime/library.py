@@ -58,6 +58,14 @@ def last_error():
     return (engine().bps_last_error() or b"").decode(errors="replace")
 
 
+def failure(code, kind=EngineError):
+    """A failed bps_* call as `kind`, in the engine's own words, with .code
+    (the bps_status_code)."""
+    error = kind(last_error())
+    error.code = code
+    return error
+
+
 def check(code, what):
     """Raise EngineError with the engine's own message when a bps_* call failed."""
     if code != 0:

@@ -41,8 +41,7 @@ class _EnvironmentStarter(lifecycle.Starter):
     def from_environment(self):
         code = library.engine().bps_init(None)
         if code != 0:
-            error = BytePSError(library.last_error())  # the engine's words, as _core's errors
-            error.code = code
+            error = library.failure(code, BytePSError)  # the engine's words and .code, as _core's errors
             remove_orphaned_segments(config.job_id())  # a local rank 0 killed at start-up
             raise error
 

@@ -19,10 +19,12 @@ namespace {
 
 // Everything that must live until the engine calls back.
 struct InFlight {
+  InFlight(at::Tensor wire, const char* operation, std::string name, PushPullDone done)
+      : wire(std::move(wire)), operation(operation), name(std::move(name)), done(std::move(done)) {}
   at::Tensor wire;
   at::Tensor also_read;  // a gather's input, when apart from `wire`
   at::Tensor also_written;  // a reduce-scatter's output
-  const char* operation = "push_pull";  // or "gather", "reduce_scatter": for messages
+  const char* operation;  // "push_pull", "gather" or "reduce_scatter": for messages
   std::string name;
   std::vector<int64_t> shape;
   PushPullDone done;
@@ -186,12 +188,8 @@ void Submit(std::unique_ptr<InFlight> op, const CallEngine& call) {
 void SubmitPushPull(const at::Tensor& wire, const std::string& name, int32_t priority,
                     bps_reduce_op reduce_op, c10::IntArrayRef shape_for_errors,
                     PushPullDone done) {
-  auto op = std::make_unique<InFlight>();
-  op->wire = wire;
-  op->operation = "push_pull";
-  op->name = name;
+  auto op = std::make_unique<InFlight>(wire, "push_pull", name, std::move(done));
   op->shape = shape_for_errors.vec();
-  op->done = std::move(done);
   Submit(std::move(op), [priority, reduce_op](const bps_tensor& tensor, const char* name, void* stream,
                                               bool stream_ordered, bps_done_fn done, void* user_data) {
     if (tensor.device < 0) {
@@ -206,12 +204,8 @@ void SubmitGatherBytes(const at::Tensor& input, int64_t offset, const at::Tensor
                        int32_t priority, PushPullDone done) {
   TORCH_INTERNAL_ASSERT(input.is_contiguous() && input.scalar_type() == at::kByte &&
                         output.scalar_type() == at::kByte && input.device() == output.device());
-  auto op = std::make_unique<InFlight>();
-  op->wire = output;
+  auto op = std::make_unique<InFlight>(output, "gather", name, std::move(done));
   op->also_read = input;
-  op->operation = "gather";
-  op->name = name;
-  op->done = std::move(done);
   const void* data = input.data_ptr();
   const int64_t bytes = input.numel();
   Submit(std::move(op), [data, bytes, offset, priority](const bps_tensor& tensor, const char* name, void* stream,
@@ -225,12 +219,8 @@ void SubmitReduceScatter(const at::Tensor& buffer, int64_t offset, const at::Ten
                          int32_t priority, bps_reduce_op reduce_op, PushPullDone done) {
   TORCH_INTERNAL_ASSERT(output.is_contiguous() && output.scalar_type() == buffer.scalar_type() &&
                         output.device() == buffer.device());
-  auto op = std::make_unique<InFlight>();
-  op->wire = buffer;
+  auto op = std::make_unique<InFlight>(buffer, "reduce_scatter", name, std::move(done));
   op->also_written = output;
-  op->operation = "reduce_scatter";
-  op->name = name;
-  op->done = std::move(done);
   void* kept = output.data_ptr();
   const int64_t count = output.numel();
   Submit(std::move(op), [offset, count, kept, priority, reduce_op](const bps_tensor& tensor, const char* name,
