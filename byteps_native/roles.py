@@ -14,21 +14,15 @@ def _run_server_on_torch_store():
     store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
                           timeout=config.rendezvous_timeout())
     adapter = CStore(store)
-    _check(library.engine().bps_run_server_with_store(adapter.pointer()))
-
-
-def _check(code):
-    """The engine's own words end the role's one line of failure."""
-    if code != 0:
-        raise library.failure(code)
+    library.check(library.engine().bps_run_server_with_store(adapter.pointer()))
 
 
 def _run_server():
-    _check(library.engine().bps_run_server())
+    library.check(library.engine().bps_run_server())
 
 
 def _run_scheduler():
-    _check(library.engine().bps_run_scheduler())
+    library.check(library.engine().bps_run_scheduler())
 
 
 _RUNNERS = {"server": _run_server, "scheduler": _run_scheduler}
@@ -41,7 +35,7 @@ def run(role):
         runner = _run_server_on_torch_store  # joining a torchrun job
     try:
         runner()
-    except EngineError as e:
+    except EngineError as e:  # library.check without `what`: the engine's own words end the line
         print(f"byteps {role} failed: {e}", file=sys.stderr)
         return 1
     return 0

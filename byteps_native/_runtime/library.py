@@ -58,18 +58,19 @@ def last_error():
     return (engine().bps_last_error() or b"").decode(errors="replace")
 
 
-def failure(code, kind=EngineError):
-    """A failed bps_* call as `kind`, in the engine's own words, with .code
-    (the bps_status_code)."""
-    error = kind(last_error())
+def failure(code, kind=EngineError, what=None):
+    """A failed bps_* call as `kind` with .code (the bps_status_code): the
+    engine's own words, after "`what` failed (engine status N): " where given."""
+    words = last_error()
+    error = kind(f"{what} failed (engine status {code}): {words}" if what else words)
     error.code = code
     return error
 
 
-def check(code, what):
-    """Raise EngineError with the engine's own message when a bps_* call failed."""
+def check(code, what=None):
+    """Raise failure(code, what=what) when a bps_* call failed."""
     if code != 0:
-        raise EngineError(f"{what} failed (engine status {code}): {last_error()}")
+        raise failure(code, what=what)
 
 
 def build_info():
