@@ -9,6 +9,7 @@
 #include <memory>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
@@ -27,16 +28,33 @@ class Store {
 // seconds what they wait for: after each slice that ended without the key,
 // `still_waiting()` writes its note and returns whether to go on (false: give
 // up now, returning the Timeout).
-// "1 of 2 machines arrived" while workers meet (rendezvous publishes
-// machine_count, then machine/<id>, before the job's rank count is known:
-// machines may differ in size); empty before any worker came.
-inline std::string MachinesArrived(Store* store) {
+// The machines that have met so far: rendezvous publishes machine_count,
+// then machine/<DMLC_WORKER_ID>, before the job's rank count is known
+// (machines may differ in size). `known` is false before any worker came.
+struct MachineArrivals {
+  bool known = false;
+  int expected = 0;
+  std::vector<int> missing;  // DMLC_WORKER_IDs not yet arrived
+
+  int arrived() const { return expected - static_cast<int>(missing.size()); }
+};
+
+inline MachineArrivals MachinesMet(Store* store) {
+  MachineArrivals a;
   std::string count_text, ignored;
-  if (!store->Get("machine_count", 0, &count_text).ok()) return "";
-  const int count = atoi(count_text.c_str());
-  int arrived = 0;
-  for (int m = 0; m < count; ++m) arrived += store->Get("machine/" + std::to_string(m), 0, &ignored).ok();
-  return std::to_string(arrived) + " of " + std::to_string(count) + " machines arrived";
+  if (!store->Get("machine_count", 0, &count_text).ok()) return a;
+  a.known = true;
+  a.expected = atoi(count_text.c_str());
+  for (int m = 0; m < a.expected; ++m) {
+    if (!store->Get("machine/" + std::to_string(m), 0, &ignored).ok()) a.missing.push_back(m);
+  }
+  return a;
+}
+
+// "1 of 2 machines arrived" while workers meet; empty before any worker came.
+inline std::string MachinesArrived(Store* store) {
+  const MachineArrivals a = MachinesMet(store);
+  return a.known ? std::to_string(a.arrived()) + " of " + std::to_string(a.expected) + " machines arrived" : "";
 }
 
 inline Status GetInSlices(Store* store, const std::string& key, double timeout_seconds, double slice_seconds,

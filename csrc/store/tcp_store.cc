@@ -95,13 +95,8 @@ Status TcpStoreServer::ServeUntilDone(int expected_clients) {
       rendezvous_checked = true;
       if (!RendezvousComplete()) {
         verdict_is_rendezvous_timeout = FirstFailure().ok();
-        std::string size, joined;
-        store_.Get("size", 0, &size);
-        store_.Get("workers_joined", 0, &joined);
         FailJob("rendezvous timed out after " + FormatSeconds(rendezvous_timeout_seconds_) +
-                " s (BYTEPS_RENDEZVOUS_TIMEOUT): " + (joined.empty() ? std::string("0") : joined) + " of " +
-                (size.empty() ? std::string("the expected") : size) +
-                " workers arrived at the scheduler" + MissingRanks(size) +
+                " s (BYTEPS_RENDEZVOUS_TIMEOUT): " + WorkersArrived() +
                 "; check that every worker started and has the same DMLC_NUM_WORKER and BYTEPS_LOCAL_SIZE");
         std::lock_guard<std::mutex> lock(mu_);
         if (connected_ == 0) return first_failure_;  // nobody to tell
@@ -147,15 +142,30 @@ Status TcpStoreServer::ServeUntilDone(int expected_clients) {
 
 // " (missing: rank 0, rank 3)" for a job of `size` ranks, naming what never
 // published "worker/<rank>" (a worker killed while starting is named so).
-std::string TcpStoreServer::MissingRanks(const std::string& size) {
-  const long long n = atoll(size.c_str());
-  std::string missing, ignored;
-  for (long long q = 0; q < n && q < 4096; ++q) {
-    if (!store_.Get("worker/" + std::to_string(q), 0, &ignored).ok()) {
-      missing += (missing.empty() ? "" : ", ") + std::string("rank ") + std::to_string(q);
+std::string TcpStoreServer::WorkersArrived() {
+  std::string size, joined, ignored;
+  store_.Get("size", 0, &size);
+  store_.Get("workers_joined", 0, &joined);
+  std::string missing;
+  if (!size.empty()) {
+    const long long n = atoll(size.c_str());
+    for (long long q = 0; q < n && q < 4096; ++q) {
+      if (!store_.Get("worker/" + std::to_string(q), 0, &ignored).ok()) {
+        missing += (missing.empty() ? "" : ", ") + std::string("rank ") + std::to_string(q);
+      }
     }
+    return (joined.empty() ? std::string("0") : joined) + " of " + size + " workers arrived at the scheduler" +
+           (missing.empty() ? "" : " (missing: " + missing + ")");
   }
-  return missing.empty() ? "" : " (missing: " + missing + ")";
+  // Before the job's rank count: the workers of the machines that met (a
+  // machine that never comes holds the others there, at its size).
+  const MachineArrivals machines = MachinesMet(&store_);
+  if (!machines.known) return "0 of the expected workers arrived at the scheduler";
+  for (int m : machines.missing) {
+    missing += (missing.empty() ? "" : ", ") + std::string("DMLC_WORKER_ID=") + std::to_string(m);
+  }
+  return std::to_string(machines.arrived()) + " of " + std::to_string(machines.expected) +
+         " workers arrived at the scheduler" + (missing.empty() ? "" : " (machines missing: " + missing + ")");
 }
 
 Status TcpStoreServer::FirstFailure() {

@@ -72,7 +72,9 @@ class TcpStoreServer {
   std::string MismatchWithSchedulerCount(const std::string& size, const PeerIdentity& peer);
   void FailJob(const std::string& why);
   bool RendezvousComplete();
-  std::string MissingRanks(const std::string& size);
+  // Who came, for the rendezvous verdict: "2 of 3 workers arrived at the
+  // scheduler (missing: rank 2)", counted by machine before the ranks are known.
+  std::string WorkersArrived();
   Status FirstFailure();
   // A scheduler waiting for its workers says so every kWaitNoteSeconds.
   void NoteWaitingForWorkers(std::chrono::steady_clock::time_point started);

@@ -142,6 +142,10 @@ def test_worker_count_never_arrives(tmp_path):
             # Its own rendezvous deadline or the scheduler's (same length): either names the count.
             assert "rendezvous timed out after 2 s" in out and "2 of 3 workers arrived" in out, out
         assert c.procs["scheduler"].wait(30) not in (None, 0), c.dump()
+        # The scheduler's verdict counts the machines that met, though no rank
+        # count was published (the third machine holds the others there).
+        assert "2 of 3 workers arrived at the scheduler (machines missing: DMLC_WORKER_ID=2)" in \
+            c.procs["scheduler"].output(), c.dump()
 
 
 def test_worker_count_never_arrives_via_bpslaunch():
