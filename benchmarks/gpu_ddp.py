@@ -88,6 +88,49 @@ def make(model_name, batch, device):
 DEFAULT_BATCH = {"resnet50": 128, "bert_large": 8, "vgg16": 64}
 
 
+class GpuStepMarks:
+    """Where a step's time goes on the GPU's own clock (CUDA events on the
+    compute stream), not the host's: NCCL's host runs ahead of its GPU while
+    byteps's host waits for the hook's futures, so host timestamps compare
+    unlike things (issue 38). Per step: forward (zero_grad to the loss),
+    backward compute (the loss to the first parameter's gradient, the last
+    one autograd makes), the communication tail (that gradient to the end of
+    backward(), where DDP's finalize makes the stream wait for every bucket),
+    the update, and the gap to the next step's first kernel (the host's
+    launch latency after a wait)."""
+
+    def __init__(self, module, enabled):
+        import torch
+        self.torch = torch
+        self.enabled = enabled
+        self.steps = []
+        first = next(p for p in module.parameters() if p.requires_grad)
+        first.register_post_accumulate_grad_hook(lambda p: self.mark("last_grad"))
+
+    def mark(self, what):
+        if not self.enabled:
+            return
+        event = self.torch.cuda.Event(enable_timing=True)
+        event.record()
+        if what == "start":
+            if self.steps:
+                self.steps[-1]["next"] = event
+            self.steps.append({})
+        if self.steps:
+            self.steps[-1][what] = event
+
+    def summary(self):
+        import statistics
+        spans = {"forward": ("start", "forward"), "backward_compute": ("forward", "last_grad"),
+                 "comm_tail": ("last_grad", "backward"), "update": ("backward", "update"),
+                 "gap": ("update", "next"), "step": ("start", "next")}
+        out = {}
+        for name, (a, b) in spans.items():
+            values = [s[a].elapsed_time(s[b]) for s in self.steps if a in s and b in s]
+            out[name + "_ms"] = round(statistics.median(values), 2) if values else None
+        return out
+
+
 def worker(args):
     """One rank of one configuration (run by torchrun)."""
     import torch
@@ -116,24 +159,32 @@ def worker(args):
     elif args.backend == "byteps":
         model.register_comm_hook(None, bps.push_pull_hook)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9)
+    marks = GpuStepMarks(model.module, enabled=False)
 
     def step():
+        marks.mark("start")
         optimizer.zero_grad(set_to_none=True)
         with torch.autocast("cuda", dtype=torch.bfloat16):
             out = model(x)
-        loss_fn(out.float()).backward()
+        loss = loss_fn(out.float())
+        marks.mark("forward")
+        loss.backward()
+        marks.mark("backward")
         optimizer.step()
+        marks.mark("update")
 
     for _ in range(args.warmup):
         step()
     torch.cuda.synchronize()
     dist.barrier()
+    marks.enabled = True
     window_start = time.monotonic()  # one clock in every namespace: the link sampler's window
     start = time.perf_counter()
     step_starts = []  # host clock at each step's start: where the link sat idle inside a step
     for _ in range(args.steps):
         step_starts.append(time.monotonic())
         step()
+    marks.mark("start")  # the next step's start closes the last one's gap
     torch.cuda.synchronize()
     elapsed = time.perf_counter() - start
     window_end = time.monotonic()
@@ -149,12 +200,19 @@ def worker(args):
             "rank": dist.get_rank(), "samples_per_s": args.steps * batch * dist.get_world_size() / elapsed,
             "step_ms": 1000 * elapsed / args.steps, "params": params, "batch": batch,
             "gradient_bytes": params * 4, "pinned_staging_bytes": stats.get("pinned_staging_bytes", 0),
-            "window": [window_start, window_end], "step_starts": step_starts}) + "\n")
+            "window": [window_start, window_end], "step_starts": step_starts,
+            "gpu_clock": marks.summary()}) + "\n")
         sys.stdout.flush()  # one write per line: ranks share the pipe
     dist.destroy_process_group()
     if args.backend == "byteps" and os.environ.get("DMLC_ROLE") == "worker":
         bps.shutdown()  # an orderly goodbye to the dedicated servers
 
+
+
+def engine_timeout():
+    """The engine's failure clock for the runs: BYTEPS_TIMEOUT when set (the
+    device runs use 30 s), else 120 s."""
+    return int(float(os.environ.get("BYTEPS_TIMEOUT") or 120))
 
 
 # Every worker process: NVLink multicast off (shared hosts), the repo importable.
@@ -252,7 +310,7 @@ def run_config_shaped(cluster, model, backend, args, gpus):
     run_config_shaped.jobs += 1
     dmlc = dict(WORKER_ENV, DMLC_PS_ROOT_URI=sched.address, DMLC_PS_ROOT_PORT=port, DMLC_NUM_WORKER=M,
                 DMLC_NUM_SERVER=M, DMLC_INTERFACE="eth0", BYTEPS_JOB_TOKEN=secrets.token_hex(16),
-                BYTEPS_JOB_ID=f"{cluster.tag}-{port}", BYTEPS_TIMEOUT=120)
+                BYTEPS_JOB_ID=f"{cluster.tag}-{port}", BYTEPS_TIMEOUT=engine_timeout())
     others, workers = [], []
     if backend == "byteps":
         others.append(cluster.start(sched, f"{port}-scheduler", [sys.executable, "-m", "byteps_native.scheduler"],
@@ -336,13 +394,17 @@ def main():
     parser.add_argument("--shaped", metavar="RATE", help="emulated machines in network namespaces, links "
                         "shaped to RATE (tc syntax, e.g. 25gbit; 'none' = namespaces, no shaping); needs root")
     parser.add_argument("--burst", default="32mbit", help="tbf bucket with --shaped (>= rate/1000)")
-    parser.add_argument("--timeout", type=int, default=600)
+    parser.add_argument("--timeout", type=int, default=None,
+                        help="seconds one (model, backend) run may take; default 600, or 4 x BYTEPS_TIMEOUT "
+                             "(at least 120) when that is set, so a hang costs what the engine's own clock says")
     parser.add_argument("--logdir", help="with --shaped: keep every process's log here (default: only on failure)")
     parser.add_argument("--json", help="write all results here")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)
     parser.add_argument("--backend", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.timeout is None:
+        args.timeout = max(120, 4 * engine_timeout()) if os.environ.get("BYTEPS_TIMEOUT") else 600
     if args.worker:
         return worker(args)
 
@@ -428,6 +490,12 @@ def main():
                                 f"end {1000 * down['tail_idle_s']:.0f} ms")
                     for k, r in runs.items():
                         print(f"{'':<11} inside a step, {k}: {inside(r)}", flush=True)
+                for k, r in dict({f"nccl {v}": r for v, r in nccl.items()}, byteps=byteps).items():
+                    g = r.get("gpu_clock") or {}
+                    print(f"{'':<11} GPU clock, {k} (median ms): " + ", ".join(
+                        f"{n[:-3]} {g[n]}" for n in ("forward_ms", "backward_compute_ms", "comm_tail_ms",
+                                                      "update_ms", "gap_ms", "step_ms") if g.get(n) is not None),
+                          flush=True)
                 print(f"{'':<11} pinned staging per machine {pinned:.1f} MB = "
                       f"{pinned * 1e6 / (byteps['gradient_bytes'] or 1):.3f} x the gradient bytes", flush=True)
                 rows.append({"model": model, "repeat": rep, "hook": args.hook, "gpus": gpus, "machines": args.machines,
