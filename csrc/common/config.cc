@@ -219,6 +219,7 @@ Status ConfigFromEnvironment(bool require_rendezvous, Config* out) {
   c.node_host = ReadString("DMLC_NODE_HOST");
   BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_LOCAL_SIZE", 1, 256, &c.local_size));
   BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_LOCAL_RANK", 0, 255, &c.local_rank));
+  c.partition_bytes = 0;  // unset: chosen below, once the role and the job's machines are known
   BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_PARTITION_BYTES", 1024, int64_t(1) << 31, &c.partition_bytes));
   BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_MIN_COMPRESS_BYTES", 0, int64_t(1) << 62, &c.min_compress_bytes));
   BPS_RETURN_IF_ERROR(ReadInt("BYTEPS_LOCAL_KEY_TABLE_SIZE", 16, 1 << 22, &c.local_key_table_size));
@@ -253,6 +254,12 @@ Status ConfigFromEnvironment(bool require_rendezvous, Config* out) {
   if (c.job_token.empty() && !token_file.empty()) BPS_RETURN_IF_ERROR(ReadTokenFile(token_file, &c.job_token));
   c.job_id = ReadString("BYTEPS_JOB_ID");
 
+  if (c.partition_bytes == 0) {
+    // Servers and the workers that push to them agree: both see a job of
+    // several machines (or BYTEPS_FORCE_DISTRIBUTED), and a server is one.
+    const bool through_servers = c.role != Role::kWorker || c.distributed();
+    c.partition_bytes = through_servers ? Config::kNetworkPartitionBytes : Config::kLocalPartitionBytes;
+  }
   // Align partitions to 64 bytes so slices stay cache-line aligned.
   c.partition_bytes = (c.partition_bytes + 63) / 64 * 64;
   if (c.local_rank >= c.local_size) {

@@ -68,7 +68,7 @@ Status ServerClient::Connect(int num_servers) {
   return Status::OK();
 }
 
-std::shared_ptr<PendingPull> ServerClient::Push(const PushRequest& r, std::function<void()> on_sent) {
+std::shared_ptr<PendingPull> ServerClient::Push(const PushRequest& r, std::function<void()> on_received) {
   auto& conns = conns_[r.server];
   transport::Connection* conn = conns[r.key % conns.size()].get();
   auto pull = std::make_shared<PendingPull>();
@@ -78,6 +78,7 @@ std::shared_ptr<PendingPull> ServerClient::Push(const PushRequest& r, std::funct
   pull->round = r.round;
   pull->io = r.io;
   pull->conn = conn;
+  pull->on_received = std::move(on_received);
   r.io->in_flight.fetch_add(2, std::memory_order_acq_rel);  // the receive and the push below
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -94,6 +95,7 @@ std::shared_ptr<PendingPull> ServerClient::Push(const PushRequest& r, std::funct
       auto it = pending_.find(key);
       if (it != pending_.end() && it->second == pull) pending_.erase(it);
     }
+    pull->Received();
     pull->Release();
     callbacks_.ring();
   });
@@ -112,8 +114,7 @@ std::shared_ptr<PendingPull> ServerClient::Push(const PushRequest& r, std::funct
   h.signature = static_cast<uint32_t>(r.signature);
   h.partition_bytes = static_cast<uint32_t>(config_.partition_bytes);
   h.tensor_bytes = r.tensor_bytes;
-  conn->Send(ToFrame(h), r.data, [this, io = r.io, on_sent = std::move(on_sent)](const Status&) {
-    on_sent();
+  conn->Send(ToFrame(h), r.data, [this, io = r.io](const Status&) {
     io->in_flight.fetch_sub(1, std::memory_order_acq_rel);
     callbacks_.ring();
   });
@@ -142,6 +143,19 @@ std::vector<TensorError> ServerClient::TakeTensorErrors() {
 }
 
 void ServerClient::OnUnexpected(transport::Connection* conn, const MessageHeader& h, const std::string& payload) {
+  if (h.type == static_cast<uint16_t>(MessageType::kReceived)) {
+    std::shared_ptr<PendingPull> pull;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = pending_.find(h.key);
+      if (it != pending_.end() && it->second->round == h.round) pull = it->second;
+    }
+    if (pull) {
+      pull->Received();
+      callbacks_.ring();  // a partition may wait for the credit
+    }
+    return;
+  }
   if (h.type != static_cast<uint16_t>(MessageType::kError)) return;  // e.g. the answer of a cancelled pull
   if (h.flags & kFlagTensorError) {
     // Fails every op of that tensor (this generation), on the engine thread.

@@ -44,6 +44,13 @@ struct PendingPull {
   transport::Connection* conn = nullptr;  // where the receive is posted
   std::shared_ptr<PartitionIo> io;
   std::atomic<bool> released{false};
+  // Gives the push's scheduling credit back, once: when the server says the
+  // push arrived (kReceived), or when the receive ends without that.
+  std::function<void()> on_received;
+  std::atomic<bool> received{false};
+  void Received() {
+    if (!received.exchange(true) && on_received) on_received();
+  }
   // Counts this pull out of io->in_flight exactly once (its receive's callback).
   void Release() {
     if (!released.exchange(true)) io->in_flight.fetch_sub(1, std::memory_order_acq_rel);
@@ -97,10 +104,17 @@ class ServerClient {
   int num_servers() const { return static_cast<int>(conns_.size()); }
   const std::string& address(int server) const { return addresses_[server]; }
 
-  // Posts the receive of the answer, then sends the push. `on_sent` runs
-  // once the payload left (its buffer is free); the pull's state says when
-  // the answer arrived (1) or the server refused the push (2, error).
-  std::shared_ptr<PendingPull> Push(const PushRequest& r, std::function<void()> on_sent);
+  // Posts the receive of the answer, then sends the push. `on_received`
+  // runs once on a transport thread when the server has the whole push (its
+  // kReceived), or when the receive ends first (answer, cancel, failure:
+  // the receive's callback always runs). The scheduling credits come back
+  // there, not when the push was written into a socket: bytes in a socket
+  // buffer are still queued for the link, and counting them as gone let
+  // every partition of a step into the sockets at once, where they shared
+  // the link, finished together and left the download idle until then
+  // (issue 38). Not with the answer either: that waits for the other
+  // machines' pushes, which may wait for credits this machine holds.
+  std::shared_ptr<PendingPull> Push(const PushRequest& r, std::function<void()> on_received);
   // Tells the other machines, through every server, that op `name_op` of a
   // tensor failed here (a mismatch), so they fail instead of timing out.
   void RelayTensorError(uint64_t name_hash, uint32_t name_op, const std::string& text);

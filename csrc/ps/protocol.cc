@@ -14,6 +14,7 @@ bool KindOfType(uint16_t type, transport::FrameKind* kind) {
       return true;
     case MessageType::kBye:
     case MessageType::kHeartbeat:
+    case MessageType::kReceived:
       *kind = transport::FrameKind::kSignal;
       return true;
   }
@@ -51,6 +52,7 @@ const char* MessageTypeName(uint16_t type) {
     case MessageType::kError: return "error";
     case MessageType::kBye: return "bye";
     case MessageType::kHeartbeat: return "heartbeat";
+    case MessageType::kReceived: return "received";
   }
   return "unknown";
 }

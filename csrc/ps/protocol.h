@@ -8,6 +8,9 @@
 // partition size) and a 32-bit shape signature.
 // 3: a push may be compressed (kFlagCompressed; the payload opens with the
 // codec's header, csrc/compression/compressor.h), and so is its answer.
+// 4: a server acknowledges every push as soon as its payload arrived
+// (kReceived), before it can answer: the worker's scheduling credit for the
+// push comes back then (csrc/core/credit_window.h).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -26,6 +29,7 @@ enum class MessageType : uint16_t {
   kError = 3,     // either way: payload is a UTF-8 message; key 0 = whole job
   kBye = 4,       // worker -> server: orderly shutdown
   kHeartbeat = 5,
+  kReceived = 6,  // server -> worker: the push (key, round) arrived whole; no payload
 };
 
 // MessageHeader::flags.

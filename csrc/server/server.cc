@@ -383,10 +383,26 @@ bool Server::TakeBuffer(size_t bytes, const std::shared_ptr<Connection>& conn, c
   return false;
 }
 
+// Before anything that can answer on this connection (a response or an
+// error), so the worker sees the receipt first: its scheduling credit comes
+// back here, not with the answer, which waits for every machine's push. A
+// credit held until the answer let two machines fill their windows with
+// different partitions, each waiting for the other's push (a deadlock).
+void Server::AcknowledgeReceipt(Connection& conn, const MessageHeader& push) {
+  MessageHeader h;
+  h.type = static_cast<uint16_t>(MessageType::kReceived);
+  h.key = push.key;
+  h.round = push.round;
+  h.name_hash = push.name_hash;
+  h.partition = push.partition;
+  conn.SendOwned(ToFrame(h), nullptr, nullptr);
+}
+
 void Server::HandlePush(const std::shared_ptr<Connection>& conn, const MessageHeader& h,
                         std::shared_ptr<AlignedBuffer> payload) {
   bytes_in_.fetch_add(h.payload_bytes, std::memory_order_relaxed);
   pushes_.fetch_add(1, std::memory_order_relaxed);
+  AcknowledgeReceipt(*conn, h);
   std::string poisoned;
   if (PoisonedMessage(h.name_hash, &poisoned)) {
     SendError(conn, h.key, h.name_hash, poisoned);

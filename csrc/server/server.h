@@ -73,6 +73,7 @@ class Server {
   bool AdmitConnection(const std::shared_ptr<Connection>& conn, const PeerIdentity& peer,
                        transport::Handlers* handlers);
   // On the connection's I/O thread, once its payload is in `payload`.
+  void AcknowledgeReceipt(Connection& conn, const MessageHeader& push);
   void HandlePush(const std::shared_ptr<Connection>& conn, const MessageHeader& h,
                   std::shared_ptr<AlignedBuffer> payload);
   // A compressed push: decompressed into the key's float32 sum; a complete

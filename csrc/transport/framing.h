@@ -20,7 +20,7 @@ constexpr uint32_t kWireMagic = 0x4E535042;  // "BPSN" little-endian
 // One version for the whole wire: framing, the handshake (tcp/handshake.h)
 // and the protocol above (csrc/ps/protocol.h, which keeps the history of
 // versions). Bump it when any of them changes.
-constexpr uint16_t kWireVersion = 3;
+constexpr uint16_t kWireVersion = 4;
 // Largest data payload accepted from a peer: a partition slice. Bigger frames
 // close the connection (a peer that sends them is broken or hostile).
 constexpr uint64_t kMaxPayloadBytes = uint64_t(1) << 31;

@@ -174,6 +174,53 @@ struct PendingOp {
 
 // A rank that fails tells its servers why, and they tell every other worker:
 // the pending op fails with the root cause well before BYTEPS_TIMEOUT.
+// Scheduling credits come back when a server has a push, not with its
+// answer (issue 38): with one partition of credit, machine 0 submits 'a' then
+// 'b' and machine 1 'b' then 'a', at the priorities that make each push its
+// own first tensor first. Credits held to the answer deadlocked here (each
+// window held a partition the other machine could not push); both tensors
+// must complete with the exact sums.
+TEST(EngineInProcessCredits, MachinesPushingInDifferentOrdersNeverWaitForEachOthersCredits) {
+  JobShape shape;
+  shape.machines = 2;
+  shape.servers = 1;
+  shape.partition_bytes = 4096;
+  shape.scheduling_credit = 1;
+  InProcessJob job(shape);
+  Status st = job.Start();
+  ASSERT_TRUE(st.ok()) << st.message();
+  constexpr int64_t kCount = 8 * 1024;  // 8 partitions of 4 KB each
+  const char* names[2] = {"a", "b"};
+  std::vector<float> in[2][2], out[2][2];
+  Completion done[2][2];
+  for (int r = 0; r < 2; ++r) {
+    for (int k = 0; k < 2; ++k) {
+      const int tensor = r == 0 ? k : 1 - k;  // machine 1 in the other order
+      in[r][tensor] = Contribution<float>(r, kCount, tensor);
+      out[r][tensor].assign(kCount, -1);
+      bps_tensor t{};
+      t.dtype = BPS_FLOAT32;
+      t.num_elements = kCount;
+      t.device = -1;
+      t.data = in[r][tensor].data();
+      // The later submission gets the higher priority on each machine.
+      st = job.rank(r).Submit(t, out[r][tensor].data(), names[tensor], /*priority=*/k, BPS_REDUCE_SUM,
+                              Completion::Callback, &done[r][tensor]);
+      ASSERT_TRUE(st.ok()) << st.message();
+    }
+  }
+  for (int r = 0; r < 2; ++r) {
+    for (int tensor = 0; tensor < 2; ++tensor) {
+      ASSERT_TRUE(done[r][tensor].Wait(30)) << "rank " << r << " '" << names[tensor] << "' never completed";
+      ASSERT_EQ(done[r][tensor].code, BPS_OK) << done[r][tensor].message;
+      for (int64_t i = 0; i < kCount; ++i) {
+        ASSERT_EQ(out[r][tensor][i], (Expected<float>(2, i, tensor, false))) << "element " << i;
+      }
+    }
+  }
+  job.Stop();
+}
+
 TEST(EngineInProcessFailure, ARankFailingMidRoundFailsTheOthersWithItsCause) {
   JobShape shape{3, 1, 2};
   shape.timeout_seconds = 60;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
@@ -45,11 +46,15 @@ class FakeWorker {
     handlers.arrived = [this](transport::Connection*, const transport::FrameHeader& h, void*) {
       std::lock_guard<std::mutex> lock(mu_);
       responses_[{h.key, h.round}] = rx_;
+      log_.push_back("response " + std::to_string(h.key) + "/" + std::to_string(h.round));
       cv_.notify_all();
     };
     handlers.unexpected = [this](transport::Connection*, const transport::FrameHeader& h, const std::string& text) {
       std::lock_guard<std::mutex> lock(mu_);
       if (h.type == static_cast<uint16_t>(MessageType::kError)) errors_.push_back(text);
+      if (h.type == static_cast<uint16_t>(MessageType::kReceived)) {
+        log_.push_back("received " + std::to_string(h.key) + "/" + std::to_string(h.round));
+      }
       cv_.notify_all();
     };
     handlers.closed = [this](transport::Connection*, const Status&) {
@@ -105,6 +110,16 @@ class FakeWorker {
     EXPECT_TRUE(got) << "no error frame";
     return got ? errors_.front() : "";
   }
+  // The receipts and responses this worker got, in arrival order.
+  bool WaitLogged(const std::string& entry) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(10),
+                        [&] { return std::find(log_.begin(), log_.end(), entry) != log_.end(); });
+  }
+  std::vector<std::string> Log() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return log_;
+  }
   bool HasResponse(uint64_t key, uint32_t round) {
     std::lock_guard<std::mutex> lock(mu_);
     return responses_.count({key, round}) > 0;
@@ -119,6 +134,7 @@ class FakeWorker {
   std::vector<float> rx_;
   std::map<std::pair<uint64_t, uint32_t>, std::vector<float>> responses_;
   std::vector<std::string> errors_;
+  std::vector<std::string> log_;
   bool closed_ = false;
 };
 
@@ -180,6 +196,30 @@ TEST_P(ServerRounds, ARoundCompletesOnlyWithEveryContribution) {
   auto got = a.WaitResponse(key, 0);
   ASSERT_EQ(got.size(), 64u);
   EXPECT_EQ(got[0], 5.0f);
+}
+
+// A push is acknowledged as soon as it arrived, before its round can
+// complete, and before its answer on the same connection: the worker's
+// scheduling credit comes back then (issue 38), so machines whose windows
+// hold different partitions never wait for each other's credits.
+TEST_P(ServerRounds, APushIsAcknowledgedOnArrivalBeforeItsAnswer) {
+  FakeWorker& a = AddWorker(0);
+  FakeWorker& b = AddWorker(1);
+  const uint64_t key = HashName("acknowledged");
+  const std::string received = "received " + std::to_string(key) + "/0";
+  const std::string response = "response " + std::to_string(key) + "/0";
+  a.Push(key, 0, std::vector<float>(4096, 2.0f), 2);
+  ASSERT_TRUE(a.WaitLogged(received)) << "no receipt for a push whose round is still open";
+  EXPECT_FALSE(a.HasResponse(key, 0));
+  b.Push(key, 0, std::vector<float>(4096, 3.0f), 2);
+  for (FakeWorker* w : {&a, &b}) {
+    ASSERT_TRUE(w->WaitLogged(response));
+    const std::vector<std::string> log = w->Log();
+    const auto r = std::find(log.begin(), log.end(), received);
+    ASSERT_NE(r, log.end()) << "answered without a receipt";
+    EXPECT_LT(r - log.begin(), std::find(log.begin(), log.end(), response) - log.begin())
+        << "the answer came before the receipt";
+  }
 }
 
 TEST_P(ServerRounds, KeysAreIndependent) {
