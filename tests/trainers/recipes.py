@@ -1,0 +1,100 @@
+"""What the trainer tests share: one torchrun launch of a recipe worker (gloo
+run, then byteps run) and the checks every recipe must pass."""
+import os
+
+from tests.support.jobs import torchrun
+from tests.support.ports import distinct_free_ports
+from tests.trainers import WORKERS
+
+BACKENDS = ("gloo", "byteps")
+# Small jobs: the warm staging pool at 8 MiB a rank (as bpslaunch jobs have
+# it), and nothing fetched from the Hugging Face Hub.
+JOB_ENV = {"BYTEPS_LOCAL_STAGING_RESERVE": str(8 << 20), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def launch(worker, tmp_path, timeout=240):
+    """Runs workers/<worker> on 2 ranks, gloo then byteps, each on its own
+    rendezvous port; returns {rank: {backend: findings}}."""
+    ports = distinct_free_ports(len(BACKENDS))
+    plan = ",".join(f"{b}:{p}" for b, p in zip(BACKENDS, ports))
+    results_dir, scratch = tmp_path / "results", tmp_path / "scratch"
+    results_dir.mkdir()
+    scratch.mkdir()
+    results = torchrun(os.path.join(WORKERS, worker), args=["--runs", plan, "--out", str(scratch)], nproc=2,
+                       result_dir=results_dir, env=JOB_ENV, timeout=timeout).check(ranks=2).results
+    return results
+
+
+def difference(expected, got):
+    """'' when the two {name: [values]} are bitwise equal, else where they first differ."""
+    if sorted(expected) != sorted(got):
+        return f"parameter names differ: {sorted(expected)} vs {sorted(got)}"
+    for name in expected:
+        a, b = expected[name], got[name]
+        if a != b:
+            unequal = [i for i, (x, y) in enumerate(zip(a, b)) if x != y]
+            if len(a) != len(b):
+                return f"'{name}' has {len(a)} values vs {len(b)}"
+            i = unequal[0]
+            worst = max(abs(a[j] - b[j]) for j in unequal)
+            return f"'{name}' differs at {len(unequal)} of {len(a)} elements (first [{i}]: {a[i]!r} vs {b[i]!r}; " \
+                   f"max |diff| {worst:.3g})"
+    return ""
+
+
+def check_matches_gloo(results, runs):
+    """Each run's byteps parameters equal gloo's bitwise, on every rank."""
+    for rank, found in results.items():
+        for run in runs:
+            diff = difference(found["gloo"][run], found["byteps"][run])
+            assert not diff, f"rank {rank}, run '{run}': byteps's parameters are not gloo's: {diff}"
+
+
+def check_moved(results, runs):
+    """Training changed every parameter tensor (a run that did nothing cannot match by standing still)."""
+    for rank, found in results.items():
+        for backend in BACKENDS:
+            for run in runs:
+                still = [n for n, v in found[backend][run].items() if v == found[backend]["initial"][n]]
+                assert not still, f"rank {rank}, {backend} run '{run}': parameters never moved from their " \
+                                  f"initial values: {still}"
+
+
+def check_ranks_agree(results, runs):
+    """DDP keeps the replicas equal: rank 1's parameters are rank 0's."""
+    for backend in BACKENDS:
+        for run in runs:
+            diff = difference(results[0][backend][run], results[1][backend][run])
+            assert not diff, f"{backend} run '{run}': rank 1's parameters are not rank 0's: {diff}"
+
+
+def check_resume(results, backend="byteps"):
+    """A run resumed from the checkpoint ends where the uninterrupted one did."""
+    for rank, found in results.items():
+        run = found[backend]
+        assert run["resumed_steps"] == run["straight_steps"], run
+        diff = difference(run["straight"], run["resumed"])
+        assert not diff, f"rank {rank}, {backend}: the run resumed from its checkpoint ended elsewhere than " \
+                         f"the uninterrupted one: {diff}"
+
+
+def check_byteps_served(results, group_key="group"):
+    """The byteps run's group is really 'byteps' (not a gloo fallback), its
+    gradients went through the engine, and the engine's counters grew with
+    every phase; the gloo run never started the engine."""
+    for rank, found in results.items():
+        group = found["byteps"][group_key]
+        assert group["backend"] == "byteps", f"rank {rank}: the byteps run's group is on {group['backend']!r}"
+        assert group["cpu_backend_class"] != "ProcessGroupGloo", f"rank {rank}: {group}"
+        assert any(".allreduce.f32." in name for name in group["engine_calls"]), \
+            f"rank {rank}: no float32 all-reduce among the engine's latest calls: {group['engine_calls']}"
+        run = found["byteps"]
+        assert run["ops_after_straight"] is not None and run["ops_after_straight"] >= run["straight_steps"], \
+            f"rank {rank}: {run['straight_steps']} optimizer steps but the engine completed " \
+            f"{run['ops_after_straight']} collectives"
+        assert run["ops_after_resumed"] > run["ops_after_straight"], \
+            f"rank {rank}: the engine's counters did not grow in the resumed run " \
+            f"({run['ops_after_straight']} -> {run['ops_after_resumed']})"
+        gloo = found["gloo"]
+        assert gloo["group"]["backend"] == "gloo" and gloo["ops_after_straight"] is None, \
+            f"rank {rank}: the reference run was not plain gloo: {gloo['group']}, ops {gloo['ops_after_straight']}"

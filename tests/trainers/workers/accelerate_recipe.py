@@ -1,0 +1,148 @@
+"""Hugging Face Accelerate on a named backend: the recipe of docs/trainers.md,
+run on gloo and then on byteps in one launch (runs.py).
+
+Per backend: Accelerator(cpu=True) with bf16 mixed precision and gradient
+accumulation over 2 batches, 2 epochs of 2 optimizer steps, once straight
+through (saving its state after epoch 1) and once by a new Accelerator that
+loads that state into fresh objects and trains epoch 2; then an Accelerator
+given an FSDP plugin (on CPU, Accelerate wraps DDP instead: its type is
+reported). On byteps the group is made first by
+byteps_native.torch.init_process_group, because Accelerate refuses the name
+on CPU: that refusal is reported too, so the test notices when it goes."""
+import os
+
+import torch
+import torch.distributed as dist
+from accelerate import Accelerator
+from accelerate.state import AcceleratorState
+from accelerate.utils import DataLoaderConfiguration, FullyShardedDataParallelPlugin, InitProcessGroupKwargs
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+import byteps_native.torch as bps
+from tests.support.results import report
+from tests.trainers.workers import runs
+
+ACCUMULATE = 2
+BATCH = 4
+
+
+class StepCount:
+    """Optimizer steps taken, saved and loaded with the Accelerator's state
+    (register_for_checkpointing), so a resumed run knows where it stands."""
+
+    def __init__(self):
+        self.steps = 0
+
+    def state_dict(self):
+        return {"steps": self.steps}
+
+    def load_state_dict(self, state):
+        self.steps = state["steps"]
+
+
+def build(seed=0):
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(16, 32), nn.Tanh(), nn.Linear(32, 4))
+    return model, torch.optim.Adam(model.parameters(), lr=1e-2)
+
+
+def loader():
+    g = torch.Generator().manual_seed(1)
+    data = TensorDataset(torch.randn(32, 16, generator=g), torch.randn(32, 4, generator=g))
+    return DataLoader(data, batch_size=BATCH, shuffle=True)
+
+
+def accelerator(**kwargs):
+    AcceleratorState._reset_state(reset_partial_state=True)  # Accelerate's state is one per process
+    # A seedable sampler with its own seed: each epoch's order from the seed and
+    # set_epoch alone (not torch's global seed), so a run resumed from saved
+    # state sees the batches the uninterrupted one saw.
+    return Accelerator(cpu=True, mixed_precision="bf16", gradient_accumulation_steps=ACCUMULATE,
+                       dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True, data_seed=1), **kwargs)
+
+
+def train(acc, model, optimizer, data, epochs, count):
+    for epoch in epochs:
+        data.set_epoch(epoch)
+        for x, y in data:
+            with acc.accumulate(model):
+                acc.backward(nn.functional.mse_loss(model(x), y))
+                optimizer.step()
+                optimizer.zero_grad()
+                count.steps += acc.sync_gradients
+
+
+def make_group(backend):
+    """The recipe's one line: byteps first, then the Accelerator; gloo is
+    Accelerate's own choice on CPU."""
+    if backend == "byteps":
+        bps.init_process_group()
+
+
+def plain_way_refused():
+    """What Accelerate says to the name itself (the issue's first try)."""
+    try:
+        Accelerator(cpu=True, kwargs_handlers=[InitProcessGroupKwargs(backend="byteps")])
+        return None
+    except ValueError as error:
+        return str(error)
+    finally:
+        AcceleratorState._reset_state(reset_partial_state=True)
+
+
+def run(backend, out):
+    found = {"initial": runs.parameters(build()[0])}
+    if backend == "byteps":
+        found["plain_way"] = plain_way_refused()
+    make_group(backend)
+    state_dir = os.path.join(out, f"{backend}-state")
+
+    acc, count = accelerator(), StepCount()
+    acc.register_for_checkpointing(count)
+    model, optimizer, data = acc.prepare(*build(), loader())
+    train(acc, model, optimizer, data, [0], count)
+    acc.save_state(state_dir)
+    train(acc, model, optimizer, data, [1], count)
+    found.update(straight=runs.parameters(acc.unwrap_model(model)), straight_steps=count.steps,
+                 wrapped=type(model).__name__, accelerate_backend=acc.state.backend,
+                 distributed_type=str(acc.distributed_type), group=runs.group_facts(),
+                 ops_after_straight=runs.engine_ops())
+
+    acc, count = accelerator(), StepCount()
+    acc.register_for_checkpointing(count)
+    model, optimizer, data = acc.prepare(*build(seed=123), loader())  # fresh: all must come from the state
+    acc.load_state(state_dir)
+    train(acc, model, optimizer, data, [1], count)
+    found.update(resumed=runs.parameters(acc.unwrap_model(model)), resumed_steps=count.steps,
+                 ops_after_resumed=runs.engine_ops())
+
+    acc, count = accelerator(fsdp_plugin=FullyShardedDataParallelPlugin()), StepCount()
+    model, optimizer, data = acc.prepare(*build(), loader())
+    train(acc, model, optimizer, data, [0], count)
+    os.environ.pop("ACCELERATE_USE_FSDP", None)  # the plugin sets it for the whole process
+    found.update(fsdp_wrapped=type(model).__name__, fsdp_distributed_type=str(acc.distributed_type),
+                 fsdp=runs.parameters(acc.unwrap_model(model)), fsdp_steps=count.steps, fsdp_group=runs.group_facts())
+
+    if backend == "gloo":  # the helper, called too late, must name what made the group
+        try:
+            bps.init_process_group()
+            found["late_helper"] = None
+        except RuntimeError as error:
+            found["late_helper"] = str(error)
+    return found
+
+
+def main():
+    plan, out = runs.parse_runs()
+    found = {}
+    for backend, port in plan:
+        runs.fresh_rendezvous(port)
+        found[backend] = run(backend, out)
+        AcceleratorState._reset_state(reset_partial_state=True)
+        runs.end_run()
+    report(found)
+
+
+if __name__ == "__main__":
+    main()
