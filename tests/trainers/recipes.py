@@ -85,7 +85,7 @@ def check_byteps_served(results, group_key="group"):
     for rank, found in results.items():
         group = found["byteps"][group_key]
         assert group["backend"] == "byteps", f"rank {rank}: the byteps run's group is on {group['backend']!r}"
-        assert group["cpu_backend_class"] != "ProcessGroupGloo", f"rank {rank}: {group}"
+        assert group["backend_class"] not in ("ProcessGroupGloo", "ProcessGroupNCCL"), f"rank {rank}: {group}"
         assert any(".allreduce.f32." in name for name in group["engine_calls"]), \
             f"rank {rank}: no float32 all-reduce among the engine's latest calls: {group['engine_calls']}"
         run = found["byteps"]

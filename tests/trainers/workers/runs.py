@@ -1,7 +1,12 @@
 """What every trainer recipe worker shares: one torchrun launch runs the
-recipe once per backend (gloo, the reference, then byteps), each run on a
-process group of its own, and reports per run the trained parameters, the
-group's backend and the engine's counters.
+recipe once per backend (the reference, gloo on CPU or nccl on GPUs, then
+byteps), each run on a process group of its own, and reports per run the
+trained parameters, the group's backend, the engine's counters and the
+seconds the uninterrupted run took.
+
+--device cuda and --scale N are for benchmarks/gpu_trainers.py (GPUs: one
+per rank, deterministic kernels; N times the samples and the width); the CI
+tests run --device cpu --scale 1.
 
 Why each run gets its own rendezvous: torch's default group keeps its keys in
 the launcher's store under the same prefix every time, so a second
@@ -16,14 +21,23 @@ import torch.distributed as dist
 
 
 def parse_runs():
-    """--runs gloo:PORT,byteps:PORT -> [(backend, port)]; --out DIR (scratch:
-    checkpoints)."""
+    """--runs gloo:PORT,byteps:PORT -> .plan [(backend, port)]; --out DIR
+    (scratch: checkpoints); --device cpu|cuda; --scale N."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", required=True)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--scale", type=int, default=1)
     args = parser.parse_args()
-    runs = [(b, int(p)) for b, p in (item.split(":") for item in args.runs.split(","))]
-    return runs, args.out
+    args.plan = [(b, int(p)) for b, p in (item.split(":") for item in args.runs.split(","))]
+    if args.device == "cuda":
+        # One GPU per rank, set before any group is made (NCCL and byteps
+        # bind to the current device); kernels that sum in a fixed order, so
+        # two backends' runs can be compared bitwise.
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True)
+    return args
 
 
 def fresh_rendezvous(port):
@@ -49,14 +63,14 @@ def engine_ops():
     return core.stats()["ops_completed"]
 
 
-def group_facts():
+def group_facts(device="cpu"):
     """What the default group really is: torch's name for its backend, the
-    class of the object serving CPU tensors (ProcessGroupGloo on gloo), and on
-    byteps the engine names of its latest collectives (the adapter answers
-    only for its own backend objects)."""
+    class of the object serving `device`'s tensors (ProcessGroupGloo on gloo),
+    and on byteps the engine names of its latest collectives (the adapter
+    answers only for its own backend objects)."""
     group = dist.group.WORLD
-    served_by = group._get_backend(torch.device("cpu"))
-    facts = {"backend": dist.get_backend(group), "cpu_backend_class": type(served_by).__name__,
+    served_by = group._get_backend(torch.device(device))
+    facts = {"backend": dist.get_backend(group), "backend_class": type(served_by).__name__,
              "engine_calls": None}
     if facts["backend"] == "byteps":
         from byteps_native.torch.extension import _c10d
@@ -66,4 +80,4 @@ def group_facts():
 
 def parameters(module):
     """{name: [float, ...]}: float32 values are exact in JSON (as doubles)."""
-    return {name: p.detach().float().reshape(-1).tolist() for name, p in module.named_parameters()}
+    return {name: p.detach().float().cpu().reshape(-1).tolist() for name, p in module.named_parameters()}
