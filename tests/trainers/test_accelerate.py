@@ -48,10 +48,12 @@ def test_fsdp_plugin_on_cpu_wraps_ddp(results):
                 f"({run['fsdp_distributed_type']}); docs/trainers.md says Accelerate wraps DDP there: update it"
 
 
-def test_plain_name_still_refused_and_late_helper_says_why(results):
+def test_plain_name_still_refused_and_helper_behaves(results):
     for rank, found in results.items():
         assert found["byteps"]["plain_way"] == REFUSAL, \
             f"rank {rank}: Accelerator(cpu=True, InitProcessGroupKwargs(backend='byteps')) now says " \
             f"{found['byteps']['plain_way']!r}; if it works, docs/trainers.md's recipe can drop its first line"
+        assert found["byteps"]["helper_again_same_group"] is True, \
+            f"rank {rank}: a second init_process_group() did not hand back the existing byteps group"
         late = found["gloo"]["late_helper"]
         assert late and "already exists on 'gloo'" in late and "before building the trainer" in late, late

@@ -79,9 +79,12 @@ def train(acc, model, optimizer, data, epochs, count):
 
 def make_group(backend):
     """The recipe's one line: byteps first, then the Accelerator; the
-    reference is Accelerate's own choice (gloo on CPU, nccl on GPUs)."""
+    reference is Accelerate's own choice (gloo on CPU, nccl on GPUs).
+    Returns whether a second call hands back the same group."""
     if backend == "byteps":
-        bps.init_process_group()
+        group = bps.init_process_group()
+        return bps.init_process_group() is group
+    return None
 
 
 def plain_way_refused(device):
@@ -101,7 +104,7 @@ def run(backend, opts):
     found = {"initial": runs.parameters(build(scale)[0])}
     if backend == "byteps":
         found["plain_way"] = plain_way_refused(device)
-    make_group(backend)
+    found["helper_again_same_group"] = make_group(backend)
     state_dir = os.path.join(opts.out, f"{backend}-state")
 
     acc, count = accelerator(device), StepCount()
