@@ -98,3 +98,28 @@ def check_byteps_served(results, group_key="group"):
         gloo = found["gloo"]
         assert gloo["group"]["backend"] == "gloo" and gloo["ops_after_straight"] is None, \
             f"rank {rank}: the reference run was not plain gloo: {gloo['group']}, ops {gloo['ops_after_straight']}"
+
+
+def check_mixed_precision(results):
+    """Both runs computed in bfloat16 (autocast), parameters staying float32."""
+    for rank, found in results.items():
+        for backend in BACKENDS:
+            assert found[backend]["forward_dtype"] == "torch.bfloat16", \
+                f"rank {rank}, {backend}: the forward pass computed in {found[backend]['forward_dtype']}, " \
+                f"not bfloat16: mixed precision is off"
+
+
+def check_accumulation(results, steps):
+    """Gradient accumulation over 2 batches: `steps` optimizer steps for twice
+    as many batches, and on byteps exactly one gradient all-reduce through
+    the engine per step (DDP skips the sync of the accumulating batches)."""
+    for rank, found in results.items():
+        for backend in BACKENDS:
+            assert found[backend]["straight_steps"] == steps, \
+                f"rank {rank}, {backend}: {found[backend]['straight_steps']} optimizer steps, not {steps}"
+        run = found["byteps"]
+        gradient = f".allreduce.f32.{run['gradient_numel']}."
+        reductions = [name for name in run["group"]["engine_calls"] if gradient in name]
+        assert len(reductions) == steps, \
+            f"rank {rank}: {len(reductions)} gradient all-reduces ({gradient}) through the engine for {steps} " \
+            f"optimizer steps; its latest calls: {run['group']['engine_calls']}"

@@ -17,6 +17,11 @@ def test_parameters_match_gloo_bitwise(results):
     recipes.check_matches_gloo(results, RUNS)
 
 
+def test_bf16_and_gradient_accumulation_in_effect(results):
+    recipes.check_mixed_precision(results)
+    recipes.check_accumulation(results, steps=4)  # 2 epochs of 4 batches a rank, 2 batches a step
+
+
 def test_parameters_moved_and_ranks_agree(results):
     recipes.check_moved(results, RUNS)
     recipes.check_ranks_agree(results, RUNS)

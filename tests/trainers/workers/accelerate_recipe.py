@@ -110,11 +110,16 @@ def run(backend, opts):
     acc, count = accelerator(device), StepCount()
     acc.register_for_checkpointing(count)
     model, optimizer, data = acc.prepare(*build(scale), loader(scale))
+    # The dtype the last layer computes in: bfloat16 under mixed_precision="bf16"
+    # (the prepared model's own output is cast back to float32).
+    seen = {}
+    acc.unwrap_model(model)[-1].register_forward_hook(lambda module, args, out: seen.update(dtype=str(out.dtype)))
     seconds = train(acc, model, optimizer, data, [0], count)
     acc.save_state(state_dir)
     seconds += train(acc, model, optimizer, data, [1], count)
     found.update(straight=runs.parameters(acc.unwrap_model(model)), straight_steps=count.steps,
-                 straight_seconds=seconds, straight_samples=2 * 32 * scale,
+                 straight_seconds=seconds, straight_samples=2 * 32 * scale, forward_dtype=seen.get("dtype"),
+                 gradient_numel=runs.gradient_numel(model),
                  wrapped=type(model).__name__, accelerate_backend=acc.state.backend,
                  distributed_type=str(acc.distributed_type), group=runs.group_facts(device),
                  ops_after_straight=runs.engine_ops())

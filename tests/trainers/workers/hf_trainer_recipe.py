@@ -78,12 +78,15 @@ def run(backend, opts):
         bps.init_process_group()  # the recipe's one line; the reference is Accelerate's own choice
 
     straight_model = model(scale)
+    seen = {}  # the dtype the last layer computes in: bfloat16 under bf16=True
+    straight_model.lm_head.register_forward_hook(lambda module, args, out: seen.update(dtype=str(out.dtype)))
     straight = Trainer(model=straight_model, args=arguments(os.path.join(out, "straight"), opts),
                        train_dataset=Tokens(scale))
     start = time.perf_counter()
     straight.train()
     found.update(straight=runs.parameters(straight_model), straight_steps=straight.state.global_step,
                  straight_seconds=time.perf_counter() - start, straight_samples=2 * SAMPLES * scale,
+                 forward_dtype=seen.get("dtype"), gradient_numel=runs.gradient_numel(straight_model),
                  wrapped=type(straight.model_wrapped).__name__, group=runs.group_facts(opts.device),
                  ops_after_straight=runs.engine_ops())
 

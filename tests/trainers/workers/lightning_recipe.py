@@ -32,10 +32,13 @@ class Regressor(pl.LightningModule):
         self.net = nn.Sequential(nn.Linear(16, 32 * scale), nn.Tanh(), nn.Linear(32 * scale, 4))
         self.device_type = device
         self.facts = None
+        self.forward_dtype = None
 
     def training_step(self, batch, batch_idx):
         x, y = batch
-        return nn.functional.mse_loss(self.net(x), y)
+        out = self.net(x)
+        self.forward_dtype = str(out.dtype)  # bfloat16 under "bf16-mixed"
+        return nn.functional.mse_loss(out.float(), y)
 
     def configure_optimizers(self):
         return torch.optim.Adam(self.parameters(), lr=1e-2)
@@ -66,6 +69,7 @@ def run(backend, opts):
     start = time.perf_counter()
     straight.fit(model, loader(scale))
     found.update(straight=runs.parameters(model), straight_steps=straight.global_step, group=model.facts,
+                 forward_dtype=model.forward_dtype, gradient_numel=runs.gradient_numel(model),
                  straight_seconds=time.perf_counter() - start, straight_samples=2 * 32 * scale,
                  ops_after_straight=runs.engine_ops())
 

@@ -78,6 +78,11 @@ def group_facts(device="cpu"):
     return facts
 
 
+def gradient_numel(module):
+    """Elements of the gradients DDP reduces each step (one bucket, at these sizes)."""
+    return sum(p.numel() for p in module.parameters() if p.requires_grad)
+
+
 def parameters(module):
     """{name: [float, ...]}: float32 values are exact in JSON (as doubles)."""
     return {name: p.detach().float().cpu().reshape(-1).tolist() for name, p in module.named_parameters()}
