@@ -37,6 +37,7 @@ installed here, and on the GPU machine
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 from importlib import metadata
@@ -44,10 +45,7 @@ from importlib import metadata
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
-from tests.support.jobs import torchrun  # noqa: E402
-from tests.support.ports import distinct_free_ports  # noqa: E402
-from tests.trainers import WORKERS  # noqa: E402
-from tests.trainers.recipes import JOB_ENV, difference  # noqa: E402
+from tests.trainers.recipes import difference, launch, reference  # noqa: E402
 
 TRAINERS = {"lightning": "lightning_recipe.py", "accelerate": "accelerate_recipe.py",
             "hf_trainer": "hf_trainer_recipe.py"}
@@ -56,18 +54,14 @@ RUNS = ("straight", "resumed", "fsdp")
 
 
 def run_trainer(name, device, scale, byteps_first, scratch, timeout):
-    reference = "nccl" if device == "cuda" else "gloo"
-    backends = ["byteps", reference] if byteps_first else [reference, "byteps"]
-    plan = ",".join(f"{b}:{p}" for b, p in zip(backends, distinct_free_ports(2)))
-    results_dir, out = os.path.join(scratch, name, "results"), os.path.join(scratch, name, "scratch")
-    os.makedirs(results_dir, exist_ok=True)
-    os.makedirs(out, exist_ok=True)
-    finished = torchrun(os.path.join(WORKERS, TRAINERS[name]), nproc=2, gpus=device == "cuda", timeout=timeout,
-                        args=["--runs", plan, "--out", out, "--device", device, "--scale", str(scale)],
-                        env=dict(JOB_ENV, CUBLAS_WORKSPACE_CONFIG=":4096:8"), result_dir=results_dir)
-    if finished.returncode != 0 or sorted(finished.results) != [0, 1]:
-        return {"trainer": name, "error": finished.output[-6000:]}
-    return summarize(name, reference, finished.results)
+    folder = os.path.join(scratch, name)
+    shutil.rmtree(folder, ignore_errors=True)
+    try:
+        results = launch(TRAINERS[name], folder, device=device, scale=scale, byteps_first=byteps_first,
+                         timeout=timeout)
+    except AssertionError as failure:  # the job failed: its output's tail
+        return {"trainer": name, "error": str(failure)[-6000:]}
+    return summarize(name, reference(results[0]), results)
 
 
 def summarize(name, reference, results):

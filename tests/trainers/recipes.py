@@ -1,28 +1,38 @@
-"""What the trainer tests share: one torchrun launch of a recipe worker (gloo
-run, then byteps run) and the checks every recipe must pass."""
+"""What the trainer tests share: one torchrun launch of a recipe worker (the
+reference run, gloo on CPU or nccl on GPUs, then the byteps run) and the
+checks every recipe must pass. Results are {rank: {backend: findings}}."""
 import os
 
 from tests.support.jobs import torchrun
 from tests.support.ports import distinct_free_ports
 from tests.trainers import WORKERS
 
-BACKENDS = ("gloo", "byteps")
+REFERENCE = {"cpu": "gloo", "cuda": "nccl"}
 # Small jobs: the warm staging pool at 8 MiB a rank (as bpslaunch jobs have
-# it), and nothing fetched from the Hugging Face Hub.
-JOB_ENV = {"BYTEPS_LOCAL_STAGING_RESERVE": str(8 << 20), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+# it), nothing fetched from the Hugging Face Hub; on GPUs deterministic
+# cuBLAS and no NVLink multicast (KINDS.md of the GPU machines).
+JOB_ENV = {"BYTEPS_LOCAL_STAGING_RESERVE": str(8 << 20), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+           "CUBLAS_WORKSPACE_CONFIG": ":4096:8", "NCCL_NVLS_ENABLE": "0"}
 
 
-def launch(worker, tmp_path, timeout=240):
-    """Runs workers/<worker> on 2 ranks, gloo then byteps, each on its own
-    rendezvous port; returns {rank: {backend: findings}}."""
-    ports = distinct_free_ports(len(BACKENDS))
-    plan = ",".join(f"{b}:{p}" for b, p in zip(BACKENDS, ports))
-    results_dir, scratch = tmp_path / "results", tmp_path / "scratch"
-    results_dir.mkdir()
-    scratch.mkdir()
-    results = torchrun(os.path.join(WORKERS, worker), args=["--runs", plan, "--out", str(scratch)], nproc=2,
-                       result_dir=results_dir, env=JOB_ENV, timeout=timeout).check(ranks=2).results
-    return results
+def launch(worker, tmp_path, device="cpu", scale=1, byteps_first=False, timeout=240):
+    """Runs workers/<worker> on 2 ranks (one GPU each with device="cuda"),
+    the reference then byteps (or byteps first), each on its own rendezvous
+    port; returns {rank: {backend: findings}}."""
+    backends = [REFERENCE[device], "byteps"][::-1 if byteps_first else 1]
+    plan = ",".join(f"{b}:{p}" for b, p in zip(backends, distinct_free_ports(2)))
+    results_dir, scratch = os.path.join(tmp_path, "results"), os.path.join(tmp_path, "scratch")
+    os.makedirs(results_dir)
+    os.makedirs(scratch)
+    args = ["--runs", plan, "--out", scratch, "--device", device, "--scale", str(scale)]
+    return torchrun(os.path.join(WORKERS, worker), args=args, nproc=2, gpus=device == "cuda", result_dir=results_dir,
+                    env=JOB_ENV, timeout=timeout).check(ranks=2).results
+
+
+def reference(found):
+    """The backend byteps is compared with in one rank's findings."""
+    (name,) = [b for b in found if b != "byteps"]
+    return name
 
 
 def difference(expected, got):
@@ -42,18 +52,19 @@ def difference(expected, got):
     return ""
 
 
-def check_matches_gloo(results, runs):
-    """Each run's byteps parameters equal gloo's bitwise, on every rank."""
+def check_matches_reference(results, runs):
+    """Each run's byteps parameters equal the reference's (gloo's) bitwise, on every rank."""
     for rank, found in results.items():
+        ref = reference(found)
         for run in runs:
-            diff = difference(found["gloo"][run], found["byteps"][run])
-            assert not diff, f"rank {rank}, run '{run}': byteps's parameters are not gloo's: {diff}"
+            diff = difference(found[ref][run], found["byteps"][run])
+            assert not diff, f"rank {rank}, run '{run}': byteps's parameters are not {ref}'s: {diff}"
 
 
 def check_moved(results, runs):
     """Training changed every parameter tensor (a run that did nothing cannot match by standing still)."""
     for rank, found in results.items():
-        for backend in BACKENDS:
+        for backend in found:
             for run in runs:
                 still = [n for n, v in found[backend][run].items() if v == found[backend]["initial"][n]]
                 assert not still, f"rank {rank}, {backend} run '{run}': parameters never moved from their " \
@@ -62,7 +73,7 @@ def check_moved(results, runs):
 
 def check_ranks_agree(results, runs):
     """DDP keeps the replicas equal: rank 1's parameters are rank 0's."""
-    for backend in BACKENDS:
+    for backend in results[0]:
         for run in runs:
             diff = difference(results[0][backend][run], results[1][backend][run])
             assert not diff, f"{backend} run '{run}': rank 1's parameters are not rank 0's: {diff}"
@@ -81,7 +92,8 @@ def check_resume(results, backend="byteps"):
 def check_byteps_served(results, group_key="group"):
     """The byteps run's group is really 'byteps' (not a gloo fallback), its
     gradients went through the engine, and the engine's counters grew with
-    every phase; the gloo run never started the engine."""
+    every phase; the reference run was on its own backend and, when it ran
+    first, never started the engine."""
     for rank, found in results.items():
         group = found["byteps"][group_key]
         assert group["backend"] == "byteps", f"rank {rank}: the byteps run's group is on {group['backend']!r}"
@@ -95,15 +107,17 @@ def check_byteps_served(results, group_key="group"):
         assert run["ops_after_resumed"] > run["ops_after_straight"], \
             f"rank {rank}: the engine's counters did not grow in the resumed run " \
             f"({run['ops_after_straight']} -> {run['ops_after_resumed']})"
-        gloo = found["gloo"]
-        assert gloo["group"]["backend"] == "gloo" and gloo["ops_after_straight"] is None, \
-            f"rank {rank}: the reference run was not plain gloo: {gloo['group']}, ops {gloo['ops_after_straight']}"
+        ref = reference(found)
+        assert found[ref]["group"]["backend"] == ref, f"rank {rank}: the reference run's group: {found[ref]['group']}"
+        if list(found)[0] == ref:  # JSON keeps the order the runs came in
+            assert found[ref]["ops_after_straight"] is None, \
+                f"rank {rank}: the engine ran during the {ref} run: {found[ref]['ops_after_straight']} collectives"
 
 
 def check_mixed_precision(results):
     """Both runs computed in bfloat16 (autocast), parameters staying float32."""
     for rank, found in results.items():
-        for backend in BACKENDS:
+        for backend in found:
             assert found[backend]["forward_dtype"] == "torch.bfloat16", \
                 f"rank {rank}, {backend}: the forward pass computed in {found[backend]['forward_dtype']}, " \
                 f"not bfloat16: mixed precision is off"
@@ -114,7 +128,7 @@ def check_accumulation(results, steps):
     as many batches, and on byteps exactly one gradient all-reduce through
     the engine per step (DDP skips the sync of the accumulating batches)."""
     for rank, found in results.items():
-        for backend in BACKENDS:
+        for backend in found:
             assert found[backend]["straight_steps"] == steps, \
                 f"rank {rank}, {backend}: {found[backend]['straight_steps']} optimizer steps, not {steps}"
         run = found["byteps"]

@@ -14,7 +14,7 @@ def results(tmp_path_factory):
 
 
 def test_parameters_match_gloo_bitwise(results):
-    recipes.check_matches_gloo(results, RUNS)
+    recipes.check_matches_reference(results, RUNS)
 
 
 def test_bf16_and_gradient_accumulation_in_effect(results):
