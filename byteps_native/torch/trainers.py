@@ -17,8 +17,9 @@ from byteps_native.torch.backend import NAME
 
 
 def init_process_group(**kwargs):
-    """Makes the default process group on 'byteps' (env:// by default: torchrun,
-    `accelerate launch`) unless it exists; returns it. `kwargs` go to
+    """Makes the default process group on 'byteps' (env:// by default: the
+    RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT that torchrun sets) unless
+    it exists; returns it. `kwargs` go to
     torch.distributed.init_process_group (timeout, init_method, ...).
 
     Call it before the trainer makes its own group. A default group on any
