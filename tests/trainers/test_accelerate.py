@@ -38,6 +38,12 @@ def test_group_is_byteps_and_engine_counted(results):
         assert found["byteps"]["accelerate_backend"] == "gloo", found["byteps"]["accelerate_backend"]
 
 
+def test_gather_collects_every_rank(results):
+    for rank, found in results.items():
+        for backend in found:
+            assert found[backend]["gathered"] == [0.0, 1.0], f"rank {rank}, {backend}: {found[backend]['gathered']}"
+
+
 def test_save_state_load_state_ends_where_straight_run_does(results):
     recipes.check_resume(results)
 

@@ -37,6 +37,13 @@ def test_group_is_byteps_and_engine_counted(results):
         assert found["byteps"]["wrapped"] == "DistributedDataParallel", found["byteps"]["wrapped"]
 
 
+def test_evaluate_matches_gloo(results):
+    for rank, found in results.items():
+        assert found["byteps"]["eval_loss"] == found["gloo"]["eval_loss"], \
+            f"rank {rank}: evaluate()'s loss on byteps {found['byteps']['eval_loss']!r}, " \
+            f"on gloo {found['gloo']['eval_loss']!r}"
+
+
 def test_resume_from_checkpoint_ends_where_straight_run_does(results):
     recipes.check_resume(results)
 

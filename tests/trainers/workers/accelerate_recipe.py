@@ -122,7 +122,8 @@ def run(backend, opts):
                  gradient_numel=runs.gradient_numel(model),
                  wrapped=type(model).__name__, accelerate_backend=acc.state.backend,
                  distributed_type=str(acc.distributed_type), group=runs.group_facts(device),
-                 ops_after_straight=runs.engine_ops())
+                 ops_after_straight=runs.engine_ops(),
+                 gathered=acc.gather(torch.tensor([float(acc.process_index)], device=acc.device)).tolist())
 
     acc, count = accelerator(device), StepCount()
     acc.register_for_checkpointing(count)

@@ -89,6 +89,7 @@ def run(backend, opts):
                  forward_dtype=seen.get("dtype"), gradient_numel=runs.gradient_numel(straight_model),
                  wrapped=type(straight.model_wrapped).__name__, group=runs.group_facts(opts.device),
                  ops_after_straight=runs.engine_ops())
+    found["eval_loss"] = straight.evaluate(Tokens(scale))["eval_loss"]  # gathered from both ranks
 
     resumed_model = model(scale, seed=123)  # fresh weights: everything must come from the checkpoint
     resumed = Trainer(model=resumed_model, args=arguments(os.path.join(out, "resumed"), opts),
