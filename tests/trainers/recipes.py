@@ -4,7 +4,6 @@ checks every recipe must pass. Results are {rank: {backend: findings}}."""
 import os
 
 from tests.support.jobs import torchrun
-from tests.support.ports import distinct_free_ports
 from tests.trainers import WORKERS
 
 REFERENCE = {"cpu": "gloo", "cuda": "nccl"}
@@ -17,10 +16,9 @@ JOB_ENV = {"BYTEPS_LOCAL_STAGING_RESERVE": str(8 << 20), "HF_HUB_OFFLINE": "1", 
 
 def launch(worker, tmp_path, device="cpu", scale=1, byteps_first=False, timeout=240):
     """Runs workers/<worker> on 2 ranks (one GPU each with device="cuda"),
-    the reference then byteps (or byteps first), each on its own rendezvous
-    port; returns {rank: {backend: findings}}."""
-    backends = [REFERENCE[device], "byteps"][::-1 if byteps_first else 1]
-    plan = ",".join(f"{b}:{p}" for b, p in zip(backends, distinct_free_ports(2)))
+    the reference then byteps (or byteps first), each on a process group of
+    its own; returns {rank: {backend: findings}}."""
+    plan = ",".join([REFERENCE[device], "byteps"][::-1 if byteps_first else 1])
     results_dir, scratch = os.path.join(tmp_path, "results"), os.path.join(tmp_path, "scratch")
     os.makedirs(results_dir)
     os.makedirs(scratch)

@@ -104,8 +104,8 @@ def run(backend, opts):
 def main():
     opts = runs.parse_runs()
     found = {}
-    for backend, port in opts.plan:
-        runs.fresh_rendezvous(port)
+    for index, backend in enumerate(opts.backends):
+        runs.fresh_rendezvous(index)
         found[backend] = run(backend, opts)
         AcceleratorState._reset_state(reset_partial_state=True)
         runs.end_run()

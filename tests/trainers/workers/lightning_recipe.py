@@ -96,8 +96,8 @@ def run(backend, opts):
 def main():
     opts = runs.parse_runs()
     found = {}
-    for backend, port in opts.plan:
-        runs.fresh_rendezvous(port)
+    for index, backend in enumerate(opts.backends):
+        runs.fresh_rendezvous(index)
         found[backend] = run(backend, opts)
         runs.end_run()
     report(found)

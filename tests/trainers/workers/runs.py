@@ -11,25 +11,31 @@ tests run --device cpu --scale 1.
 Why each run gets its own rendezvous: torch's default group keeps its keys in
 the launcher's store under the same prefix every time, so a second
 init_process_group over that store reads the first group's stale addresses.
-Each run gets a fresh TCPStore on its own port (hosted by rank 0), passed by
-the test."""
+Each run gets a fresh TCPStore, hosted by rank 0 on a port the kernel picks
+while binding it (no port chosen ahead that something else could take), made
+known through torchrun's own store."""
 import argparse
+import datetime
 import os
 
 import torch
 import torch.distributed as dist
 
 
+LAUNCHER_PORT = os.environ.get("MASTER_PORT")  # torchrun's store, before a run points MASTER_PORT elsewhere
+_run_stores = []  # rank 0's: each run's store lives as long as the process
+
+
 def parse_runs():
-    """--runs gloo:PORT,byteps:PORT -> .plan [(backend, port)]; --out DIR
-    (scratch: checkpoints); --device cpu|cuda; --scale N."""
+    """--runs gloo,byteps -> .backends; --out DIR (scratch: checkpoints);
+    --device cpu|cuda; --scale N."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--scale", type=int, default=1)
     args = parser.parse_args()
-    args.plan = [(b, int(p)) for b, p in (item.split(":") for item in args.runs.split(","))]
+    args.backends = args.runs.split(",")
     if args.device == "cuda":
         # One GPU per rank, set before any group is made (NCCL and byteps
         # bind to the current device); kernels that sum in a fixed order, so
@@ -40,11 +46,20 @@ def parse_runs():
     return args
 
 
-def fresh_rendezvous(port):
-    """The next init_process_group (env://) meets on a new store at `port`:
-    rank 0 hosts it, instead of the torchrun agent's store."""
-    os.environ.pop("TORCHELASTIC_USE_AGENT_STORE", None)
-    os.environ["MASTER_PORT"] = str(port)
+def fresh_rendezvous(run):
+    """The next init_process_group (env://) meets on a new store: rank 0
+    hosts it, every rank connects to it as a client (as torchrun's workers
+    do to the agent's store); `run` numbers the runs of this launch."""
+    launcher = dist.TCPStore(os.environ["MASTER_ADDR"], int(LAUNCHER_PORT), is_master=False,
+                             timeout=datetime.timedelta(seconds=120))
+    key = f"tests.trainers/run{run}/store_port"
+    if int(os.environ["RANK"]) == 0:
+        store = dist.TCPStore(os.environ["MASTER_ADDR"], 0, int(os.environ["WORLD_SIZE"]), is_master=True,
+                              wait_for_workers=False)
+        _run_stores.append(store)
+        launcher.set(key, str(store.port))
+    os.environ["MASTER_PORT"] = launcher.get(key).decode()
+    os.environ["TORCHELASTIC_USE_AGENT_STORE"] = "True"
 
 
 def end_run():
