@@ -9,7 +9,7 @@ machine; expect to adjust it on its first run.
 
 Each trainer is one torchrun job of its tests/trainers worker with
 --device cuda: the recipe on nccl, then the same recipe on byteps, in the
-same processes (each on a fresh rendezvous port), one GPU per rank,
+same processes (each run on a store of its own), one GPU per rank,
 deterministic kernels (torch.use_deterministic_algorithms,
 CUBLAS_WORKSPACE_CONFIG), bf16 autocast with fp32 parameters. For every run
 (straight, resumed from a checkpoint, and the FSDP runs: Lightning's
