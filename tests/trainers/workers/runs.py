@@ -4,9 +4,10 @@ byteps), each run on a process group of its own, and reports per run the
 trained parameters, the group's backend, the engine's counters and the
 seconds the uninterrupted run took.
 
---device cuda and --scale N are for benchmarks/gpu_trainers.py (GPUs: one
-per rank, deterministic kernels; N times the samples and the width); the CI
-tests run --device cpu --scale 1.
+--device cuda (one GPU per rank, deterministic kernels) is for
+tests/gpu/test_trainers_gpu.py and benchmarks/gpu_trainers.py, --scale N (N
+times the samples and the width) for the latter; the CI tests run
+--device cpu --scale 1.
 
 Why each run gets its own rendezvous: torch's default group keeps its keys in
 the launcher's store under the same prefix every time, so a second
@@ -20,7 +21,6 @@ import os
 
 import torch
 import torch.distributed as dist
-
 
 LAUNCHER_PORT = os.environ.get("MASTER_PORT")  # torchrun's store, before a run points MASTER_PORT elsewhere
 _run_stores = []  # rank 0's: each run's store lives as long as the process
