@@ -1,7 +1,9 @@
 """Faults on the GPU path (issue 25): SIGKILL of one GPU worker, of a server
 and of the scheduler, each at a random moment of a training job of two
-machines x two GPUs (NCCL among each machine's GPUs, dedicated servers and
-scheduler, BYTEPS_TIMEOUT=30), $BYTEPS_GPU_FAULT_TRIALS times each (5).
+machines, of one GPU each (2 x 1, which the always-lent 2-GPU kind runs) and
+of two GPUs each (2 x 2, NCCL among each machine's GPUs; needs 4), with
+dedicated servers and scheduler, BYTEPS_TIMEOUT=30, $BYTEPS_GPU_FAULT_TRIALS
+times each (5).
 
 Per trial, every survivor is watched on its own (nothing is stopped until
 the deadline): each worker fails naming the dead role within 30 s, every
@@ -20,7 +22,11 @@ import pytest
 from tests.gpu.gpu_env import GPUS, NO_GPU, needs_gpus, requires_cuda_build
 from tests.support.jobs import Job
 
-pytestmark = [requires_cuda_build, needs_gpus(4)]
+pytestmark = [requires_cuda_build]
+
+# Local ranks per machine of the two machines: 2 x 1 fits the 2-GPU kind that
+# is always lent, 2 x 2 needs four GPUs (NCCL refuses two ranks on one GPU).
+LAYOUTS = [pytest.param(1, id="2x1", marks=needs_gpus(2)), pytest.param(2, id="2x2", marks=needs_gpus(4))]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -35,17 +41,18 @@ def _error_line(output):
     return next((line for line in output.splitlines() if line.startswith("BYTEPS_ERROR")), None)
 
 
-def run_trial(log_dir, role, rng, on_cpu=False):
+def run_trial(log_dir, role, rng, local_size=2, on_cpu=False):
     """One job, one kill: what each survivor did, and the findings. `on_cpu`:
     host tensors (a dry run of this harness on a machine without GPUs)."""
     os.makedirs(log_dir, exist_ok=True)
     findings = []
-    with Job(log_dir, machines=2, local_size=2, servers=2, gpus=True, BYTEPS_TIMEOUT=TIMEOUT,
+    with Job(log_dir, machines=2, local_size=local_size, servers=2, gpus=True, BYTEPS_TIMEOUT=TIMEOUT,
              BYTEPS_PARTITION_BYTES=1 << 20) as cluster:
         cluster.start_role("scheduler", "scheduler")
         for s in range(2):
             cluster.start_role("server", f"server {s}")
-        workers = [cluster.start_worker(m, l, WORKER, BPS_TEST_GPU="cpu" if on_cpu else m * 2 + l) for m in range(2) for l in range(2)]
+        workers = [cluster.start_worker(m, l, WORKER, BPS_TEST_GPU="cpu" if on_cpu else m * local_size + l)
+                   for m in range(2) for l in range(local_size)]
         for w in workers:
             if not w.wait_for("STEP 3\n", 180):
                 pytest.fail(f"the job did not train before the fault:\n{cluster.dump()}")
@@ -92,12 +99,13 @@ def run_trial(log_dir, role, rng, on_cpu=False):
     return trial
 
 
+@pytest.mark.parametrize("local_size", LAYOUTS)
 @pytest.mark.parametrize("role", ["worker", "server", "scheduler"])
-def test_a_killed_process_of_a_gpu_job_is_named_by_every_survivor_and_nothing_is_left(tmp_path, role):
+def test_a_killed_process_of_a_gpu_job_is_named_by_every_survivor_and_nothing_is_left(tmp_path, role, local_size):
     rng = random.Random(os.environ.get("BYTEPS_GPU_FAULT_SEED", "25") + role)
     findings = []
     for n in range(TRIALS):
-        trial = run_trial(str(tmp_path / f"trial{n}"), role, rng)
+        trial = run_trial(str(tmp_path / f"trial{n}"), role, rng, local_size)
         exits = [s["exit_s"] for s in trial["survivors"].values() if s["exit_s"] is not None]
         print(f"{role} trial {n}: killed {trial['victim']}, survivors exited in "
               f"{min(exits, default=0):.2f}-{max(exits, default=0):.2f} s, findings: {len(trial['findings'])}")
