@@ -47,6 +47,7 @@ def engine():
             lib.bps_init.argtypes = [ctypes.c_void_p]  # const bps_init_options* or NULL
             lib.bps_last_error.restype = ctypes.c_char_p
             lib.bps_build_info.restype = ctypes.c_char_p
+            lib.bps_capabilities.restype = ctypes.c_uint32
             lib.bps_stats_json.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
             lib.bps_stats_json.restype = ctypes.c_size_t
             lib.bps_run_server_with_store.argtypes = [ctypes.c_void_p]
@@ -75,6 +76,15 @@ def check(code, what=None):
 
 def build_info():
     return engine().bps_build_info().decode(errors="replace")
+
+
+CAPABILITY_BITS = {"cuda": 1}  # BPS_CAP_* of byteps_c.h
+
+
+def capabilities():
+    """What this build can do, by name: {"cuda": True, ...} (bps_capabilities)."""
+    bits = engine().bps_capabilities()
+    return {name: bool(bits & bit) for name, bit in CAPABILITY_BITS.items()}
 
 
 def stats_json():

@@ -12,8 +12,7 @@ from byteps_native.torch.engine import cross_rank, cross_size, is_homogeneous, i
 
 def cuda_built():
     """True when this build's torch adapter handles CUDA tensors."""
-    info = library.build_info().lower()  # "...; cuda: no" or "...; cuda: <version>"
-    return "cuda:" in info and "cuda: no" not in info
+    return library.capabilities()["cuda"]
 
 
 def declare(name):

@@ -216,6 +216,11 @@ BPS_EXPORT size_t bps_stats_json(char* buf, size_t cap);
 /* Human-readable build description (version, C API version, features). */
 BPS_EXPORT const char* bps_build_info(void);
 
+/* What this build can do, as BPS_CAP_* bits: faces test a bit here instead
+ * of searching bps_build_info's prose. */
+#define BPS_CAP_CUDA 1u /* device tensors: CUDA, NCCL among local ranks, pinned staging */
+BPS_EXPORT uint32_t bps_capabilities(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -220,6 +220,14 @@ size_t bps_stats_json(char* buf, size_t cap) {
   return s.size() + 1;
 }
 
+uint32_t bps_capabilities(void) {
+#ifdef BPS_WITH_CUDA
+  return BPS_CAP_CUDA;
+#else
+  return 0;
+#endif
+}
+
 const char* bps_build_info(void) {
   static const std::string info = "byteps-native engine 0.1.0; C API " + std::to_string(BPS_C_API_VERSION) +
                                   "; wire " + std::to_string(bps::kWireVersion) +

@@ -195,7 +195,7 @@ BytepsBackend::BytepsBackend(int rank, int size, std::string group_name, bool ow
       group_name_(std::move(group_name)),
       owns_engine_(owns_engine),
       use_engine_(use_engine),
-      engine_takes_cuda_(std::string(bps_build_info()).find("cuda: no") == std::string::npos),
+      engine_takes_cuda_((bps_capabilities() & BPS_CAP_CUDA) != 0),
       cpu_delegate_(std::move(cpu_delegate)),
       cuda_delegate_(std::move(cuda_delegate)),
       in_flight_(std::make_shared<InFlightWorks>()),

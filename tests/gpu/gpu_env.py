@@ -19,7 +19,7 @@ def gpu_count():
 def engine_has_cuda():
     try:
         from byteps_native._runtime import library
-        return "cuda: yes" in library.build_info()
+        return library.capabilities()["cuda"]
     except Exception:
         return False
 

@@ -60,3 +60,14 @@ def test_gpu_docs_script_runs_what_the_docs_say():
                          capture_output=True, text=True, timeout=60, cwd=REPO)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "the documents still say what this script runs" in out.stdout
+
+
+def test_capabilities_agree_with_the_build_and_the_faces():
+    """Issue 40: one capabilities query (bps_capabilities) instead of searching
+    the build description's text; the torch face's cuda_built() reads it."""
+    from byteps_native._runtime import library
+    from byteps_native.torch import basics
+    caps = library.capabilities()
+    assert set(caps) == {"cuda"} and all(isinstance(v, bool) for v in caps.values())
+    assert caps["cuda"] == ("cuda: yes" in library.build_info())
+    assert basics.cuda_built() is caps["cuda"]
