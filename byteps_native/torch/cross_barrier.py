@@ -609,3 +609,11 @@ def _names_of(model, optimizer, named_parameters):
         raise ValueError(f"CrossBarrier: {len(missing)} optimizer parameters (positions {missing[:5]}) are not "
                          "parameters of the model; pass named_parameters= covering all of them")
     return {p: by_param.get(p, f"param.{i}") for i, p in enumerate(params)}
+
+
+# BytePS's cross_barrier module carries these too, so that
+# `import byteps_native.torch.cross_barrier as bps` is a drop-in for
+# `import byteps.torch.cross_barrier as bps`.
+from byteps_native.torch.engine import init, local_rank, local_size, rank, shutdown, size  # noqa: E402,F401
+from byteps_native.torch.functions import broadcast_optimizer_state, broadcast_parameters  # noqa: E402,F401
+from byteps_native.torch.ops import poll, synchronize  # noqa: E402,F401
