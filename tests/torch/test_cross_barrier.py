@@ -15,7 +15,7 @@ import os
 import pytest
 import torch
 
-from tests.support.jobs import torchrun
+from tests.support.jobs import bare_ranks, torchrun
 from tests.torch import WORKERS
 
 WORKER = os.path.join(WORKERS, "cross_barrier.py")
@@ -122,3 +122,20 @@ def test_closure_optimizer_refused_at_construction():
     model = torch.nn.Linear(2, 2)
     with pytest.raises(ValueError, match="LBFGS: its step\\(\\) needs a closure"):
         bps.CrossBarrier(model, torch.optim.LBFGS(model.parameters()))
+
+
+@pytest.mark.parametrize("victim", [1, 0])
+def test_dead_rank_named_within_seconds(tmp_path, victim):
+    """As tests/torch/test_dead_rank.py, under CrossBarrier: the survivor is
+    blocked in a forward pre-hook on updates that need the dead rank's sums."""
+    timeout_s = 5
+    procs, results = bare_ranks(os.path.join(WORKERS, "cross_barrier_dead_rank.py"), nproc=2, args=[victim],
+                                env={"BYTEPS_TIMEOUT": str(timeout_s)}, timeout=90, result_dir=tmp_path)
+    survivor = 1 - victim
+    assert procs[victim].returncode == 3, procs[victim].output[-3000:]
+    assert survivor in results, f"survivor reported nothing:\n{procs[survivor].output[-5000:]}"
+    r = results[survivor]
+    assert r["error"] is not None, f"the survivor trained on although rank {victim} died: {r}"
+    assert r["step"] == 3 and r["seconds"] is not None, r  # failed in step 3's forward, not later
+    assert "CrossBarrier" in r["error"] and f"local rank {victim}" in r["error"] and "died" in r["error"], r
+    assert r["seconds"] < timeout_s, r
