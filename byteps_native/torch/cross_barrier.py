@@ -183,6 +183,7 @@ class _CrossBarrier:
                 if p.requires_grad:
                     self._cb_slots[p] = _Slot(p, names[p], gi)
         self._cb_unseen = []        # trainable parameters the first forward did not use
+        self._cb_forward_order = list(self._cb_slots.values())  # until the first forward says
         self._cb_recorded = False
         self._cb_handles = [p.register_post_accumulate_grad_hook(self._cb_on_grad) for p in self._cb_slots]
         self._cb_handles.append(model.register_forward_pre_hook(self._cb_root_pre, prepend=True))
@@ -252,6 +253,7 @@ class _CrossBarrier:
         self._cb_unseen = [s for s in self._cb_slots.values() if id(s) not in seen]
         for s in self._cb_unseen:
             s.priority = 1
+        self._cb_forward_order = sorted(self._cb_slots.values(), key=lambda s: -s.priority)
         for module, slots in waits.items():
             if module is self._cb_model:
                 self._cb_unseen = slots + self._cb_unseen
@@ -325,6 +327,25 @@ class _CrossBarrier:
 
     # ------------------------------------------------------------ updates (one thread)
 
+    # Updates ready at once (on one machine of GPUs every sum is there by
+    # step()) go through the optimizer together, up to this many elements,
+    # in forward order: one foreach launch instead of one per parameter,
+    # while the first layers' updates still come first.
+    _CB_BATCH_ELEMENTS = 1 << 20
+
+    def _cb_take_batch(self):
+        first = self._cb_queue.popleft()
+        batch, elements = [first], first.param.numel()
+        while self._cb_queue and not first.discard:
+            nxt = self._cb_queue[0]
+            if (nxt.discard or nxt.release is not first.release or nxt.group != first.group
+                    or nxt.param.device != first.param.device
+                    or elements + nxt.param.numel() > self._CB_BATCH_ELEMENTS):
+                break
+            batch.append(self._cb_queue.popleft())
+            elements += nxt.param.numel()
+        return batch
+
     def _cb_update_loop(self):
         while True:
             with self._cb_cv:
@@ -332,18 +353,19 @@ class _CrossBarrier:
                     self._cb_cv.wait()
                 if self._cb_stop and not self._cb_queue:
                     return
-                slot = self._cb_queue.popleft()
+                batch = self._cb_take_batch()
             try:
-                self._cb_apply(slot)
+                self._cb_apply(batch)
             except BaseException as error:  # noqa: BLE001 -- handed to every waiter
                 with self._cb_cv:
                     if self._cb_error is None:
-                        self._cb_error = RuntimeError(
-                            f"CrossBarrier: the update of {slot.name!r} failed: {error}")
+                        names = ", ".join(repr(s.name) for s in batch)
+                        self._cb_error = RuntimeError(f"CrossBarrier: the update of {names} failed: {error}")
                         self._cb_error.__cause__ = error
             with self._cb_cv:
-                slot.busy = False
-                slot.release = slot.future = slot.buffer = None
+                for slot in batch:
+                    slot.busy = False
+                    slot.release = slot.future = slot.buffer = None
                 self._cb_cv.notify_all()
 
     def _cb_stream(self, device):
@@ -352,51 +374,60 @@ class _CrossBarrier:
             stream = self._cb_streams[device] = torch.cuda.Stream(device=device)
         return stream
 
-    def _cb_apply(self, slot):
-        p = slot.param
-        if not p.is_cuda:
-            slot.future.wait()  # raises the engine's error (a dead rank, a timeout)
-            if not slot.discard:
-                self._cb_update(slot)
+    def _cb_apply(self, batch):
+        first = batch[0]
+        if not first.param.is_cuda:
+            for slot in batch:
+                slot.future.wait()  # raises the engine's error (a dead rank, a timeout)
+            if not first.discard:
+                self._cb_update(batch)
             return
-        stream = self._cb_stream(p.device)
-        with torch.cuda.device(p.device), torch.cuda.stream(stream):
-            slot.future.wait()  # this stream now runs after the sum
-            if not slot.discard:
-                event = slot.release.events.get(p.device)
+        device = first.param.device
+        stream = self._cb_stream(device)
+        with torch.cuda.device(device), torch.cuda.stream(stream):
+            for slot in batch:
+                slot.future.wait()  # this stream now runs after the sum
+            if not first.discard:
+                event = first.release.events.get(device)
                 if event is not None:
-                    stream.wait_event(event)  # and after the caller's work on the gradient up to step()
-                self._cb_update(slot)
+                    stream.wait_event(event)  # and after the caller's work on the gradients up to step()
+                self._cb_update(batch)
                 done = torch.cuda.Event()
                 done.record(stream)
-                slot.done_event = done
-            # The gradient was made on the compute stream: its memory must not
-            # be reused there before this stream is done with it.
-            slot.buffer.record_stream(stream)
+                for slot in batch:
+                    slot.done_event = done
+            # The gradients were made on the compute stream: their memory must
+            # not be reused there before this stream is done with them.
+            for slot in batch:
+                slot.buffer.record_stream(stream)
 
-    def _cb_update(self, slot):
-        p = slot.param
-        if p.grad is None or isinstance(p.grad, _InFlightGrad):
-            p.grad = slot.buffer
+    def _cb_update(self, batch):
+        release, index = batch[0].release, batch[0].group
+        for slot in batch:
+            p = slot.param
+            if p.grad is None or isinstance(p.grad, _InFlightGrad):
+                p.grad = slot.buffer
         shadow = object.__new__(self._cb_base)
         shadow.__dict__.update(self.__dict__)
         shadow.__dict__.pop("step", None)
-        group = dict(slot.release.groups[slot.group])
-        group["params"] = [p]
+        group = dict(release.groups[index])
+        group["params"] = [slot.param for slot in batch]
         shadow.param_groups = [group]
         with torch.no_grad():
             self._cb_base_step(shadow)
         if not self._cb_checked_groups:
             self._cb_checked_groups = True
-            changed = sorted(k for k in set(group) | set(slot.release.groups[slot.group])
-                             if k != "params" and group.get(k, _Slot) is not slot.release.groups[slot.group].get(k, _Slot))
+            before = release.groups[index]
+            changed = sorted(k for k in set(group) | set(before)
+                             if k != "params" and group.get(k, _Slot) is not before.get(k, _Slot))
             if changed:
                 raise RuntimeError(
                     f"{self._cb_base.__name__}.step() changes its param_groups ({', '.join(changed)}): it keeps "
                     "state per group, which cross-barrier would advance once per parameter. Cross-barrier needs "
                     "an optimizer whose state is per parameter (every torch.optim one but LBFGS); use "
                     "DistributedOptimizer for this one")
-        p.grad = None
+        for slot in batch:
+            slot.param.grad = None
 
     # ------------------------------------------------------------ the optimizer's face
 
@@ -450,7 +481,7 @@ class _CrossBarrier:
                 events[slot.param.device].record(torch.cuda.current_stream(slot.param.device))
         release = _Release(self._cb_steps, groups, events)
         with self._cb_cv:
-            for slot in self._cb_slots.values():
+            for slot in self._cb_forward_order:
                 slot.submitted = False
                 if slot.busy and slot.release is None and not slot.discard:
                     slot.release = release
