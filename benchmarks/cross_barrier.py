@@ -87,6 +87,13 @@ class TrainingJob(Job):
     worker_script = os.path.abspath(__file__)
     byteps_modes = MODES
 
+    def byteps_env(self, role):
+        env = super().byteps_env(role)
+        if self.args.trace:  # one timeline directory per job (BYTEPS_TRACE_ON)
+            env.update({"BYTEPS_TRACE_ON": "1", "BYTEPS_TRACE_DIR": os.path.join(
+                os.path.abspath(self.args.trace), f"n{self.n}-{self.mode}@{self.variant or 'default'}-{self.port}")})
+        return env
+
     def common_env(self):
         a = self.args
         return {"BENCH_WARMUP": a.warmup, "BENCH_ITERS": a.iters, "DDP_WIDTH": a.width, "DDP_DEPTH": a.depth,
@@ -168,6 +175,7 @@ def parse_args(argv):
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--job-timeout", type=float, default=300)
     p.add_argument("--logdir")
+    p.add_argument("--trace", metavar="DIR", help="write each job's engine timelines under DIR")
     p.add_argument("--json")
     args = p.parse_args(argv)
     args.byteps_env = []
