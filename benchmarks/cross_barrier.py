@@ -16,6 +16,9 @@ Step time is the time between consecutive step() returns (under cross-barrier
 part of a step's wait moves into the next forward, so only the period is
 comparable), median over the measured steps of the slowest worker; the
 table gives samples/s of all workers and the link use of the worker hosts.
+With --trace, also from worker 0's timeline: how long before the step's last
+sum the first layer's sum arrived ("lead", ms) -- what cross-barrier can turn
+into forward time; priorities are what make it positive.
 Needs root (network namespaces).
 
     python benchmarks/cross_barrier.py --n 2 --reps 3 --json cb.json
@@ -89,15 +92,51 @@ class TrainingJob(Job):
 
     def byteps_env(self, role):
         env = super().byteps_env(role)
-        if self.args.trace:  # one timeline directory per job (BYTEPS_TRACE_ON)
-            env.update({"BYTEPS_TRACE_ON": "1", "BYTEPS_TRACE_DIR": os.path.join(
-                os.path.abspath(self.args.trace), f"n{self.n}-{self.mode}@{self.variant or 'default'}-{self.port}")})
+        if self.args.trace:  # one timeline directory per job (BYTEPS_TRACE_ON; the engine makes no parents)
+            trace_dir = os.path.join(os.path.abspath(self.args.trace),
+                                     f"n{self.n}-{self.mode}@{self.variant or 'default'}-{self.port}")
+            os.makedirs(trace_dir, exist_ok=True)
+            self.trace_dir = trace_dir
+            env.update({"BYTEPS_TRACE_ON": "1", "BYTEPS_TRACE_DIR": trace_dir})
         return env
 
     def common_env(self):
         a = self.args
         return {"BENCH_WARMUP": a.warmup, "BENCH_ITERS": a.iters, "DDP_WIDTH": a.width, "DDP_DEPTH": a.depth,
                 "DDP_FEATURES": a.features, "DDP_BATCH": a.batch, "OMP_NUM_THREADS": 1, "PYTHONUNBUFFERED": 1}
+
+
+def first_layer_lead(trace_dir, mode):
+    """From worker 0's timeline: per step, how long before the step's last
+    sum the first layer's sum arrived (ms), and the step's communication span
+    (first push to last pull, ms). The first layer is what the next forward
+    needs first: under cross-barrier the lead is forward time gained."""
+    with open(os.path.join(trace_dir, "rank0.json")) as f:
+        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    if mode == "cb":
+        grads = [e for e in events if e["args"]["tensor"].startswith("CrossBarrier.grad.")]
+        first = "CrossBarrier.grad.module.0."
+    else:
+        grads = [e for e in events if e["args"]["tensor"].startswith("ddp.bucket")]
+        # DDP's last bucket holds the first layers (after its rebuild in step 1).
+        buckets = {e["args"]["tensor"].split(".")[1] for e in grads}
+        first = "ddp." + max(buckets, key=lambda b: int(b[len("bucket"):])) + "."
+    rounds = {}
+    for e in grads:
+        rounds.setdefault(e["args"]["tensor"], {}).setdefault(e["args"]["step"], []).append(e)
+    steps = {}
+    for by_round in rounds.values():
+        for k, r in enumerate(sorted(by_round)):
+            steps.setdefault(k, []).extend(by_round[r])
+    lead, span = [], []
+    for k in sorted(steps)[2:]:  # past DDP's bucket rebuild
+        es = steps[k]
+        last = max(e["ts"] + e["dur"] for e in es)
+        mine = [e["ts"] + e["dur"] for e in es if e["args"]["tensor"].startswith(first)]
+        if mine:
+            lead.append((last - max(mine)) / 1000)
+            span.append((last - min(e["ts"] for e in es)) / 1000)
+    return lead, span
 
 
 def measure(cluster, n, cell, args):
@@ -117,9 +156,13 @@ def measure(cluster, n, cell, args):
     rate = _rate_gbit(args.rate)
     # Link use while stepping: bytes a worker host sent per step over what the link carries in a step.
     use = statistics.mean(t / steps * 8 / 1e9 / (seconds * rate) for t in tx) if rate else None
-    return {"n": n, "seconds": seconds, "steps_s": per_step, "samples_per_s": n * args.batch / seconds,
-            "link_use": use, "checksums_equal": max(sums) - min(sums) <= 1e-6 * max(1.0, abs(sums[0])),
-            "params": results[0]["params"], "wall": wall, "loadavg_1_5_15": list(load)}
+    record = {"n": n, "seconds": seconds, "steps_s": per_step, "samples_per_s": n * args.batch / seconds,
+              "link_use": use, "checksums_equal": max(sums) - min(sums) <= 1e-6 * max(1.0, abs(sums[0])),
+              "params": results[0]["params"], "wall": wall, "loadavg_1_5_15": list(load)}
+    if args.trace:
+        lead, span = first_layer_lead(job.trace_dir, job.mode)
+        record.update(first_layer_lead_ms=lead, comm_span_ms=span)
+    return record
 
 
 def run(args):
@@ -127,6 +170,9 @@ def run(args):
 
     def describe(rec):
         use = f" link {rec['link_use']:.0%}" if rec.get("link_use") is not None else ""
+        if rec.get("first_layer_lead_ms"):
+            use += (f" first layer's sum {statistics.median(rec['first_layer_lead_ms']):.0f} ms before the last"
+                    f" (span {statistics.median(rec['comm_span_ms']):.0f} ms)")
         return (f"n={rec['n']} rep={rec['rep']} {rec['cell']:14s} {rec['seconds'] * 1000:8.1f} ms/step "
                 f"{rec['samples_per_s']:7.1f} samples/s{use} load {rec['loadavg_1_5_15'][0]:.1f}")
 
@@ -141,20 +187,22 @@ def print_table(result):
     cfg = result["config"]
     print(f"\nMLP {cfg['features']}->{cfg['depth']}x{cfg['width']}->10, batch {cfg['batch']} per worker, "
           f"{cfg['rate']} per host; median of {cfg['reps']} runs (each the median of {cfg['iters']} steps)")
-    print(f"{'n':>2} {'cell':14s} {'ms/step':>8} {'samples/s':>10} {'vs plain':>9} {'link':>5}  runs (ms)")
+    print(f"{'n':>2} {'cell':14s} {'ms/step':>8} {'samples/s':>10} {'vs plain':>9} {'link':>5} {'lead':>5}  runs (ms)")
     for n in sorted({r["n"] for r in result["records"]}):
         rows = {}
         for cell in cfg["cells"]:
             recs = [r for r in result["records"] if r["n"] == n and r["cell"] == cell and "seconds" in r]
             if recs:
+                leads = [x for r in recs for x in r.get("first_layer_lead_ms", [])]
                 rows[cell] = (statistics.median(r["seconds"] for r in recs),
                               statistics.median(r["link_use"] for r in recs) if recs[0]["link_use"] else None,
-                              [r["seconds"] for r in recs])
+                              [r["seconds"] for r in recs], statistics.median(leads) if leads else None)
         base = rows.get("plain", (None,))[0]
-        for cell, (s, use, runs) in rows.items():
+        for cell, (s, use, runs, lead) in rows.items():
             vs = f"{base / s:.3f}x" if base else ""
             use_s = f"{use:.0%}" if use is not None else ""
-            print(f"{n:>2} {cell:14s} {s * 1000:8.1f} {n * cfg['batch'] / s:10.1f} {vs:>9} {use_s:>5}  "
+            lead_s = f"{lead:.0f}" if lead is not None else ""
+            print(f"{n:>2} {cell:14s} {s * 1000:8.1f} {n * cfg['batch'] / s:10.1f} {vs:>9} {use_s:>5} {lead_s:>5}  "
                   + " ".join(f"{x * 1000:.0f}" for x in runs))
 
 
