@@ -33,6 +33,7 @@ from byteps_native.torch.ops import (  # noqa: E402
     synchronize,
 )
 from byteps_native.torch.optimizer import DistributedOptimizer  # noqa: E402
+from byteps_native.torch.cross_barrier import CrossBarrier  # noqa: E402
 from byteps_native.torch.sync_batch_norm import SyncBatchNorm  # noqa: E402,F401
 from byteps_native.torch.trainers import init_process_group  # noqa: E402,F401  (docs/trainers.md)
 from byteps_native.core import stats  # noqa: E402,F401  (one engine per process)

@@ -7,8 +7,6 @@ INSTEAD = {
     "handle_average_backwards_compatibility": "op=Average / op=Sum (average= is still accepted)",
     "check_extension": "nothing: the import-time check runs by itself (a Horovod internal helper)",
     "push_pull_group_sync_inplace": "push_pull_inplace (the engine groups and fuses by itself)",
-    "CrossBarrier": "DistributedOptimizer: gradients already overlap the next forward "
-                    "through priorities; BytePS's cross-barrier scheduling is not offered",
 }
 
 
