@@ -154,11 +154,15 @@ def worker(args):
     batch = args.batch or DEFAULT_BATCH[args.model]
     model, x, loss_fn = make(args.model, batch, device)
     model = DDP(model.to(device), device_ids=[gpu])
-    if args.backend == "byteps" and args.hook == "cpp":
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9)
+    if args.backend == "byteps" and args.cross_barrier:
+        # DDP's own reduction off; each parameter updated as its sum arrives,
+        # the next forward waiting per module (docs/cross_barrier.md).
+        optimizer = bps.CrossBarrier(model, optimizer, num_steps=None)
+    elif args.backend == "byteps" and args.hook == "cpp":
         bps.register_push_pull_hook(model)  # runs inside DDP's Reducer: no Python per bucket
     elif args.backend == "byteps":
         model.register_comm_hook(None, bps.push_pull_hook)
-    optimizer = torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9)
     marks = GpuStepMarks(model.module, enabled=False)
 
     def step():
@@ -184,6 +188,8 @@ def worker(args):
     for _ in range(args.steps):
         step_starts.append(time.monotonic())
         step()
+    if hasattr(optimizer, "synchronize"):
+        optimizer.synchronize()  # cross-barrier: the last step's updates land inside the window
     marks.mark("start")  # the next step's start closes the last one's gap
     torch.cuda.synchronize()
     elapsed = time.perf_counter() - start
@@ -249,7 +255,7 @@ def _worker_args(model, backend, args):
     backend = "nccl" if backend.startswith("nccl") else backend
     return [os.path.abspath(__file__), "--worker", "--model", model, "--backend", backend,
             "--steps", str(args.steps), "--warmup", str(args.warmup), "--batch", str(args.batch),
-            "--hook", args.hook]
+            "--hook", args.hook] + (["--cross-barrier"] if args.cross_barrier else [])
 
 
 def _summarize(outputs, machines, per_machine_gpus):
@@ -376,6 +382,8 @@ def main():
     parser.add_argument("--hook", choices=["cpp", "python"], default="cpp",
                         help="byteps DDP hook: register_push_pull_hook (C++) or the Python push_pull_hook")
     parser.add_argument("--gpus", type=int, default=0, help="default: all visible")
+    parser.add_argument("--cross-barrier", action="store_true",
+                        help="byteps trains with CrossBarrier(DDP model) instead of the DDP hook (issue 38)")
     parser.add_argument("--machines", type=int, default=1)
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=8)

@@ -8,7 +8,7 @@
 #   GPU_LINE_RATE_MODELS="resnet50 vgg16" benchmarks/gpu_line_rate.sh 2 10gbit 2 "BYTEPS_TRACE_ON=1"
 #
 # Each BYTEPS_SETTING is one more byteps-only run per model (space-separated
-# NAME=VALUE pairs). A setting with BYTEPS_TRACE_ON=1 traces steps 8-10 of
+# NAME=VALUE pairs, and gpu_ddp.py flags such as --cross-barrier). A setting with BYTEPS_TRACE_ON=1 traces steps 8-10 of
 # every rank and server and merges them into trace_<model>_<i>.json.
 # GPU_LINE_RATE_MODELS (default bert_large), GPU_LINE_RATE_STEPS (12),
 # GPU_LINE_RATE_VARIANTS (default,tuned,tree,ring), GPU_LINE_RATE_NO_BUILD=1
@@ -57,7 +57,9 @@ for model in $MODELS; do
   for setting in "$@"; do
     i=$((i + 1))
     env_args=()
-    for kv in $setting; do env_args+=(--byteps-env "$kv"); done
+    for kv in $setting; do
+      case "$kv" in --*) env_args+=("$kv") ;; *) env_args+=(--byteps-env "$kv") ;; esac
+    done
     trace=""
     case " $setting " in *" BYTEPS_TRACE_ON=1 "*)
       trace="$RUNS/trace_${model}_$i"; rm -rf "$trace"
