@@ -18,7 +18,6 @@ from accelerate.state import AcceleratorState
 from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
 
 import byteps_native.torch as bps
-from tests.support.results import report
 from tests.trainers.workers import runs
 
 VOCAB, LENGTH, SAMPLES, BATCH = 64, 8, 32, 4
@@ -102,14 +101,7 @@ def run(backend, opts):
 
 
 def main():
-    opts = runs.parse_runs()
-    found = {}
-    for index, backend in enumerate(opts.backends):
-        runs.fresh_rendezvous(index)
-        found[backend] = run(backend, opts)
-        AcceleratorState._reset_state(reset_partial_state=True)
-        runs.end_run()
-    report(found)
+    runs.run_all(run, after_each=lambda: AcceleratorState._reset_state(reset_partial_state=True))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 import byteps_native.torch  # noqa: F401  registers 'byteps' (installed, torch's autoload does too)
-from tests.support.results import report
 from tests.trainers.workers import runs
 
 ACCUMULATE = 2
@@ -94,13 +93,7 @@ def run(backend, opts):
 
 
 def main():
-    opts = runs.parse_runs()
-    found = {}
-    for index, backend in enumerate(opts.backends):
-        runs.fresh_rendezvous(index)
-        found[backend] = run(backend, opts)
-        runs.end_run()
-    report(found)
+    runs.run_all(run)
 
 
 if __name__ == "__main__":

@@ -62,6 +62,22 @@ def fresh_rendezvous(run):
     os.environ["TORCHELASTIC_USE_AGENT_STORE"] = "True"
 
 
+def run_all(run, after_each=None):
+    """A recipe worker's main: `run(backend, opts)` once per backend of
+    --runs, each on its own rendezvous and group, then the report of all of
+    them; `after_each()` resets what the trainer keeps per process."""
+    from tests.support.results import report
+    opts = parse_runs()
+    found = {}
+    for index, backend in enumerate(opts.backends):
+        fresh_rendezvous(index)
+        found[backend] = run(backend, opts)
+        if after_each:
+            after_each()
+        end_run()
+    report(found)
+
+
 def end_run():
     """Destroys the run's default group, so the next run makes its own."""
     if dist.is_initialized():
