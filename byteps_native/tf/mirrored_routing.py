@@ -52,7 +52,9 @@ from tensorflow.python.distribute import mirrored_strategy
 from tensorflow.python.distribute import reduce_util
 from tensorflow.python.distribute import values as value_lib
 from tensorflow.python.distribute.v1 import input_lib as input_lib_v1
+from tensorflow.python.eager import context
 from tensorflow.python.framework import ops as framework_ops
+from tensorflow.python.ops import control_flow_util
 from tensorflow.python.trackable import base as trackable_base
 from tensorflow.python.util import nest
 
@@ -60,6 +62,30 @@ from byteps_native.tf import keras_gather
 
 _lock = threading.Lock()
 _installed = False
+
+
+class XlaNotSupportedError(NotImplementedError):
+    """A BytePSOps reduction was asked for inside an XLA-compiled function."""
+
+
+def xla_not_supported(what):
+    """The error for `what` inside an XLA-compiled function: raised by
+    BytePSOps' entry points, and for MirroredStrategy's own XLA bypass."""
+    return XlaNotSupportedError(
+        f"{what} inside an XLA-compiled function (jit_compile=True) with BytePSOps: MirroredStrategy "
+        f"under XLA on GPUs replaces custom cross-device ops by its own in-process collectives "
+        f"(tensorflow/python/distribute/mirrored_strategy.py: MirroredExtended._use_merge_call is False "
+        f"in an XLA context when every device is a GPU, and _get_cross_device_ops then returns "
+        f"self._collective_ops), which sum over this process's devices only, and BytePS's op has no XLA "
+        f"kernel. Compile the step without XLA: model.compile(..., jit_compile=False) in Keras (Keras 3's "
+        f"default jit_compile='auto' already resolves to False under a distribution strategy), "
+        f"tf.function(jit_compile=False) around strategy.run in a custom loop.")
+
+
+def in_xla_context():
+    """Whether ops built now are compiled by XLA (TensorFlow's own test)."""
+    return not context.executing_eagerly() and \
+        control_flow_util.GraphOrParentsInXlaContext(framework_ops.get_default_graph())
 
 
 def _byteps_ops(extended):
@@ -108,6 +134,10 @@ def install():
             ops = _byteps_ops(self)
             if ops is not None and self._use_merge_call():
                 return ops  # including int32: the engine sums int32
+            if ops is not None and ops.num_processes > 1:
+                # TensorFlow's XLA bypass (XLA context, all devices GPUs): its
+                # in-process collectives would sum this process's replicas only.
+                raise xla_not_supported("a MirroredStrategy reduction across processes")
             return original(self, value)
         return _get_cross_device_ops
 
@@ -150,19 +180,6 @@ def install():
             return ops._gather(value, destinations=destinations, axis=axis,  # pylint: disable=protected-access
                                options=self._communication_options.merge(options))
         return _gather_to_implementation
-
-    def replica_ctx_all_reduce(original):
-        def _replica_ctx_all_reduce(self, reduce_op, value, options=None):
-            # Under merge_call-free tracing (XLA on GPUs) MirroredStrategy uses
-            # its in-process collectives; send them to BytePSOps when they must
-            # cross processes and BytePSOps can serve them.
-            ops = _byteps_ops(self)
-            if ops is None or self._use_merge_call() or ops.num_processes == 1:
-                return original(self, reduce_op, value, options)
-            replica_context = distribute_lib.get_replica_context()
-            return ops._all_reduce(reduce_op, value, replica_context._replica_id,  # pylint: disable=protected-access
-                                   options)
-        return _replica_ctx_all_reduce
 
     def num_replicas_in_sync(original_fget):
         def _num_replicas_in_sync(self):
@@ -294,7 +311,6 @@ def install():
     _wrap(extended_cls, "_reduce_to", reduce_to)
     _wrap(extended_cls, "_batch_reduce_to", batch_reduce_to)
     _wrap(extended_cls, "_gather_to_implementation", gather_to)
-    _wrap(extended_cls, "_replica_ctx_all_reduce", replica_ctx_all_reduce)
     _wrap(extended_cls, "_num_replicas_in_sync", num_replicas_in_sync, kind="property")
     _wrap(extended_cls, "_get_replica_id_in_sync_group", replica_id_in_sync_group)
     _wrap(extended_cls, "_get_local_replica_id", local_replica_id)
