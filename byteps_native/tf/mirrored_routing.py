@@ -92,6 +92,16 @@ def _byteps_ops(extended):
     return keras_gather.bytepsops_of(extended)
 
 
+def _refuse_xla(extended, what):
+    """Before TensorFlow's own checks (an XLA step's values carry no device,
+    and TF would first fail on empty destinations, naming nothing useful).
+    One process on GPUs may keep TensorFlow's XLA path: its in-process
+    collectives are then the whole job."""
+    ops = _byteps_ops(extended)
+    if ops is not None and in_xla_context() and (ops.num_processes > 1 or extended._use_merge_call()):  # pylint: disable=protected-access
+        raise xla_not_supported(what)
+
+
 def _local_count(extended):
     return len(extended._devices)  # pylint: disable=protected-access
 
@@ -144,6 +154,7 @@ def install():
     def reduce_to(original):
         def _reduce_to(self, reduce_op, value, destinations, options):
             ops = _byteps_ops(self)
+            _refuse_xla(self, "strategy.reduce / extended.reduce_to")
             if ops is None or not self._use_merge_call():
                 return original(self, reduce_op, value, destinations, options)
             if distribute_utils.is_mirrored(value) and reduce_op == reduce_util.ReduceOp.MEAN:
@@ -162,6 +173,7 @@ def install():
 
     def batch_reduce_to(original):
         def _batch_reduce_to(self, reduce_op, value_destination_pairs, options):
+            _refuse_xla(self, "ReplicaContext.all_reduce / extended.batch_reduce_to")
             if _byteps_ops(self) is not None and _local_count(self) == 1:
                 # A value read inside a tf.function (e.g. a sync-on-read variable
                 # in ReplicaContext.all_reduce) carries no device, and TF rejects
@@ -175,6 +187,7 @@ def install():
     def gather_to(original):
         def _gather_to_implementation(self, value, destinations, axis, options):
             ops = _byteps_ops(self)
+            _refuse_xla(self, "strategy.gather / ReplicaContext.all_gather")
             if ops is None or not self._use_merge_call():
                 return original(self, value, destinations, axis, options)
             return ops._gather(value, destinations=destinations, axis=axis,  # pylint: disable=protected-access
