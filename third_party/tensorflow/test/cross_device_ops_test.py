@@ -29,7 +29,15 @@ it). Changes, and nothing else:
   make_collective gives each process that many logical CPUs where the case
   asks for GPUs (byteps_combinations.CPUS_AS_GPUS, which also skips the
   cases of other process counts, other device counts and NCCL), and main()
-  configures TensorFlow's logical CPUs (2 per process);
+  configures TensorFlow's logical CPUs (2 per process); there
+  enable_collective_ops recovers TensorFlow 2.21's default
+  _prefer_ordering_token = True (this 2021 copy's default was False, with
+  which TensorFlow's own per-replica collectives of several local devices
+  are chained in program order by tf.function and deadlock). The pools'
+  processes still see CPU:0 alone once enable_collective_ops starts their
+  server (TensorFlow's b/172304955, why this file turns logical devices
+  off), so TensorFlow's reference waits forever for CPU:1 there, and
+  eager values placed on CPU:1 fail (testInputsAreFunctionArgs);
 * TensorFlow 2.21 API: ops.Tensor -> tensor.Tensor; CollectiveAllReduce
   takes a required `options` argument (collective_util.Options(), its
   default before it became required); control_flow_ops.cond ->
@@ -137,7 +145,8 @@ def enable_collective_ops():
   context.context().enable_collective_ops(server_def)
   # Recover default flag values.
   CollectiveReplicaLauncher._prefer_unique_instance_key = True
-  CollectiveReplicaLauncher._prefer_ordering_token = False
+  CollectiveReplicaLauncher._prefer_ordering_token = bool(
+      byteps_combinations.CPUS_AS_GPUS)
 
 
 class MultiProcessPoolRunner():
