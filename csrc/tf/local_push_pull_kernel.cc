@@ -176,15 +176,20 @@ class LocalRound : public Expirable, public std::enable_shared_from_this<LocalRo
 
   // The local wait (or the whole op's timeout_seconds) passed.
   void Expire() override {
+    bool everyone_arrived = false;
     {
       RoundTable& table = RoundTable::Get();
       std::lock_guard<std::mutex> lock(table.mu);
       auto it = table.waiting.find(key_);
       if (it != table.waiting.end() && it->second.get() == this) table.waiting.erase(it);
+      everyone_arrived = arrived_ == static_cast<int>(arrivals_.size());
     }
     std::string missing;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      // The last replica arrived as the wait ran out, or the wait's deadline
+      // fired while Complete() cancelled it: Complete() answers.
+      if ((everyone_arrived && !completing_) || (completing_ && !engine_deadline_)) return;
       if (!completing_) {
         for (size_t r = 0; r < arrivals_.size(); ++r) {
           if (!arrivals_[r].arrived) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
@@ -343,6 +348,7 @@ class LocalRound : public Expirable, public std::enable_shared_from_this<LocalRo
       wait_seconds_ = call.timeout_seconds;
       deadline_ = DeadlineWatcher::Get().Add(call.timeout_seconds, weak_from_this());
       has_deadline_ = true;
+      engine_deadline_ = true;
     }
     Release();  // the submission guard
   }
@@ -398,6 +404,7 @@ class LocalRound : public Expirable, public std::enable_shared_from_this<LocalRo
   absl::Status status_;
   bool completing_ = false;
   bool has_deadline_ = false;
+  bool engine_deadline_ = false;  // the deadline now running bounds the engine part
   double wait_seconds_ = 0;
   DeadlineWatcher::Key deadline_;
 };
