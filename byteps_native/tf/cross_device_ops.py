@@ -16,17 +16,20 @@ ids are global and every process is one input pipeline (datasets are sharded
 and rebatched from the global batch). See mirrored_routing.py for how
 constructing BytePSOps adjusts MirroredStrategy, and docs/tf.md for limits:
 
-* With ``jit_compile=True`` on all-GPU devices MirroredStrategy bypasses
-  custom cross-device ops entirely (it uses its own collectives under XLA), so
-  reductions stay local (and the engine op has no XLA kernel): do not combine
-  XLA-compiled steps on GPUs with BytePSOps.
+* Under XLA (``jit_compile=True``) MirroredStrategy on all-GPU devices
+  bypasses custom cross-device ops (``MirroredExtended._use_merge_call`` /
+  ``_get_cross_device_ops``: its own in-process collectives, local only), and
+  the engine op has no XLA kernel: every BytePSOps entry point and that
+  bypass raise ``XlaNotSupportedError`` naming ``jit_compile=False`` at trace
+  time, on every process, instead of training on local sums.
 * IndexedSlices stay sparse, as in MWMS: the indices and values of every
   replica are gathered (concatenated), so a sum may repeat indices.
 * Every process must have the same number of local replicas.
-* ``_all_reduce`` (the merge_call-free path) needs one local replica per
-  process: without merge_call each local replica calls it on its own and
-  the engine takes one submission per name and process; with more it raises,
-  naming the limit, rather than return a sum of some replicas only.
+* ``_all_reduce`` (the merge_call-free path) with several local replicas:
+  each replica calls it on its own; their values meet in the process
+  (local_rounds.py), are summed once and go to the engine in one submission.
+  Used directly (not through a MirroredStrategy), BytePSOps must be told the
+  local devices (``devices=``) to know how many replicas to wait for.
 """
 import tensorflow as tf
 from tensorflow.python.distribute import collective_util
@@ -35,10 +38,11 @@ from tensorflow.python.distribute import cross_device_utils
 from tensorflow.python.distribute import distribute_utils
 from tensorflow.python.distribute import reduce_util
 from tensorflow.python.distribute import values as value_lib
+from tensorflow.python.eager import context
 from tensorflow.python.util import nest
 
 from byteps_native.tf import cluster as cluster_lib
-from byteps_native.tf import engine, fusion, mirrored_routing
+from byteps_native.tf import engine, fusion, local_rounds, mirrored_routing, naming
 from byteps_native.tf import ops as ops_lib
 
 
@@ -108,6 +112,7 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
         if isinstance(devices, str):
             devices = [devices]
         self._strategy_devices = tuple(devices or ())
+        self._eager_replica_functions = {}  # the eager per-replica all-reduce's tf.functions
         self._cluster = cluster_lib.ClusterPosition.from_environment(cluster_resolver)
         if self._cluster is None or engine.is_initialized():
             self._start_engine()
@@ -229,29 +234,41 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
                 results[index] = self._all_gather_indexed_slices(value, divisor, f"{label}.sparse", hint, timeout)
         return [self._mirror(r, d, v) for r, (v, d) in zip(results, value_destination_pairs)]
 
-    def _all_gather_indexed_slices(self, value, divisor, label, hint, timeout):
+    def _all_gather_indexed_slices(self, value, divisor, label, hint, timeout, call=None):
         """The sum of IndexedSlices as MWMS forms it: every replica's indices and
-        values concatenated (rank 0's replicas first), values / divisor for MEAN."""
+        values concatenated (rank 0's replicas first), values / divisor for MEAN.
+        call: one local replica's per-replica call (local_rounds.ReplicaCall),
+        whose `value` is that replica's alone: the local replicas' rows are
+        concatenated in the process first, and the gather goes to the engine
+        once for all of them."""
         parts = [v if isinstance(v, tf.IndexedSlices) else _dense_as_slices(v) for v in _local_values(value)]
         if any(p.dense_shape is None for p in parts):
             raise ValueError("BytePSOps cannot reduce IndexedSlices without dense_shape")
         indices = tf.concat([tf.cast(p.indices, tf.int64) for p in parts], 0)
         values = tf.concat([p.values for p in parts], 0)
-        gathered_indices, gathered_values = self._all_gather_rows([indices, values], label, hint, timeout=timeout)
+        if call is not None:
+            indices, values = call.concat([indices, values], f"{hint}.local_rows")
+        gathered_indices, gathered_values = self._all_gather_rows([indices, values], label, hint, timeout=timeout,
+                                                                  call=call)
         if divisor != 1:
             gathered_values = fusion.divide(gathered_values, divisor)
         return tf.IndexedSlices(gathered_values, tf.cast(gathered_indices, parts[0].indices.dtype),
                                 parts[0].dense_shape)
 
-    def _all_gather_rows(self, tensors, label, hint, original_shape=None, axis=0, timeout=0):
+    def _all_gather_rows(self, tensors, label, hint, original_shape=None, axis=0, timeout=0, call=None):
         """Concatenate along axis 0 every process's `tensors` (which share their
         leading length), rank 0 first. Two engine calls: every process's length,
         rank, dtype and dimensions, then each process's rows placed at its offset
         in zeros, summed. Processes whose tensors disagree except along the
         gather axis all fail after the first call, naming the shapes, instead of
         waiting for tensors the others never send. `original_shape`/`axis`:
-        the caller's shape and axis, for that message."""
+        the caller's shape and axis, for that message. call: a per-replica
+        call, whose every local replica passes the same `tensors`: each
+        engine call is made once for all of them."""
         self._start_engine()
+        pushes = {} if call is None else {
+            "shapes": dict(submit=call.submitter(f"{hint}.shapes", "first"), name=call.name),
+            "rows": dict(submit=call.submitter(f"{hint}.rows", "first"), name=call.name)}
         size, rank = engine.size(), engine.rank()
         first = tensors[0]
         if first.shape.rank > _MAX_GATHER_RANK:
@@ -263,7 +280,7 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
             tf.pad(shape, [[0, _MAX_GATHER_RANK - first.shape.rank]], constant_values=-1)], 0)
         slot = tf.one_hot(rank, size, dtype=tf.int64)[:, None] * meta[None, :]
         (all_meta,) = fusion.push_pull_many([slot], label, [f"{hint}.shapes"], device=self._host(),
-                                            timeout_seconds=timeout)
+                                            timeout_seconds=timeout, **pushes.get("shapes", {}))
         check = _assert_same_shapes(all_meta, axis)
         with tf.control_dependencies([check]):
             lengths = tf.identity(all_meta[:, 2])
@@ -278,19 +295,26 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
             paddings[0] = [offset, after]
             padded.append(tf.pad(t, tf.cast(paddings, tf.int64)))
         gathered = fusion.push_pull_many(padded, label, [f"{hint}.rows{i}" for i in range(len(padded))],
-                                         device=self._host(), timeout_seconds=timeout)
+                                         device=self._host(), timeout_seconds=timeout, **pushes.get("rows", {}))
         return [tf.cast(g, d) if d == tf.bool else g for g, d in zip(gathered, casts)]
 
     # -- CrossDeviceOps ------------------------------------------------------
 
+    def _refuse_xla(self, what):
+        if mirrored_routing.in_xla_context():
+            raise mirrored_routing.xla_not_supported(f"BytePSOps.{what}")
+
     def reduce_implementation(self, reduce_op, per_replica_value, destinations, options):
+        self._refuse_xla("reduce")
         return self._reduce_pairs(reduce_op, [(per_replica_value, destinations)], "reduce", options)[0]
 
     def batch_reduce_implementation(self, reduce_op, value_destination_pairs, options):
+        self._refuse_xla("batch_reduce")
         return self._reduce_pairs(reduce_op, list(value_destination_pairs), "batch_reduce", options)
 
     def broadcast_implementation(self, tensor, destinations):
         """Every process receives rank 0's `tensor` (root's value + zeros, summed)."""
+        self._refuse_xla("broadcast")
         result = self._from_rank0(tensor, "bps.tf.broadcast")
         return self._mirror(result, destinations, tensor)  # one device: the tensor itself
 
@@ -318,6 +342,7 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
 
     def _gather_implementation(self, per_replica_value, destinations, axis, options):
         """Concatenate along `axis` the local replicas of rank 0, then rank 1, ..."""
+        self._refuse_xla("gather")
         with tf.device(self._host()):
             parts = [tf.convert_to_tensor(v) for v in _local_values(per_replica_value)]
             local = parts[0] if len(parts) == 1 else tf.concat(parts, axis)
@@ -336,29 +361,75 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
         return self._mirror(gathered, destinations, per_replica_value)
 
     def _all_reduce(self, reduce_op, value, replica_id, options):
-        """All-reduce in a replica context without merge_call: one local
-        replica per process only. Each local replica calls this on its own
-        (in its own thread under MirroredStrategy, one after another in
-        TensorFlow's cross-device tests), so with several local replicas one
-        call cannot see the others' values, and summing each call's value
-        over the processes alone would return a wrong number (1/local of the
-        sum). That case fails instead, naming the limit: as soon as the local
-        replica count is known (a strategy's devices, ``devices=``), else at
-        the first call with a replica id above 0."""
-        local = len(self._strategy_devices) if self._strategy_devices else None
-        if (local or 1) > 1 or replica_id != 0:
-            seen = (f"this process has {local} local replicas" if local
-                    else f"it was called for local replica {replica_id}")
-            raise NotImplementedError(
-                f"BytePSOps._all_reduce (the merge_call-free all-reduce: XLA on GPUs, or CrossDeviceOps "
-                f"called per replica) needs one local replica per process, and {seen}: each local replica "
-                f"calls it separately, and the engine takes one submission per tensor name and process, so "
-                f"the local replicas' values cannot be summed. Reduce a PerReplica value with "
-                f"reduce/batch_reduce (merge_call, no XLA), or run one device per process.")
+        """All-reduce in a replica context without merge_call: each local
+        replica calls this on its own (its own thread under MirroredStrategy,
+        one after another in TensorFlow's cross-device tests). With one local
+        replica, a plain reduction. With several, the replicas' calls meet in
+        the process (local_rounds.py): the values are summed there once and
+        go to the engine in one submission, every replica gets the result,
+        and no call waits for a later one. How many replicas to wait for
+        comes from the strategy's devices or ``devices=``."""
+        self._refuse_xla("_all_reduce")
+        if reduce_op not in (reduce_util.ReduceOp.SUM, reduce_util.ReduceOp.MEAN):
+            raise ValueError(f"BytePSOps supports ReduceOp.SUM and ReduceOp.MEAN, got {reduce_op}")
+        local = len(self._strategy_devices)
+        if local == 0 and replica_id != 0:
+            raise ValueError(
+                f"BytePSOps._all_reduce was called for local replica {replica_id}, but these ops do not know "
+                f"this process's devices, so they cannot tell how many local replicas to combine: construct "
+                f"them as BytePSOps(devices=[...]), as CollectiveAllReduce(devices=...), or use them through "
+                f"MirroredStrategy(devices, cross_device_ops=BytePSOps())")
         flat = nest.flatten(value, expand_composites=False)
-        device = flat[0].device if flat and getattr(flat[0], "device", "") else self._host()
-        reduced = self._reduce_pairs(reduce_op, [(v, device) for v in flat], "all_reduce", options)
+        if local <= 1:
+            device = flat[0].device if flat and getattr(flat[0], "device", "") else self._host()
+            reduced = self._reduce_pairs(reduce_op, [(v, device) for v in flat], "all_reduce", options)
+            return nest.pack_sequence_as(value, reduced, expand_composites=False)
+        if not 0 <= replica_id < local:
+            raise ValueError(f"BytePSOps._all_reduce: replica_id {replica_id} is not one of this process's "
+                             f"{local} local replicas")
+        self._start_engine()
+        devices = [getattr(v, "device", "") or self._replica_devices()[replica_id] for v in flat]
+        if context.executing_eagerly():
+            reduced = self._eager_replica_all_reduce(reduce_op, flat, replica_id, local, devices, options)
+        else:
+            reduced = self._replica_all_reduce(reduce_op, flat, replica_id, local, devices, options)
         return nest.pack_sequence_as(value, reduced, expand_composites=False)
+
+    def _eager_replica_all_reduce(self, reduce_op, flat, replica_id, local, devices, options):
+        """Eagerly, the replica's call runs as a tf.function on the replica's
+        own asynchronous executor: it returns at once, with tensors that are
+        ready once every local replica has called (local_rounds.py)."""
+        key = (reduce_op, replica_id, local, tuple(devices), self._timeout(options))
+        function = self._eager_replica_functions.get(key)
+        if function is None:
+            function = tf.function(lambda values: self._replica_all_reduce(
+                reduce_op, values, replica_id, local, devices, options))
+            self._eager_replica_functions[key] = function
+        with context.executor_scope(local_rounds.replica_executor(replica_id)):
+            return function(list(flat))
+
+    def _replica_all_reduce(self, reduce_op, flat, replica_id, local, devices, options):
+        """Graph part of one replica's call (see _all_reduce): dense values
+        through fusion's buckets, summed over the local replicas and the
+        processes in one engine submission; IndexedSlices gathered as in
+        _all_gather_indexed_slices, every local replica's rows first."""
+        label = f"bps.tf.replica_all_reduce.{reduce_op.value.lower()}.c{naming.replica_call(replica_id)}"
+        call = local_rounds.ReplicaCall(label, replica_id, local, self._timeout(options))
+        divisor = local * engine.size() if reduce_op == reduce_util.ReduceOp.MEAN else 1
+        results = [None] * len(flat)
+        with tf.device(self._host()):
+            dense = [(i, tf.convert_to_tensor(v)) for i, v in enumerate(flat) if not isinstance(v, tf.IndexedSlices)]
+            reduced = fusion.push_pull_many([t for _, t in dense], label, [f"t{i}" for i, _ in dense], divisor,
+                                            device=self._host(), timeout_seconds=call.timeout_seconds,
+                                            compression=self._compression, submit=call.submitter("dense"),
+                                            name=call.name)
+            for (i, _), r in zip(dense, reduced):
+                results[i] = r
+            for i, v in enumerate(flat):
+                if isinstance(v, tf.IndexedSlices):
+                    results[i] = self._all_gather_indexed_slices(v, divisor, f"{label}.sparse", f"t{i}",
+                                                                 call.timeout_seconds, call=call)
+        return [cross_device_utils.copy_tensor_or_indexed_slices_to_device(r, d) for r, d in zip(results, devices)]
 
 
 _MAX_GATHER_RANK = 8

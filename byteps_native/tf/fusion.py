@@ -74,7 +74,8 @@ def _make_buckets(tensors, limit):
     return buckets
 
 
-def push_pull_many(tensors, label, hints=None, divisor=1, device="/cpu:0", timeout_seconds=None, compression=None):
+def push_pull_many(tensors, label, hints=None, divisor=1, device="/cpu:0", timeout_seconds=None, compression=None,
+                   submit=None, name=naming.unique):
     """Sum every tensor across all processes, then divide by `divisor`.
 
     tensors: dense tensors or IndexedSlices (densified). label: what the call
@@ -83,6 +84,9 @@ def push_pull_many(tensors, label, hints=None, divisor=1, device="/cpu:0", timeo
     engine's own average. timeout_seconds: see ops.push_pull_list. Returns
     dense tensors in input order. compression: one of the engine's
     compressors (docs/compression.md), declared for every engine name here.
+    submit: the op that carries the buckets (default push_pull_list; the
+    per-replica all-reduce passes its local round, same arguments). name: how
+    a bucket's base name becomes its engine name (default naming.unique).
     """
     if not tensors:
         return []
@@ -99,19 +103,19 @@ def push_pull_many(tensors, label, hints=None, divisor=1, device="/cpu:0", timeo
                 t = dense[members[0]]
                 payloads.append(t)
                 size = f":{naming.describe(t.dtype, t.shape)}" if sized else ""
-                names.append(naming.unique(f"{label}/{hints[members[0]]}{size}"))
+                names.append(name(f"{label}/{hints[members[0]]}{size}"))
             else:
                 flat = tf.concat([tf.reshape(dense[i], [-1]) for i in members], axis=0)
                 payloads.append(flat)
                 first, last = hints[members[0]], hints[members[-1]]
                 size = f":{naming.describe(flat.dtype, flat.shape)}" if sized else f":{flat.dtype.name}"
-                names.append(naming.unique(f"{label}/fused:{first}..{last}:{len(members)}x{size}"))
+                names.append(name(f"{label}/fused:{first}..{last}:{len(members)}x{size}"))
         for name, members in zip(names, buckets):
             # A fused bucket's parts: onebit keeps a scale per tensor (docs/compression.md).
             sizes = [dense[i].shape.num_elements() for i in members] if len(members) > 1 else None
             apply_to(name, compression, sizes)
         engine_average = divisor != 1 and divisor == engine.size()
-        reduced = push_pull_list(payloads, names, priorities=[-k for k in range(len(buckets))],
+        reduced = (submit or push_pull_list)(payloads, names, priorities=[-k for k in range(len(buckets))],
                                  average=engine_average, timeout_seconds=timeout_seconds)
         results = [None] * len(dense)
         for members, out in zip(buckets, reduced):

@@ -52,7 +52,9 @@ from tensorflow.python.distribute import mirrored_strategy
 from tensorflow.python.distribute import reduce_util
 from tensorflow.python.distribute import values as value_lib
 from tensorflow.python.distribute.v1 import input_lib as input_lib_v1
+from tensorflow.python.eager import context
 from tensorflow.python.framework import ops as framework_ops
+from tensorflow.python.ops import control_flow_util
 from tensorflow.python.trackable import base as trackable_base
 from tensorflow.python.util import nest
 
@@ -62,8 +64,42 @@ _lock = threading.Lock()
 _installed = False
 
 
+class XlaNotSupportedError(NotImplementedError):
+    """A BytePSOps reduction was asked for inside an XLA-compiled function."""
+
+
+def xla_not_supported(what):
+    """The error for `what` inside an XLA-compiled function: raised by
+    BytePSOps' entry points, and for MirroredStrategy's own XLA bypass."""
+    return XlaNotSupportedError(
+        f"{what} inside an XLA-compiled function (jit_compile=True) with BytePSOps: MirroredStrategy "
+        f"under XLA on GPUs replaces custom cross-device ops by its own in-process collectives "
+        f"(tensorflow/python/distribute/mirrored_strategy.py: MirroredExtended._use_merge_call is False "
+        f"in an XLA context when every device is a GPU, and _get_cross_device_ops then returns "
+        f"self._collective_ops), which sum over this process's devices only, and BytePS's op has no XLA "
+        f"kernel. Compile the step without XLA: model.compile(..., jit_compile=False) in Keras (Keras 3's "
+        f"default jit_compile='auto' already resolves to False under a distribution strategy), "
+        f"tf.function(jit_compile=False) around strategy.run in a custom loop.")
+
+
+def in_xla_context():
+    """Whether ops built now are compiled by XLA (TensorFlow's own test)."""
+    return not context.executing_eagerly() and \
+        control_flow_util.GraphOrParentsInXlaContext(framework_ops.get_default_graph())
+
+
 def _byteps_ops(extended):
     return keras_gather.bytepsops_of(extended)
+
+
+def _refuse_xla(extended, what):
+    """Before TensorFlow's own checks (an XLA step's values carry no device,
+    and TF would first fail on empty destinations, naming nothing useful).
+    One process on GPUs may keep TensorFlow's XLA path: its in-process
+    collectives are then the whole job."""
+    ops = _byteps_ops(extended)
+    if ops is not None and in_xla_context() and (ops.num_processes > 1 or extended._use_merge_call()):  # pylint: disable=protected-access
+        raise xla_not_supported(what)
 
 
 def _local_count(extended):
@@ -108,12 +144,17 @@ def install():
             ops = _byteps_ops(self)
             if ops is not None and self._use_merge_call():
                 return ops  # including int32: the engine sums int32
+            if ops is not None and ops.num_processes > 1:
+                # TensorFlow's XLA bypass (XLA context, all devices GPUs): its
+                # in-process collectives would sum this process's replicas only.
+                raise xla_not_supported("a MirroredStrategy reduction across processes")
             return original(self, value)
         return _get_cross_device_ops
 
     def reduce_to(original):
         def _reduce_to(self, reduce_op, value, destinations, options):
             ops = _byteps_ops(self)
+            _refuse_xla(self, "strategy.reduce / extended.reduce_to")
             if ops is None or not self._use_merge_call():
                 return original(self, reduce_op, value, destinations, options)
             if distribute_utils.is_mirrored(value) and reduce_op == reduce_util.ReduceOp.MEAN:
@@ -132,6 +173,7 @@ def install():
 
     def batch_reduce_to(original):
         def _batch_reduce_to(self, reduce_op, value_destination_pairs, options):
+            _refuse_xla(self, "ReplicaContext.all_reduce / extended.batch_reduce_to")
             if _byteps_ops(self) is not None and _local_count(self) == 1:
                 # A value read inside a tf.function (e.g. a sync-on-read variable
                 # in ReplicaContext.all_reduce) carries no device, and TF rejects
@@ -145,24 +187,12 @@ def install():
     def gather_to(original):
         def _gather_to_implementation(self, value, destinations, axis, options):
             ops = _byteps_ops(self)
+            _refuse_xla(self, "strategy.gather / ReplicaContext.all_gather")
             if ops is None or not self._use_merge_call():
                 return original(self, value, destinations, axis, options)
             return ops._gather(value, destinations=destinations, axis=axis,  # pylint: disable=protected-access
                                options=self._communication_options.merge(options))
         return _gather_to_implementation
-
-    def replica_ctx_all_reduce(original):
-        def _replica_ctx_all_reduce(self, reduce_op, value, options=None):
-            # Under merge_call-free tracing (XLA on GPUs) MirroredStrategy uses
-            # its in-process collectives; send them to BytePSOps when they must
-            # cross processes and BytePSOps can serve them.
-            ops = _byteps_ops(self)
-            if ops is None or self._use_merge_call() or ops.num_processes == 1:
-                return original(self, reduce_op, value, options)
-            replica_context = distribute_lib.get_replica_context()
-            return ops._all_reduce(reduce_op, value, replica_context._replica_id,  # pylint: disable=protected-access
-                                   options)
-        return _replica_ctx_all_reduce
 
     def num_replicas_in_sync(original_fget):
         def _num_replicas_in_sync(self):
@@ -294,7 +324,6 @@ def install():
     _wrap(extended_cls, "_reduce_to", reduce_to)
     _wrap(extended_cls, "_batch_reduce_to", batch_reduce_to)
     _wrap(extended_cls, "_gather_to_implementation", gather_to)
-    _wrap(extended_cls, "_replica_ctx_all_reduce", replica_ctx_all_reduce)
     _wrap(extended_cls, "_num_replicas_in_sync", num_replicas_in_sync, kind="property")
     _wrap(extended_cls, "_get_replica_id_in_sync_group", replica_id_in_sync_group)
     _wrap(extended_cls, "_get_local_replica_id", local_replica_id)

@@ -85,6 +85,32 @@ def unique(base):
     return name
 
 
+_replica_calls = weakref.WeakKeyDictionary()  # outermost FuncGraph -> Counter of local replica ids
+
+
+def replica_call(replica_id):
+    """Which per-replica all-reduce call this is for local replica
+    `replica_id`, counted per outermost tf.function graph (0 in eager mode).
+    Every local replica makes the same calls in the same order, so its k-th
+    call names the same round and tensors as every other replica's k-th
+    (naming.unique would count the replicas' calls as repeats of one name)."""
+    if tf.executing_eagerly():
+        return 0
+    with _lock:
+        counter = _replica_calls.setdefault(_outermost_function_graph(), collections.Counter())
+        call = counter[replica_id]
+        counter[replica_id] += 1
+    return call
+
+
+def issued(name):
+    """Records `name` as used (a name built without unique(), e.g. per replica call)."""
+    name = sanitize(name)
+    with _lock:
+        _issued.add(name)
+    return name
+
+
 def issued_names():
     """A copy of every engine name this process has used so far."""
     with _lock:

@@ -3,7 +3,9 @@ import contextlib
 import threading
 
 import tensorflow as tf
+from tensorflow.python.framework import auto_control_deps as _auto_control_deps
 
+from byteps_native._runtime import config
 from byteps_native.tf import naming
 from byteps_native.tf._library import ops as _raw
 
@@ -122,3 +124,34 @@ def _push_pull_gradient(op, *grads):
     for i, g in zip(keep, reduced):
         out[i] = g
     return out + [None]  # no gradient for name_suffixes
+
+
+# BytepsLocalPushPull's instances of one round (one per local replica) must
+# not be chained in program order: tf.function chains stateful ops without
+# resource inputs that way (auto_control_deps.py, op_is_stateful), the
+# replicas' instances are traced one after another, and a chain would make
+# replica 1's instance wait for replica 0's, which waits for replica 1's.
+# TensorFlow exempts its own collectives through this set for that reason.
+_auto_control_deps.ASYNC_STATEFUL_OPS = _auto_control_deps.ASYNC_STATEFUL_OPS | {"BytepsLocalPushPull"}
+
+
+def local_push_pull(tensors, names, round_name, replica, replicas, local_op, push, average=False,
+                    priorities=None, timeout_seconds=None, wait_seconds=None):
+    """One local replica's part of a per-replica all-reduce
+    (local_push_pull_kernel.cc): the instances of `round_name` of the
+    `replicas` local replicas meet in the process, the local result
+    (`local_op`: "sum", "first" or "concat") is formed once and, with `push`,
+    summed across processes in one engine submission; every replica gets it.
+    wait_seconds: how long to wait for the other local replicas (default:
+    the engine's BYTEPS_TIMEOUT)."""
+    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    if not tensors:
+        return []
+    for tensor, name in zip(tensors, names):
+        check_dtype(tensor.dtype, f"tensor '{name}'")
+    if wait_seconds is None:
+        wait_seconds = config.timeout_s()
+    return _raw.byteps_local_push_pull(
+        tensors=tensors, tensor_names=list(names), round=round_name, replica=int(replica), replicas=int(replicas),
+        local_op=local_op, push=bool(push), average=bool(average), priorities=list(priorities or []),
+        timeout_seconds=check_timeout(timeout_seconds), wait_seconds=float(wait_seconds))

@@ -102,6 +102,35 @@ if "BPS_UPSTREAM_CROSS_DEVICE_OPS" in os.environ:
     _pickle_main_classes_by_reference()
 
 
+# cross_device_ops_test on a layout of several local devices (1x2, 2x2): its
+# GPU cases run on that many logical CPUs per process (make_collective), so
+# the per-replica all-reduce of several local replicas is compared with
+# TensorFlow's CollectiveAllReduce -- MirroredStrategy's own cross-device ops
+# -- on machines without GPUs. Only the cases of the layout's process count
+# and device count run; NCCL needs real GPUs.
+CPUS_AS_GPUS = LOCAL_DEVICES if ("BPS_UPSTREAM_CROSS_DEVICE_OPS" in os.environ and LOCAL_DEVICES > 1) else 0
+
+
+def _layout_gpu_combination():
+    from tensorflow.python.distribute import collective_util
+
+    def should_execute_combination(self, kwargs):  # pylint: disable=unused-argument
+        required = kwargs.get("required_gpus", 0) or 0
+        processes = kwargs.get("num_processes", PROCESSES)
+        if required != CPUS_AS_GPUS or processes != PROCESSES:
+            return False, (f"layout {LAYOUT}: runs the cases of {PROCESSES} process(es) x {CPUS_AS_GPUS} "
+                           f"devices (logical CPUs for required_gpus={CPUS_AS_GPUS})")
+        if kwargs.get("implementation") == collective_util.CommunicationImplementation.NCCL:
+            return False, f"layout {LAYOUT}: NCCL needs GPUs; these devices are logical CPUs"
+        return True, None
+
+    combinations.GPUCombination.should_execute_combination = should_execute_combination
+
+
+if CPUS_AS_GPUS:
+    _layout_gpu_combination()
+
+
 def start_engine_job():
     """The scheduler and server of the layout's job (main process, before
     any pool process starts; pool processes, which import the test module

@@ -35,11 +35,13 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 TESTS = ["strategy_gather_test", "strategy_common_test", "mirrored_strategy_test", "cross_device_ops_test",
          "collective_all_reduce_strategy_test"]
 # Files that swap the cross-device ops rather than take a strategy parameter:
-# each runs twice ($BPS_UPSTREAM_CROSS_DEVICE_OPS = reference, bytepsops), and
-# only under the 2x1 layout (they start their own 1- and 2-process pools of one
-# CPU device each, whatever the layout; collective_all_reduce_strategy_test
+# each runs twice ($BPS_UPSTREAM_CROSS_DEVICE_OPS = reference, bytepsops), on
+# the layouts listed (they start their own 1- and 2-process pools of one CPU
+# device each at 2x1; at 1x2 and 2x2 cross_device_ops_test runs its cases of
+# that many processes with 2 logical CPUs each where they ask for 2 GPUs,
+# byteps_combinations.CPUS_AS_GPUS; collective_all_reduce_strategy_test starts
 # its own 3-worker clusters).
-OPS_SWAPPED = {"cross_device_ops_test", "collective_all_reduce_strategy_test"}
+OPS_SWAPPED = {"cross_device_ops_test": ("2x1", "1x2", "2x2"), "collective_all_reduce_strategy_test": ("2x1",)}
 # testName_test_[<params>_]strategy_<Name>[_<more params>] (the parameter is
 # `distribution` in some files); strategy names have no "_"
 CASE = re.compile(r"^(?P<test>test\w+?)_test_(?:(?P<pre>.*?)_)?(?:strategy|distribution)_(?P<strategy>[A-Za-z0-9]+)"
@@ -173,7 +175,7 @@ def main(argv=None):
             extra = ["--"] + [arg for pattern in args.patterns for arg in ("-k", pattern)] if args.patterns else []
             file_results = {}
             if test in OPS_SWAPPED:
-                if layout != "2x1":
+                if layout not in OPS_SWAPPED[test]:
                     continue
                 for variant in ("reference", "bytepsops"):
                     file_results.update(run_file(test, layout, out_dir, args.timeout, extra, variant))

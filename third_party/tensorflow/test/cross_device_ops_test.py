@@ -25,6 +25,19 @@ it). Changes, and nothing else:
   (run_upstream.py runs the file once with each), joining the BytePS job of
   the pool's processes (byteps_combinations.bytepsops_for_pool_worker); the
   main process starts that job's scheduler and server before the pools start;
+* at layouts of several local devices (1x2, 2x2; byteps-native issue 42),
+  make_collective gives each process that many logical CPUs where the case
+  asks for GPUs (byteps_combinations.CPUS_AS_GPUS, which also skips the
+  cases of other process counts, other device counts and NCCL), and main()
+  configures TensorFlow's logical CPUs (2 per process); there
+  enable_collective_ops recovers TensorFlow 2.21's default
+  _prefer_ordering_token = True (this 2021 copy's default was False, with
+  which TensorFlow's own per-replica collectives of several local devices
+  are chained in program order by tf.function and deadlock). The pools'
+  processes still see CPU:0 alone once enable_collective_ops starts their
+  server (TensorFlow's b/172304955, why this file turns logical devices
+  off), so TensorFlow's reference waits forever for CPU:1 there, and
+  eager values placed on CPU:1 fail (testInputsAreFunctionArgs);
 * TensorFlow 2.21 API: ops.Tensor -> tensor.Tensor; CollectiveAllReduce
   takes a required `options` argument (collective_util.Options(), its
   default before it became required); control_flow_ops.cond ->
@@ -132,7 +145,8 @@ def enable_collective_ops():
   context.context().enable_collective_ops(server_def)
   # Recover default flag values.
   CollectiveReplicaLauncher._prefer_unique_instance_key = True
-  CollectiveReplicaLauncher._prefer_ordering_token = False
+  CollectiveReplicaLauncher._prefer_ordering_token = bool(
+      byteps_combinations.CPUS_AS_GPUS)
 
 
 class MultiProcessPoolRunner():
@@ -197,8 +211,10 @@ class CollectiveOpsTest(test.TestCase, parameterized.TestCase):
     ]
     if gpu_per_process > 0:
       devices = [
-          "/job:worker/replica:0/task:%d/device:GPU:%d" %
-          (cluster_resolver.task_id, i) for i in range(gpu_per_process)
+          "/job:worker/replica:0/task:%d/device:%s:%d" %
+          (cluster_resolver.task_id,
+           "CPU" if byteps_combinations.CPUS_AS_GPUS else "GPU", i)
+          for i in range(gpu_per_process)
       ]
     group_size = num_processes * len(devices)
     if byteps_combinations.CROSS_DEVICE_OPS == "bytepsops":
@@ -1247,4 +1263,5 @@ if __name__ == "__main__":
   # thread pool with the additional executors to run collectives in eager.
   os.environ["TF_NUM_INTEROP_THREADS"] = "1"
   # TODO(b/172304955): figure why logical devices doesn't work.
-  test_util.main(config_logical_devices=False)
+  test_util.main(
+      config_logical_devices=bool(byteps_combinations.CPUS_AS_GPUS))
