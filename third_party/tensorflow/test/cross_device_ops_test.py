@@ -136,6 +136,8 @@ def enable_collective_ops():
   config_proto = config_pb2.ConfigProto()
   config_proto.experimental.collective_group_leader = (
       "/job:worker/replica:0/task:0")
+  if byteps_combinations.CPUS_AS_GPUS:
+    config_proto.device_count["CPU"] = byteps_combinations.CPUS_AS_GPUS
   server_def = tensorflow_server_pb2.ServerDef(
       cluster=cluster_resolver.cluster_spec().as_cluster_def(),
       default_session_config=config_proto,
