@@ -33,11 +33,10 @@ it). Changes, and nothing else:
   enable_collective_ops recovers TensorFlow 2.21's default
   _prefer_ordering_token = True (this 2021 copy's default was False, with
   which TensorFlow's own per-replica collectives of several local devices
-  are chained in program order by tf.function and deadlock). The pools'
-  processes still see CPU:0 alone once enable_collective_ops starts their
-  server (TensorFlow's b/172304955, why this file turns logical devices
-  off), so TensorFlow's reference waits forever for CPU:1 there, and
-  eager values placed on CPU:1 fail (testInputsAreFunctionArgs);
+  are chained in program order by tf.function and deadlock), and gives the
+  pool's server that many CPU devices (session config device_count: the
+  logical devices of test_util.main do not reach the server, whose job then
+  had CPU:0 alone and TensorFlow's reference waited for CPU:1 forever);
 * TensorFlow 2.21 API: ops.Tensor -> tensor.Tensor; CollectiveAllReduce
   takes a required `options` argument (collective_util.Options(), its
   default before it became required); control_flow_ops.cond ->
@@ -136,6 +135,8 @@ def enable_collective_ops():
   config_proto = config_pb2.ConfigProto()
   config_proto.experimental.collective_group_leader = (
       "/job:worker/replica:0/task:0")
+  if byteps_combinations.CPUS_AS_GPUS:
+    config_proto.device_count["CPU"] = byteps_combinations.CPUS_AS_GPUS
   server_def = tensorflow_server_pb2.ServerDef(
       cluster=cluster_resolver.cluster_spec().as_cluster_def(),
       default_session_config=config_proto,
