@@ -7,27 +7,12 @@ import pytest
 
 from tests.trainers import recipes
 
-RUNS = ("straight", "resumed", "fsdp")
 REFUSAL = "Your assigned backend byteps is not available, please use gloo"
 
 
-@pytest.fixture(scope="module")
-def results(tmp_path_factory):
-    return recipes.launch("accelerate_recipe.py", tmp_path_factory.mktemp("accelerate"))
-
-
-def test_parameters_match_gloo_bitwise(results):
-    recipes.check_matches_reference(results, RUNS)
-
-
-def test_bf16_and_gradient_accumulation_in_effect(results):
-    recipes.check_mixed_precision(results)
-    recipes.check_accumulation(results, steps=4)  # 2 epochs of 4 batches a rank, 2 batches a step
-
-
-def test_parameters_moved_and_ranks_agree(results):
-    recipes.check_moved(results, RUNS)
-    recipes.check_ranks_agree(results, RUNS)
+@pytest.fixture
+def results(recipe_results):
+    return recipe_results("accelerate")
 
 
 def test_group_is_byteps_and_engine_counted(results):
@@ -42,10 +27,6 @@ def test_gather_collects_every_rank(results):
     for rank, found in results.items():
         for backend in found:
             assert found[backend]["gathered"] == [0.0, 1.0], f"rank {rank}, {backend}: {found[backend]['gathered']}"
-
-
-def test_save_state_load_state_ends_where_straight_run_does(results):
-    recipes.check_resume(results)
 
 
 def test_fsdp_plugin_on_cpu_wraps_ddp(results):

@@ -8,27 +8,12 @@ import pytest
 
 from tests.trainers import recipes
 
-RUNS = ("straight", "resumed")
 REFUSAL = "Your assigned backend byteps is not available, please use gloo"
 
 
-@pytest.fixture(scope="module")
-def results(tmp_path_factory):
-    return recipes.launch("hf_trainer_recipe.py", tmp_path_factory.mktemp("hf_trainer"))
-
-
-def test_parameters_match_gloo_bitwise(results):
-    recipes.check_matches_reference(results, RUNS)
-
-
-def test_bf16_and_gradient_accumulation_in_effect(results):
-    recipes.check_mixed_precision(results)
-    recipes.check_accumulation(results, steps=4)  # 2 epochs of 4 batches a rank, 2 batches a step
-
-
-def test_parameters_moved_and_ranks_agree(results):
-    recipes.check_moved(results, RUNS)
-    recipes.check_ranks_agree(results, RUNS)
+@pytest.fixture
+def results(recipe_results):
+    return recipe_results("hf_trainer")
 
 
 def test_group_is_byteps_and_engine_counted(results):
@@ -42,10 +27,6 @@ def test_evaluate_matches_gloo(results):
         assert found["byteps"]["eval_loss"] == found["gloo"]["eval_loss"], \
             f"rank {rank}: evaluate()'s loss on byteps {found['byteps']['eval_loss']!r}, " \
             f"on gloo {found['gloo']['eval_loss']!r}"
-
-
-def test_resume_from_checkpoint_ends_where_straight_run_does(results):
-    recipes.check_resume(results)
 
 
 def test_plain_ddp_backend_still_refused(results):
