@@ -1,20 +1,20 @@
 // Scheduling credits counted in bytes (issue 14): at most `budget` bytes of
 // pushes are in flight at once, so many small partitions can be in flight
 // beside a large one, and the budget means the same whatever the partition
-// sizes are. A push is in flight from its admission until its answer is back
-// (issue 38): the bytes a process has written into its sockets are still
-// queued for the link, and a window that closed when they were written
-// admitted a whole step's partitions into the sockets at once. They then
-// shared the link, every server answer waited for the slowest of them, and
-// the download idled until the end of the upload (ResNet-50 at 10 Gbit/s:
-// 0.68x NCCL). Counted to the answer, the window keeps the partitions on the
-// link few and in the machines' common order, so answers flow back while
-// later partitions are pushed.
+// sizes are. A push is in flight from its admission until its server says it
+// arrived whole (kReceived, issue 38): the bytes a process has written into
+// its sockets are still queued for the link, and a window that closed when
+// they were written admitted a whole step's partitions into the sockets at
+// once. They then shared the link, every server answer waited for the
+// slowest of them, and the download idled until the end of the upload
+// (ResNet-50 at 10 Gbit/s: 0.68x NCCL). Not until the answer: that waits for
+// the other machines' pushes, and two machines whose windows held different
+// partitions then waited for each other forever.
 //
 // The engine thread admits partitions in scheduling order, one pass at a
 // time (BeginPass, then TryAdmit for each ready partition); transport
-// threads Release the bytes when a partition's answer arrived (or its
-// receive ended otherwise). Two rules keep it fair:
+// threads Release the bytes when a push's receipt arrived (or its receive
+// ended first). Two rules keep it fair:
 //  - An empty window admits any partition, so one larger than the whole
 //    budget still goes (alone) instead of waiting forever.
 //  - Once a partition is refused in a pass, every later one in that pass is
