@@ -7,6 +7,9 @@ from tests.support.jobs import torchrun
 from tests.trainers import WORKERS
 
 REFERENCE = {"cpu": "gloo", "cuda": "nccl"}
+# What Accelerate says to the name 'byteps' on CPU, also where the HF Trainer's
+# TrainingArguments(ddp_backend=...) hands it on (docs/trainers.md).
+ACCELERATE_REFUSAL = "Your assigned backend byteps is not available, please use gloo"
 # Small jobs: the warm staging pool at 8 MiB a rank (as bpslaunch jobs have
 # it), nothing fetched from the Hugging Face Hub; on GPUs deterministic
 # cuBLAS and no NVLink multicast (KINDS.md of the GPU machines).

@@ -7,8 +7,6 @@ import pytest
 
 from tests.trainers import recipes
 
-REFUSAL = "Your assigned backend byteps is not available, please use gloo"
-
 
 @pytest.fixture
 def results(recipe_results):
@@ -42,7 +40,7 @@ def test_fsdp_plugin_on_cpu_wraps_ddp(results):
 
 def test_plain_name_still_refused_and_helper_behaves(results):
     for rank, found in results.items():
-        assert found["byteps"]["plain_way"] == REFUSAL, \
+        assert found["byteps"]["plain_way"] == recipes.ACCELERATE_REFUSAL, \
             f"rank {rank}: Accelerator(cpu=True, InitProcessGroupKwargs(backend='byteps')) now says " \
             f"{found['byteps']['plain_way']!r}; if it works, docs/trainers.md's recipe can drop its first line"
         assert found["byteps"]["helper_again_same_group"] is True, \
