@@ -162,15 +162,25 @@ BPS_EXPORT int bps_push_pull_async_on_stream(const bps_tensor* input, void* outp
  * several machines: results cross the host). */
 BPS_EXPORT int bps_device_stream_ordered(void);
 
-/* As bps_push_pull_async_on_stream, for a caller that, while
- * bps_device_stream_ordered() is 1, completes its own future at once,
- * stream-ordered, and takes `done` only as a confirmation: the engine then
- * waits for the result lazily (millisecond polls) instead of at host
- * latency. Callers that wait on `done` use bps_push_pull_async_on_stream. */
+/* 1 when bps_push_pull_async_stream_ordered takes device tensors: one
+ * machine (the fused path) and, across machines, unless
+ * BYTEPS_GPU_STREAM_ORDERED=0 (then results complete on the host only). */
+BPS_EXPORT int bps_device_push_pull_stream_ordered(void);
+
+/* As bps_push_pull_async_on_stream (the input is read after the work queued
+ * on `input_stream` so far), for a caller that completes its own future at
+ * once: work queued on `result_stream` after this returns sees the result
+ * (one machine: an event wait; across machines: a wait on the device that
+ * the engine's thread releases once the result is in `output`). The host
+ * never blocks for the result. `done` only confirms; a failure after this
+ * returned also latches the engine, so the caller's next call fails naming
+ * it. Refused (BPS_INVALID_ARGUMENT) while
+ * bps_device_push_pull_stream_ordered() is 0. */
 BPS_EXPORT int bps_push_pull_async_stream_ordered(const bps_tensor* input, void* output,
                                                   const char* name, int32_t priority,
-                                                  int32_t reduce_op, void* cuda_stream,
-                                                  bps_done_fn done, void* user_data);
+                                                  int32_t reduce_op, void* input_stream,
+                                                  void* result_stream, bps_done_fn done,
+                                                  void* user_data);
 
 /* Allgather as one sum (csrc/core/placed_sum.h): `output` (total_bytes, on
  * `device`: -1 host, >= 0 CUDA) becomes zeros with this rank's `input_bytes`

@@ -151,11 +151,24 @@ int bps_push_pull_async_on_stream(const bps_tensor* input, void* output, const c
   return SubmitOnStream(input, output, name, priority, reduce_op, cuda_stream, done, user_data);
 }
 
-// The engine decides whether a device result is stream-ordered (one machine:
-// the fused path); the caller only says it completes its future at once.
 int bps_push_pull_async_stream_ordered(const bps_tensor* input, void* output, const char* name, int32_t priority,
-                                       int32_t reduce_op, void* cuda_stream, bps_done_fn done, void* user_data) {
-  return SubmitOnStream(input, output, name, priority, reduce_op, cuda_stream, done, user_data);
+                                       int32_t reduce_op, void* input_stream, void* result_stream,
+                                       bps_done_fn done, void* user_data) {
+  return Guarded([&] {
+    if (!input || !name) return bps::Status::Invalid("push_pull: null tensor or name");
+    if (input->device < 0 || !result_stream) {
+      return bps::Status::Invalid("push_pull of '" + std::string(name) +
+                                  "': a stream-ordered push_pull takes a device tensor and a result stream");
+    }
+    auto engine = bps::ProcessEngine::Get().engine();
+    if (!engine) return NotInitialised();
+    return engine->Submit(*input, output, name, priority, reduce_op, done, user_data, input_stream, result_stream);
+  });
+}
+
+int bps_device_push_pull_stream_ordered(void) {
+  auto engine = RunningEngine();
+  return engine && engine->DevicePushPullStreamOrdered() ? 1 : 0;
 }
 
 int bps_device_stream_ordered(void) {

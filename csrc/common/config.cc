@@ -243,6 +243,7 @@ Status ConfigFromEnvironment(bool require_rendezvous, Config* out) {
   if (!congestion.empty()) c.tcp_congestion = congestion == "system" ? std::string() : congestion;
   BPS_RETURN_IF_ERROR(ReadBool("BYTEPS_ENABLE_ASYNC", &c.enable_async));
   BPS_RETURN_IF_ERROR(ReadBool("BYTEPS_FORCE_DISTRIBUTED", &c.force_distributed));
+  BPS_RETURN_IF_ERROR(ReadBool("BYTEPS_GPU_STREAM_ORDERED", &c.gpu_stream_ordered));
   // Bounded so that every deadline fits its clock and its messages (30 days).
   constexpr double kLongestTimeout = 30 * 24 * 3600;
   BPS_RETURN_IF_ERROR(ReadDouble("BYTEPS_TIMEOUT", 0.1, kLongestTimeout, &c.timeout_seconds));

@@ -47,6 +47,11 @@ struct Config {
   int64_t server_buffer_pool_bytes = int64_t{256} << 20;
   bool enable_async = false;     // BYTEPS_ENABLE_ASYNC
   bool force_distributed = false;// BYTEPS_FORCE_DISTRIBUTED
+  // BYTEPS_GPU_STREAM_ORDERED: across machines, a device push_pull's result
+  // is stream-ordered (the caller's stream waits on the device for the
+  // engine thread's word, gpu/stream_hold.h) instead of completing on the
+  // host. 0: callers wait on the host for each result, as before issue 38.
+  bool gpu_stream_ordered = true;
   double timeout_seconds = 300;  // BYTEPS_TIMEOUT: an op without progress fails after this
   double rendezvous_timeout_seconds = 300;  // BYTEPS_RENDEZVOUS_TIMEOUT
   std::string job_token;         // BYTEPS_JOB_TOKEN, else the contents of BYTEPS_JOB_TOKEN_FILE

@@ -37,4 +37,9 @@ bool Engine::DeviceStreamOrdered() const {
   return initialized_ && !config_.distributed() && options_.device_reducer != nullptr;
 }
 
+bool Engine::DevicePushPullStreamOrdered() const {
+  return initialized_ && options_.device_reducer != nullptr &&
+         (!config_.distributed() || config_.gpu_stream_ordered);
+}
+
 }  // namespace bps

@@ -104,7 +104,7 @@ Status Engine::StartSteps() {
 }
 
 Status Engine::Submit(const bps_tensor& input, void* output, const std::string& name, int32_t priority,
-                      int32_t reduce_op, bps_done_fn done, void* user_data, void* stream) {
+                      int32_t reduce_op, bps_done_fn done, void* user_data, void* stream, void* result_stream) {
   if (!initialized_) return Status(BPS_NOT_INITIALIZED, "byteps is not initialised: call init() first");
   BPS_RETURN_IF_ERROR(failure_.status());
   BPS_RETURN_IF_ERROR(ValidatePushPull(input, output, name, reduce_op, done));
@@ -127,16 +127,30 @@ Status Engine::Submit(const bps_tensor& input, void* output, const std::string& 
   if (op->device >= 0) {
     BPS_RETURN_IF_ERROR(EnsureDeviceReducer(op->device).WithContext("tensor '" + name + "'"));
     op->reducer = device_reducer_.get();
+    if (result_stream && !DevicePushPullStreamOrdered()) {
+      return Status::Invalid("push_pull of '" + name + "': a stream-ordered result was asked for, but this engine "
+                             "completes device results across machines on the host (BYTEPS_GPU_STREAM_ORDERED=0)");
+    }
     BPS_RETURN_IF_ERROR(op->reducer->RecordReady(stream, &op->ready_event));
+    op->caller_moved_on = result_stream != nullptr;
     if (!config_.distributed()) {
       // One machine: one fused collective, launched now in this rank's
       // submission order and stream-ordered for the caller.
-      Status st = op->reducer->LaunchFused(ContributionOf(*op, nullptr), stream, &op->fused_handle);
+      Status st = op->reducer->LaunchFused(ContributionOf(*op, nullptr), result_stream ? result_stream : stream,
+                                           &op->fused_handle);
       if (!st.ok()) {
         op->reducer->ReturnReady(op->ready_event);
         return st.WithContext("push_pull of '" + name + "'");
       }
       op->fused = true;
+    } else if (result_stream) {
+      // Across machines the result arrives through the host: the caller's
+      // result stream waits on the device for the engine to say it is in.
+      Status st = op->reducer->HoldStream(result_stream, &op->result_hold);
+      if (!st.ok()) {
+        op->reducer->ReturnReady(op->ready_event);
+        return st.WithContext("push_pull of '" + name + "'");
+      }
     }
   }
   {
@@ -148,6 +162,7 @@ Status Engine::Submit(const bps_tensor& input, void* output, const std::string& 
       // collective already launched keeps its event (freed with the
       // reducer's events) and leaks its few bytes of bookkeeping.
       if (op->ready_event && !op->fused) op->reducer->ReturnReady(op->ready_event);
+      ReleaseResultHold(op.get());
       return Status(BPS_NOT_INITIALIZED, "byteps is not initialised: call init() first");
     }
     op->seq = next_seq_++;
@@ -238,6 +253,7 @@ void Engine::Loop() {
   }
   for (auto& op : late) {
     stats_.queue_depth--;
+    ReleaseResultHold(op.get());
     const std::string msg = "push_pull of '" + op->name + "' failed: byteps shut down while the operation was pending";
     op->done(op->user_data, BPS_SHUTDOWN, msg.c_str());
   }

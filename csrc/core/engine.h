@@ -101,11 +101,20 @@ class Engine {
   // what the caller queued on `stream` (a cudaStream_t; null: the legacy
   // default stream); its reducer is made on the first one (a collective among
   // the machine's local ranks).
+  // `result_stream` (device tensors; see DevicePushPullStreamOrdered): the
+  // caller completes at once, and work it queues on result_stream after
+  // Submit returns sees the result; `done` then only confirms, and a failure
+  // latches the engine (the caller has moved on: its next call raises it).
   Status Submit(const bps_tensor& input, void* output, const std::string& name, int32_t priority, int32_t reduce_op,
-                bps_done_fn done, void* user_data, void* stream = nullptr);
+                bps_done_fn done, void* user_data, void* stream = nullptr, void* result_stream = nullptr);
   // One machine, device tensors: the result is ordered on the submitting
   // stream when Submit returns (the fused path), as ProcessGroupNCCL does.
   bool DeviceStreamOrdered() const;
+  // Whether Submit takes a `result_stream` for device tensors: one machine
+  // (the fused path) and, across machines, a device-side wait on a word the
+  // engine thread writes when the result is in (BYTEPS_GPU_STREAM_ORDERED=0
+  // turns that off: the caller then waits on the host for `done`).
+  bool DevicePushPullStreamOrdered() const;
   // Pushes of tensor `name` are compressed from its next submission on
   // ("onebit", "topk:ratio=0.01", ...; "" or "none": not; see
   // csrc/compression/compressor.h). Every rank must declare the same.
@@ -164,6 +173,9 @@ class Engine {
   // turn came: the next op of that name then runs (issue 13, bug 2).
   bool RetireFailed(PartitionTask& t);
   void CompleteFailedOp(TensorOp* op);
+  // Lets the caller's result stream go on past the op (its result is in, or
+  // it failed); once per op.
+  void ReleaseResultHold(TensorOp* op);
   void SetFatal(const Status& st);
 
   // The watchdog (watchdog.cc).

@@ -33,6 +33,9 @@ void Engine::FailOp(TensorOp* op, const Status& st) {
   if (msg.find("'" + op->name + "'") == std::string::npos) msg = "push_pull of '" + op->name + "' failed: " + msg;
   op->failure = Status(st.code(), msg);
   if (st.code() == BPS_MISMATCH) OnTensorMismatch(op);
+  // Its caller completed at once and moved on: only the latch can tell it
+  // (its next call fails with this cause). A shutdown is no failure.
+  if (op->caller_moved_on && st.code() != BPS_SHUTDOWN) SetFatal(op->failure);
   op->unretired = 0;
   for (auto& t : op->parts) op->unretired += t->stage != Stage::kDone;
   // Cancel every pull of the op: its receive's callback (which releases it)
@@ -106,9 +109,17 @@ void Engine::CompleteFailedOp(TensorOp* op) {
   stats_.queue_depth--;
   if (op->ready_event) op->reducer->ReturnReady(op->ready_event);
   op->ready_event = nullptr;
+  // After every partition settled: nothing writes the output any more.
+  ReleaseResultHold(op);
   bps_done_fn done = op->done;
   op->done = nullptr;  // marks the op complete
   done(op->user_data, op->failure.code(), op->failure.message().c_str());
+}
+
+void Engine::ReleaseResultHold(TensorOp* op) {
+  if (!op->result_hold) return;
+  op->reducer->ReleaseHold(op->result_hold);
+  op->result_hold = nullptr;
 }
 
 }  // namespace bps

@@ -306,6 +306,7 @@ void Engine::FinishPartition(PartitionTask& t) {
     stats_.queue_depth--;
     if (op->ready_event) op->reducer->ReturnReady(op->ready_event);
     op->ready_event = nullptr;
+    ReleaseResultHold(op);
     op->done(op->user_data, BPS_OK, "");
   }
 }

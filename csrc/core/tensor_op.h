@@ -107,6 +107,12 @@ struct TensorOp {
   // submission (LocalReducer::LaunchFused); its one partition starts at kGather.
   bool fused = false;
   LocalPartition* fused_handle = nullptr;
+  // Submitted stream-ordered (bps_push_pull_async_stream_ordered): the
+  // caller completed its future at once and moved on, so a failure can only
+  // reach it through the engine's latch. Across machines the caller's result
+  // stream waits on `result_hold` until the result is in the output.
+  bool caller_moved_on = false;
+  void* result_hold = nullptr;
   bps_done_fn done = nullptr;
   void* user_data = nullptr;
   int remaining = 0;

@@ -8,6 +8,7 @@
 #include "gpu/cuda_status.h"
 #include "gpu/device_scale.h"
 #include "gpu/local_communicators.h"
+#include "gpu/stream_hold.h"
 #include "local/sequenced_reducer.h"
 
 namespace bps {
@@ -99,6 +100,7 @@ Status NcclCollectives::Create(const Config& config, Store* store, int device, s
 }
 
 NcclCollectives::~NcclCollectives() {
+  ReleaseOpenHolds();
   DeviceGuard guard(device_);
   // Local and immediate (no peer needed); a clean job has nothing in flight.
   if (comm_ && !aborted_.exchange(true)) ncclCommAbort(comm_);
@@ -173,6 +175,31 @@ Status NcclCollectives::RecordReady(void* stream, void** event) {
 }
 
 void NcclCollectives::ReturnReady(void* event) { ReturnEvent(static_cast<cudaEvent_t>(event)); }
+
+Status NcclCollectives::HoldStream(void* stream, void** hold) {
+  DeviceGuard guard(device_);
+  BPS_RETURN_IF_ERROR(StreamHolds::Get().Hold(static_cast<cudaStream_t>(stream), hold));
+  std::lock_guard<std::mutex> lock(holds_mu_);
+  open_holds_.insert(*hold);
+  return Status::OK();
+}
+
+void NcclCollectives::ReleaseHold(void* hold) {
+  {
+    std::lock_guard<std::mutex> lock(holds_mu_);
+    if (open_holds_.erase(hold) == 0) return;  // released already (Abort)
+  }
+  StreamHolds::Get().Release(hold);
+}
+
+void NcclCollectives::ReleaseOpenHolds() {
+  std::set<void*> open;
+  {
+    std::lock_guard<std::mutex> lock(holds_mu_);
+    open.swap(open_holds_);
+  }
+  for (void* hold : open) StreamHolds::Get().Release(hold);
+}
 
 bool NcclCollectives::ScalesAverage(DataType dtype) const {
   // Integers divide the total on the host (truncation, as everywhere); so
@@ -406,6 +433,10 @@ Status NcclCollectives::CheckAsync() {
 }
 
 void NcclCollectives::Abort() {
+  // Callers' streams waiting for results of a failed engine go on (with
+  // whatever the buffers hold); the failure reaches the caller through the
+  // engine's latch.
+  ReleaseOpenHolds();
   if (aborted_.exchange(true)) return;
   DeviceGuard guard(device_);
   BPS_LOG(Warning) << "aborting the machine's NCCL communicator on cuda:" << device_

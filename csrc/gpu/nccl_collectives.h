@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -51,6 +52,8 @@ class NcclCollectives : public Collectives {
   uint64_t staging_bytes() override { return staging_.allocated_bytes(); }
   Status RecordReady(void* stream, void** event) override;
   void ReturnReady(void* event) override;
+  Status HoldStream(void* stream, void** hold) override;
+  void ReleaseHold(void* hold) override;
   Status CheckAsync() override;
   void Abort() override;
 
@@ -70,6 +73,7 @@ class NcclCollectives : public Collectives {
   cudaEvent_t TakeEvent();
   void ReturnEvent(cudaEvent_t e);
   static void CUDART_CB RingFromStream(void* self);
+  void ReleaseOpenHolds();
 
   int device_ = -1;
   int local_rank_ = 0;
@@ -83,6 +87,10 @@ class NcclCollectives : public Collectives {
   std::mutex events_mu_;
   std::vector<cudaEvent_t> free_events_;
   std::vector<cudaEvent_t> all_events_;
+  // Stream holds not released yet: released on Abort and at destruction, so
+  // no caller's stream waits forever for an engine that is gone.
+  std::mutex holds_mu_;
+  std::set<void*> open_holds_;
   PinnedStagingPool staging_;
 };
 

@@ -14,6 +14,7 @@
 //   AllGather      (machine order) every slice into every rank's output
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "common/dtype.h"
 #include "common/status.h"
@@ -70,6 +71,14 @@ class Collectives {
 
   virtual Status RecordReady(void* stream, void** event) = 0;
   virtual void ReturnReady(void* event) = 0;
+
+  // Stream-ordered completion of a result that arrives through the host
+  // (across machines): work queued on `stream` after this returns waits, on
+  // the device, until ReleaseHold(*hold); the host never blocks for it.
+  virtual Status HoldStream(void* stream, void** hold) {
+    return Status::Invalid(std::string("the '") + name() + "' collectives cannot hold a stream");
+  }
+  virtual void ReleaseHold(void* hold) {}
 
   // An asynchronous failure of the library (NCCL's async error), if any.
   virtual Status CheckAsync() { return Status::OK(); }

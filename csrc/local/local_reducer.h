@@ -120,6 +120,14 @@ class LocalReducer {
     return Status::Invalid(std::string("the '") + name() + "' reducer takes no device tensors");
   }
   virtual void ReturnReady(void* event) {}
+  // Device tensors across machines: work queued on `stream` (the caller's
+  // result stream) after this returns waits on the device until
+  // ReleaseHold(*hold), which the engine calls once the result is in the
+  // output (or the op failed): the caller completes its future at once.
+  virtual Status HoldStream(void* stream, void** hold) {
+    return Status::Invalid(std::string("the '") + name() + "' reducer cannot hold a stream");
+  }
+  virtual void ReleaseHold(void* hold) {}
 
   // The state of partition `key` (`bytes` on this rank; the size may change
   // between rounds when every rank's does), held by this rank until

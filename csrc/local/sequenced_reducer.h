@@ -41,6 +41,8 @@ class SequencedLocalReducer : public LocalReducer {
   Status LaunchFused(const LocalContribution& c, void* stream, LocalPartition** out) override;
   Status RecordReady(void* stream, void** event) override { return collectives_->RecordReady(stream, event); }
   void ReturnReady(void* event) override { collectives_->ReturnReady(event); }
+  Status HoldStream(void* stream, void** hold) override { return collectives_->HoldStream(stream, hold); }
+  void ReleaseHold(void* hold) override { collectives_->ReleaseHold(hold); }
 
   Status Acquire(uint64_t key, uint64_t bytes, DataType dtype, LocalPartition** out) override;
   void ReleasePartition(LocalPartition* p) override;

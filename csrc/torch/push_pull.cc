@@ -31,10 +31,17 @@ struct InFlight {
 };
 
 // How one submission reaches the engine: `tensor` describes the wire; `name`
-// lives until done; `stream` is null for host tensors; `stream_ordered`: the
-// caller completes its future at once (bps_push_pull_async_stream_ordered).
-using CallEngine = std::function<int(const bps_tensor& tensor, const char* name, void* stream, bool stream_ordered,
+// lives until done; `stream` is null for host tensors (the input is read
+// after its work); `result_stream`, when not null, asks for a stream-ordered
+// result there (bps_push_pull_async_stream_ordered): the caller completes
+// its future at once.
+using CallEngine = std::function<int(const bps_tensor& tensor, const char* name, void* stream, void* result_stream,
                                      bps_done_fn done, void* user_data)>;
+
+// The operations whose result the engine can order on a stream across
+// machines: push_pull alone (gather and reduce_scatter complete on the host
+// there, and are stream-ordered on one machine only).
+enum class Ordering { kOneMachineOnly, kAcrossMachines };
 
 // One side stream per device for stream-ordered push_pulls, from torch's
 // pool (so torch knows it), taken once: the caching allocator and the
@@ -117,7 +124,7 @@ const char* StatusName(int status) {
 namespace {
 
 // The one submission path: `op` says what the engine holds until done.
-void Submit(std::unique_ptr<InFlight> op, const CallEngine& call) {
+void Submit(std::unique_ptr<InFlight> op, Ordering ordering, const CallEngine& call) {
   const at::Tensor wire = op->wire;  // a copy: op may complete and go before this returns
   const std::string name = op->name;
   const char* operation = op->operation;
@@ -133,23 +140,31 @@ void Submit(std::unique_ptr<InFlight> op, const CallEngine& call) {
   tensor.ndim = static_cast<int32_t>(op->shape.size());
   tensor.shape = op->shape.empty() ? nullptr : op->shape.data();
 
-  // One machine on GPUs (bps_device_stream_ordered): the engine orders the
-  // result on the stream we pass, before the submit returns. That must not be
-  // the caller's stream: during DDP's backward it is the compute stream, and
-  // waiting there for every bucket would stop backward from overlapping the
-  // reduction. So, as ProcessGroupNCCL does, the work goes on a side stream
-  // that first waits for the caller's, and the Future completes at once with
-  // its events recorded on the side stream: whoever wait()s on it (DDP at
-  // the end of backward) is ordered after the result, nobody earlier.
+  // Stream-ordered results (one machine: bps_device_stream_ordered; across
+  // machines, push_pull: bps_device_push_pull_stream_ordered): the engine
+  // orders the result on a stream we pass, before the submit returns. That
+  // must not be the caller's stream: during DDP's backward it is the compute
+  // stream, and waiting there for every bucket would stop backward from
+  // overlapping the reduction. So, as ProcessGroupNCCL does, the result goes
+  // to a side stream that first waits for the caller's, and the Future
+  // completes at once with its events recorded on the side stream: whoever
+  // wait()s on it (DDP at the end of backward) is ordered after the result,
+  // nobody earlier, and no host thread blocks for it. The input is read after
+  // the caller's stream: across machines the side stream waits for each
+  // result in turn, and a later bucket's input must not queue behind it.
   PushPullDone complete_now;
   std::optional<c10::Stream> side;
-  if (wire.is_cuda() && bps_device_stream_ordered()) {
+  const bool ordered = wire.is_cuda() && (bps_device_stream_ordered() ||
+                                          (ordering == Ordering::kAcrossMachines &&
+                                           bps_device_push_pull_stream_ordered()));
+  if (ordered) {
     complete_now = std::move(op->done);
     op->done = [name, operation](std::exception_ptr error) {
       if (!error) return;
       try {
         std::rethrow_exception(error);
       } catch (const std::exception& e) {
+        // The engine latched it too: this rank's next call raises it.
         TORCH_WARN("byteps: stream-ordered ", operation, " of '", name, "' failed after completion: ", e.what());
       }
     };
@@ -159,16 +174,20 @@ void Submit(std::unique_ptr<InFlight> op, const CallEngine& call) {
   if (wire.is_cuda()) {
     const auto* cuda = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
     c10::Stream caller = cuda->getStream(wire.device());
-    c10::Stream engine_side = caller;
     if (complete_now) {
       side = SideStreamAfter(caller);
-      engine_side = *side;
+      // The side stream reads the wire after the result (a copy back into
+      // the user's tensor): its block is not handed out again before that.
+      raw->wire.record_stream(*side);
     }
-    // complete_now: the Future is already stream-ordered, done only confirms.
-    rc = call(tensor, raw->name.c_str(), engine_side.native_handle(), static_cast<bool>(complete_now),
-              &OnEngineDone, raw);
+    // One machine's gather and reduce_scatter take the side stream as their
+    // only stream: their work and result are both ordered there.
+    void* input_stream = complete_now && ordering == Ordering::kOneMachineOnly ? side->native_handle()
+                                                                               : caller.native_handle();
+    rc = call(tensor, raw->name.c_str(), input_stream, complete_now ? side->native_handle() : nullptr, &OnEngineDone,
+              raw);
   } else {
-    rc = call(tensor, raw->name.c_str(), nullptr, false, &OnEngineDone, raw);
+    rc = call(tensor, raw->name.c_str(), nullptr, nullptr, &OnEngineDone, raw);
   }
   if (rc != BPS_OK) {
     std::unique_ptr<InFlight> reclaimed(raw);  // done will not be called
@@ -190,14 +209,19 @@ void SubmitPushPull(const at::Tensor& wire, const std::string& name, int32_t pri
                     PushPullDone done) {
   auto op = std::make_unique<InFlight>(wire, "push_pull", name, std::move(done));
   op->shape = shape_for_errors.vec();
-  Submit(std::move(op), [priority, reduce_op](const bps_tensor& tensor, const char* name, void* stream,
-                                              bool stream_ordered, bps_done_fn done, void* user_data) {
-    if (tensor.device < 0) {
-      return bps_push_pull_async(&tensor, tensor.data, name, priority, reduce_op, done, user_data);
-    }
-    auto submit = stream_ordered ? &bps_push_pull_async_stream_ordered : &bps_push_pull_async_on_stream;
-    return submit(&tensor, tensor.data, name, priority, reduce_op, stream, done, user_data);
-  });
+  Submit(std::move(op), Ordering::kAcrossMachines,
+         [priority, reduce_op](const bps_tensor& tensor, const char* name, void* stream, void* result_stream,
+                               bps_done_fn done, void* user_data) {
+           if (tensor.device < 0) {
+             return bps_push_pull_async(&tensor, tensor.data, name, priority, reduce_op, done, user_data);
+           }
+           if (result_stream) {
+             return bps_push_pull_async_stream_ordered(&tensor, tensor.data, name, priority, reduce_op, stream,
+                                                       result_stream, done, user_data);
+           }
+           return bps_push_pull_async_on_stream(&tensor, tensor.data, name, priority, reduce_op, stream, done,
+                                                user_data);
+         });
 }
 
 void SubmitGatherBytes(const at::Tensor& input, int64_t offset, const at::Tensor& output, const std::string& name,
@@ -208,8 +232,9 @@ void SubmitGatherBytes(const at::Tensor& input, int64_t offset, const at::Tensor
   op->also_read = input;
   const void* data = input.data_ptr();
   const int64_t bytes = input.numel();
-  Submit(std::move(op), [data, bytes, offset, priority](const bps_tensor& tensor, const char* name, void* stream,
-                                                        bool, bps_done_fn done, void* user_data) {
+  Submit(std::move(op), Ordering::kOneMachineOnly,
+         [data, bytes, offset, priority](const bps_tensor& tensor, const char* name, void* stream, void*,
+                                         bps_done_fn done, void* user_data) {
     return bps_gather_bytes_async_on_stream(data, bytes, offset, tensor.data, tensor.num_elements, tensor.device,
                                             name, priority, stream, done, user_data);
   });
@@ -223,9 +248,9 @@ void SubmitReduceScatter(const at::Tensor& buffer, int64_t offset, const at::Ten
   op->also_written = output;
   void* kept = output.data_ptr();
   const int64_t count = output.numel();
-  Submit(std::move(op), [offset, count, kept, priority, reduce_op](const bps_tensor& tensor, const char* name,
-                                                                   void* stream, bool, bps_done_fn done,
-                                                                   void* user_data) {
+  Submit(std::move(op), Ordering::kOneMachineOnly,
+         [offset, count, kept, priority, reduce_op](const bps_tensor& tensor, const char* name, void* stream, void*,
+                                                    bps_done_fn done, void* user_data) {
     return bps_reduce_scatter_async_on_stream(&tensor, offset, count, kept, name, priority, reduce_op, stream, done,
                                               user_data);
   });

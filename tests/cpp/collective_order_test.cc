@@ -73,6 +73,78 @@ INSTANTIATE_TEST_SUITE_P(Layouts, CollectiveOrderTest,
                                            JobShape{0, 0, 2, 4096, 20, 8192, {2, 3}}),
                          testing_support::LayoutName);
 
+// Across machines a stream-ordered result holds the caller's stream until
+// the engine saw it in the output: each hold is released once, and only for
+// ops that completed with the exact sum (the checks of RunShuffled).
+TEST_P(CollectiveOrderTest, StreamOrderedResultsAcrossMachinesReleaseEachHoldOnce) {
+  EmulatedOrderMode() = CollectiveOrder::Mode::kMachineOrder;
+  using testing_support::EmulatedCollectives;
+  const int64_t opened = EmulatedCollectives::HoldsOpened(), released = EmulatedCollectives::HoldsReleased();
+  InProcessJob job(GetParam(), Emulated());
+  ASSERT_TRUE(job.Start().ok());
+  ASSERT_TRUE(job.rank(0).DevicePushPullStreamOrdered());
+  HostAsDeviceMemory memory;
+  ShuffledOutcome o = testing_support::RunShuffled(job, memory, 5, /*distinct_priorities=*/true,
+                                                   testing_support::SubmitOrder::kShuffled, 3, /*stream_ordered=*/true);
+  job.Stop();
+  EXPECT_FALSE(o.hung);
+  EXPECT_EQ(o.failed, 0) << o.first_error;
+  EXPECT_EQ(o.wrong, 0) << o.first_wrong;
+  const int64_t ops = job.size() * 3 * static_cast<int64_t>(testing_support::ShuffledTensors().size());
+  EXPECT_EQ(o.completed, ops);
+  EXPECT_EQ(EmulatedCollectives::HoldsOpened() - opened, ops);
+  EXPECT_EQ(EmulatedCollectives::HoldsReleased() - released, ops);
+  EXPECT_EQ(EmulatedCollectives::HoldsReleasedTwice().load(), 0);
+}
+
+// A stream-ordered op that fails after its caller moved on can only reach
+// the caller through the engine's latch: its hold is released (the stream
+// goes on) and the rank's next call fails naming the tensor.
+TEST(CollectiveOrderStreamOrdered, AFailureAfterTheCallerMovedOnIsReleasedAndFailsTheNextCall) {
+  EmulatedOrderMode() = CollectiveOrder::Mode::kMachineOrder;
+  using testing_support::EmulatedCollectives;
+  const int64_t released = EmulatedCollectives::HoldsReleased();
+  JobShape shape{2, 1, 1};
+  shape.timeout_seconds = 10;
+  InProcessJob job(shape, Emulated());
+  ASSERT_TRUE(job.Start().ok());
+  HostAsDeviceMemory memory;
+  // The machines disagree on the tensor's size: the server names the mismatch.
+  std::vector<float> in0(100, 1.0f), out0(100), in1(200, 1.0f), out1(200);
+  Completion done0, done1;
+  bps_tensor t0{};
+  t0.data = in0.data();
+  t0.dtype = BPS_FLOAT32;
+  t0.num_elements = 100;
+  t0.device = 0;
+  bps_tensor t1 = t0;
+  t1.data = in1.data();
+  t1.num_elements = 200;
+  ASSERT_TRUE(job.rank(0).Submit(t0, out0.data(), "weights", 0, BPS_REDUCE_SUM, Completion::Callback, &done0, nullptr,
+                                 memory.ResultStream(0)).ok());
+  ASSERT_TRUE(job.rank(1).Submit(t1, out1.data(), "weights", 0, BPS_REDUCE_SUM, Completion::Callback, &done1, nullptr,
+                                 memory.ResultStream(0)).ok());
+  ASSERT_TRUE(done0.Wait(20));
+  ASSERT_TRUE(done1.Wait(20));
+  EXPECT_NE(done0.code, BPS_OK);
+  EXPECT_NE(done1.code, BPS_OK);
+  EXPECT_EQ(EmulatedCollectives::HoldsReleased() - released, 2);
+  EXPECT_EQ(EmulatedCollectives::HoldsReleasedTwice().load(), 0);
+  for (int r = 0; r < 2; ++r) {
+    Completion next;
+    std::vector<float> in(8, 1.0f), out(8);
+    bps_tensor t{};
+    t.data = in.data();
+    t.dtype = BPS_FLOAT32;
+    t.num_elements = 8;
+    t.device = 0;
+    Status st = job.rank(r).Submit(t, out.data(), "next", 0, BPS_REDUCE_SUM, Completion::Callback, &next);
+    EXPECT_FALSE(st.ok()) << "rank " << r << " went on after a stream-ordered op failed";
+    EXPECT_NE(st.message().find("'weights'"), std::string::npos) << st.message();
+  }
+  job.Stop();
+}
+
 TEST(CollectiveOrderOwnOrder, EachRankIssuingInItsOwnOrderBreaksTheContractAndFailsLoudly) {
   EmulatedOrderMode() = CollectiveOrder::Mode::kOwnOrder;
   JobShape shape{2, 2, 2};

@@ -21,6 +21,11 @@ class DeviceMemory {
   // Synchronous: the data is in place when these return.
   virtual void Upload(int device, void* dst, const void* src, size_t bytes) = 0;
   virtual void Download(int device, void* dst, const void* src, size_t bytes) = 0;
+  // A stream of `device` for stream-ordered results (Engine::Submit's
+  // result_stream), and whether every such stream ran dry within `seconds`
+  // (each hold on it was released).
+  virtual void* ResultStream(int device) = 0;
+  virtual bool ResultStreamsDrained(double seconds) = 0;
 };
 
 // The emulation's "device": host memory, every rank on device 0.
@@ -31,6 +36,9 @@ class HostAsDeviceMemory : public DeviceMemory {
   void Free(int device, void* p) override { std::free(p); }
   void Upload(int device, void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void Download(int device, void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  // The emulated collectives hold no stream: any non-null token will do.
+  void* ResultStream(int device) override { return this; }
+  bool ResultStreamsDrained(double seconds) override { return true; }
 };
 
 // A device buffer owned by the test.

@@ -245,6 +245,30 @@ class EmulatedCollectives : public Collectives {
     return Status::OK();
   }
   void ReturnReady(void* event) override {}
+  // A hold is a token counted open until released, so a test sees each
+  // stream-ordered result released once (the emulation has no stream to stop).
+  Status HoldStream(void* stream, void** hold) override {
+    *hold = new std::atomic<int>(0);
+    HoldsOpened()++;
+    return Status::OK();
+  }
+  void ReleaseHold(void* hold) override {
+    auto* token = static_cast<std::atomic<int>*>(hold);
+    if (token->fetch_add(1) != 0) HoldsReleasedTwice()++;  // leaked on purpose: a second release must not free it
+    HoldsReleased()++;
+  }
+  static std::atomic<int64_t>& HoldsOpened() {
+    static std::atomic<int64_t> n{0};
+    return n;
+  }
+  static std::atomic<int64_t>& HoldsReleased() {
+    static std::atomic<int64_t> n{0};
+    return n;
+  }
+  static std::atomic<int64_t>& HoldsReleasedTwice() {
+    static std::atomic<int64_t> n{0};
+    return n;
+  }
   void Abort() override { comm_->Abort(rank_); }
 
  private:

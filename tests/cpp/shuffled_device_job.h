@@ -49,6 +49,7 @@ struct ShuffledOutcome {
   bool hung = false;
   std::string first_error;
   std::string first_wrong;
+  bool result_streams_drained = true;  // stream-ordered runs: every hold was released
 };
 
 enum class SubmitOrder {
@@ -58,8 +59,11 @@ enum class SubmitOrder {
 
 // Every rank submits `rounds` rounds of ShuffledTensors() as device tensors
 // in `memory`, with pauses of up to 2 ms; then waits for all of them.
+// `stream_ordered`: each result is asked for on the memory's result stream
+// (the caller completes at once; done only confirms).
 inline ShuffledOutcome RunShuffled(InProcessJob& job, DeviceMemory& memory, uint32_t seed, bool distinct_priorities,
-                                   SubmitOrder order = SubmitOrder::kShuffled, int rounds = 3) {
+                                   SubmitOrder order = SubmitOrder::kShuffled, int rounds = 3,
+                                   bool stream_ordered = false) {
   const int world = job.size();
   const auto& tensors = ShuffledTensors();
   struct Slot {
@@ -100,7 +104,8 @@ inline ShuffledOutcome RunShuffled(InProcessJob& job, DeviceMemory& memory, uint
           t.device = device;
           const int32_t priority = distinct_priorities ? -static_cast<int32_t>(k) : tc.priority;
           Status st = job.rank(r).Submit(t, slot->out->data(), tc.name, priority, tc.reduce_op, Completion::Callback,
-                                         &slot->done);
+                                         &slot->done, nullptr,
+                                         stream_ordered ? memory.ResultStream(device) : nullptr);
           if (!st.ok()) Completion::Callback(&slot->done, st.code(), st.message().c_str());
           slots[r][round * tensors.size() + k] = std::move(slot);
           std::this_thread::sleep_for(std::chrono::microseconds(pauses() % 2000));
@@ -156,6 +161,7 @@ inline ShuffledOutcome RunShuffled(InProcessJob& job, DeviceMemory& memory, uint
       }
     }
   }
+  if (stream_ordered) outcome.result_streams_drained = memory.ResultStreamsDrained(10);
   return outcome;
 }
 

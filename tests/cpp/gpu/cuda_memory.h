@@ -3,7 +3,11 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cstdio>
+#include <map>
+#include <mutex>
+#include <thread>
 #include <cstdlib>
 
 #include "device_memory.h"
@@ -46,6 +50,31 @@ class CudaMemory : public DeviceMemory {
     CheckCuda(cudaSetDevice(device), "cudaSetDevice");
     CheckCuda(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy to the host");
   }
+  void* ResultStream(int device) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    cudaStream_t& s = streams_[device];
+    if (!s) {
+      CheckCuda(cudaSetDevice(device), "cudaSetDevice");
+      CheckCuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+    }
+    return s;
+  }
+  bool ResultStreamsDrained(double seconds) override {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& entry : streams_) {
+      cudaSetDevice(entry.first);
+      while (cudaStreamQuery(entry.second) == cudaErrorNotReady) {
+        if (std::chrono::steady_clock::now() > deadline) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+    return true;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<int, cudaStream_t> streams_;  // never destroyed: a test process's few
 };
 
 }  // namespace testing_support

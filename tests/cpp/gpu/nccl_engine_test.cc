@@ -43,6 +43,28 @@ TEST_P(NcclEngine, TheMachineOrderGivesExactSumsWhateverOrderRanksSubmitIn) {
   }
 }
 
+// Across machines a stream-ordered result makes the caller's result stream
+// wait on the GPU (gpu/stream_hold.h) until the engine saw the sum in the
+// output: every sum exact, and every result stream runs dry afterwards.
+TEST_P(NcclEngine, StreamOrderedResultsReleaseTheResultStreams) {
+  JobShape probe = GetParam();
+  if (probe.machine_count() == 1) GTEST_SKIP() << "one machine: the fused path, stream-ordered by an event";
+  int gpus = 0;
+  for (int m = 0; m < probe.machine_count(); ++m) gpus += probe.local_size_of(m);
+  if (CudaDeviceCount() < gpus) GTEST_SKIP() << "needs " << gpus << " GPUs";
+  CudaMemory memory;
+  InProcessJob job(GetParam());
+  ASSERT_TRUE(job.Start().ok());
+  ASSERT_TRUE(job.rank(0).DevicePushPullStreamOrdered());
+  ShuffledOutcome o = RunShuffled(job, memory, 3, /*distinct_priorities=*/true, SubmitOrder::kShuffled, 3,
+                                  /*stream_ordered=*/true);
+  EXPECT_FALSE(o.hung);
+  EXPECT_EQ(o.failed, 0) << o.first_error;
+  EXPECT_EQ(o.wrong, 0) << o.first_wrong;
+  EXPECT_TRUE(o.result_streams_drained) << "a result stream still waits for a released result";
+  job.Stop();
+}
+
 INSTANTIATE_TEST_SUITE_P(Layouts, NcclEngine,
                          ::testing::Values(JobShape{2, 2, 2},  // two machines of two GPUs
                                            JobShape{2, 1, 2},  // one GPU per machine: no communicator
