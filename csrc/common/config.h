@@ -47,11 +47,15 @@ struct Config {
   int64_t server_buffer_pool_bytes = int64_t{256} << 20;
   bool enable_async = false;     // BYTEPS_ENABLE_ASYNC
   bool force_distributed = false;// BYTEPS_FORCE_DISTRIBUTED
-  // BYTEPS_GPU_STREAM_ORDERED: across machines, a device push_pull's result
-  // is stream-ordered (the caller's stream waits on the device for the
-  // engine thread's word, gpu/stream_hold.h) instead of completing on the
-  // host. 0: callers wait on the host for each result, as before issue 38.
-  bool gpu_stream_ordered = true;
+  // BYTEPS_GPU_STREAM_ORDERED (experimental, off): across machines, a
+  // device push_pull's result is stream-ordered (the caller's stream waits
+  // on the device for a word the engine thread writes, gpu/stream_hold.h)
+  // instead of completing on the host. Off by default: on 2 x H200 the
+  // first runs hung (docs/performance.md, issue 38): the release needs the
+  // engine's later copies on the same GPU, and a call that serialises the
+  // device behind the waiting kernel (a pinned allocation, cudaMalloc) then
+  // never returns. Kept for the design that copies inside the wait.
+  bool gpu_stream_ordered = false;
   double timeout_seconds = 300;  // BYTEPS_TIMEOUT: an op without progress fails after this
   double rendezvous_timeout_seconds = 300;  // BYTEPS_RENDEZVOUS_TIMEOUT
   std::string job_token;         // BYTEPS_JOB_TOKEN, else the contents of BYTEPS_JOB_TOKEN_FILE

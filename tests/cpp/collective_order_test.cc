@@ -80,7 +80,9 @@ TEST_P(CollectiveOrderTest, StreamOrderedResultsAcrossMachinesReleaseEachHoldOnc
   EmulatedOrderMode() = CollectiveOrder::Mode::kMachineOrder;
   using testing_support::EmulatedCollectives;
   const int64_t opened = EmulatedCollectives::HoldsOpened(), released = EmulatedCollectives::HoldsReleased();
-  InProcessJob job(GetParam(), Emulated());
+  JobShape shape = GetParam();
+  shape.gpu_stream_ordered = true;
+  InProcessJob job(shape, Emulated());
   ASSERT_TRUE(job.Start().ok());
   ASSERT_TRUE(job.rank(0).DevicePushPullStreamOrdered());
   HostAsDeviceMemory memory;
@@ -106,6 +108,7 @@ TEST(CollectiveOrderStreamOrdered, AFailureAfterTheCallerMovedOnIsReleasedAndFai
   const int64_t released = EmulatedCollectives::HoldsReleased();
   JobShape shape{2, 1, 1};
   shape.timeout_seconds = 10;
+  shape.gpu_stream_ordered = true;
   InProcessJob job(shape, Emulated());
   ASSERT_TRUE(job.Start().ok());
   HostAsDeviceMemory memory;

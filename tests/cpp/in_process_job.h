@@ -38,6 +38,7 @@ struct JobShape {
   std::string reducer = "shm";    // the host reducer's name (test_matrix.h)
   HostReducerFactory host_reducer = nullptr;  // null: the EngineOptions' own
   int scheduling_credit = 0;  // BYTEPS_SCHEDULING_CREDIT, in partitions (0: the Config's default)
+  bool gpu_stream_ordered = false;  // BYTEPS_GPU_STREAM_ORDERED
 
   int machine_count() const { return local_sizes.empty() ? machines : static_cast<int>(local_sizes.size()); }
   int local_size_of(int m) const { return local_sizes.empty() ? local_size : local_sizes[m]; }
@@ -179,6 +180,7 @@ class InProcessJob {
     c.job_id = job_id_;
     c.local_key_table_size = shape_.key_table_size;
     if (shape_.scheduling_credit) c.scheduling_credit = shape_.scheduling_credit;
+    c.gpu_stream_ordered = shape_.gpu_stream_ordered;
     // Small next to the default (128 MiB a rank): these jobs' tensors come
     // both from the warm pool and past it, without backing 128 MiB per test.
     c.local_staging_reserve_bytes = 1 << 20;
