@@ -267,7 +267,10 @@ Engine::Step Engine::Gather(PartitionTask& t) {
   TensorOp* op = t.op;
   LocalReducer* R = op->reducer;
   const uint64_t t0 = NowNs();
-  const uint64_t w0 = timeline_.Tracing(t.round) ? Timeline::NowMicros() : 0;
+  // A fused op (one machine) has no rounds: its step on the timeline is how
+  // many ops of its name came before it.
+  const uint32_t step = op->fused ? op->name_op : t.round;
+  const uint64_t w0 = timeline_.Tracing(step) ? Timeline::NowMicros() : 0;
   LocalContribution mine = ContributionOf(*op, &t);
   if (!R) {
     if (config_.distributed()) {
@@ -276,7 +279,7 @@ Engine::Step Engine::Gather(PartitionTask& t) {
       CopyScaled(mine.output, mine.input, t.range.count, op->dtype, mine.divisor);
     }
     stats_.gather_ns += NowNs() - t0;
-    if (w0) timeline_.Record(op->name, t.index, t.round, "gather", w0, Timeline::NowMicros());
+    if (w0) timeline_.Record(op->name, t.index, step, "gather", w0, Timeline::NowMicros());
     FinishPartition(t);
     return Step::kMoved;
   }
@@ -289,7 +292,7 @@ Engine::Step Engine::Gather(PartitionTask& t) {
   }
   const bool moved = t.gathered_mask != before || progress == LocalProgress::kDone;
   stats_.gather_ns += NowNs() - t0;
-  if (w0 && moved) timeline_.Record(op->name, t.index, t.round, "gather", w0, Timeline::NowMicros());
+  if (w0 && moved) timeline_.Record(op->name, t.index, step, "gather", w0, Timeline::NowMicros());
   if (progress == LocalProgress::kDone) FinishPartition(t);
   return moved ? Step::kMoved : Step::kWait;
 }
