@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "c_api/c_store.h"
 #include "common/config.h"
 #include "common/logging.h"
 #include "common/terminate_report.h"
@@ -119,7 +120,7 @@ Status ProcessEngine::InitSteps(const bps_init_options* options) {
   engine_options.trace = TraceSettingsFromEnvironment();
   std::string route_to_scheduler;  // this host's address as the scheduler sees it
   if (have_store) {
-    store = AdapterStore(*options->store);
+    store = AdapterStore(std::make_shared<CStore>(*options->store));
     BPS_RETURN_IF_ERROR(ShareJobSecret(store.get(), &c));
     engine_options.colocated_servers = c.num_server == 0;  // plain torchrun: one server per machine
   } else if (c.size() == 1 && !c.force_distributed) {
@@ -187,7 +188,7 @@ void ProcessEngine::StartAbortWatcher(const HostPort& scheduler, const Config& c
     while (true) {
       Status s = abort_watch_client_->WatchAbort(interval, &why);
       if (stopping_) return;
-      if (s.code() == BPS_TIMEOUT) continue;
+      if (s.code() == StatusCode::kTimeout) continue;
       Status verdict = s.ok() ? Status::PeerFailure("job aborted: " + why)
                               : Status::PeerFailure("lost the scheduler " + where + ": " + s.message());
       // The engine may still be starting (rendezvous): wait for it, or for

@@ -103,9 +103,9 @@ Status Engine::StartSteps() {
   return Status::OK();
 }
 
-Status Engine::Submit(const bps_tensor& input, void* output, const std::string& name, int32_t priority,
-                      int32_t reduce_op, bps_done_fn done, void* user_data, void* stream, void* result_stream) {
-  if (!initialized_) return Status(BPS_NOT_INITIALIZED, "byteps is not initialised: call init() first");
+Status Engine::Submit(const TensorView& input, void* output, const std::string& name, int32_t priority,
+                      ReduceOp reduce_op, DoneCallback done, void* user_data, void* stream, void* result_stream) {
+  if (!initialized_) return Status(StatusCode::kNotInitialized, "byteps is not initialised: call init() first");
   BPS_RETURN_IF_ERROR(failure_.status());
   BPS_RETURN_IF_ERROR(ValidatePushPull(input, output, name, reduce_op, done));
   std::unique_ptr<TensorOp> op = TensorOp::FromSubmission(input, output, name, priority, reduce_op);
@@ -163,7 +163,7 @@ Status Engine::Submit(const bps_tensor& input, void* output, const std::string& 
       // reducer's events) and leaks its few bytes of bookkeeping.
       if (op->ready_event && !op->fused) op->reducer->ReturnReady(op->ready_event);
       ReleaseResultHold(op.get());
-      return Status(BPS_NOT_INITIALIZED, "byteps is not initialised: call init() first");
+      return Status(StatusCode::kNotInitialized, "byteps is not initialised: call init() first");
     }
     op->seq = next_seq_++;
     submitted_.push_back(std::move(op));
@@ -255,7 +255,7 @@ void Engine::Loop() {
     stats_.queue_depth--;
     ReleaseResultHold(op.get());
     const std::string msg = "push_pull of '" + op->name + "' failed: byteps shut down while the operation was pending";
-    op->done(op->user_data, BPS_SHUTDOWN, msg.c_str());
+    op->done(op->user_data, static_cast<int>(StatusCode::kShutdown), msg.c_str());
   }
 }
 

@@ -24,7 +24,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "c_api/byteps_c.h"
+#include "common/completion.h"
+#include "common/reduce_op.h"
+#include "common/tensor_view.h"
 #include "common/config.h"
 #include "common/dtype.h"
 #include "common/status.h"
@@ -105,8 +107,8 @@ class Engine {
   // caller completes at once, and work it queues on result_stream after
   // Submit returns sees the result; `done` then only confirms, and a failure
   // latches the engine (the caller has moved on: its next call raises it).
-  Status Submit(const bps_tensor& input, void* output, const std::string& name, int32_t priority, int32_t reduce_op,
-                bps_done_fn done, void* user_data, void* stream = nullptr, void* result_stream = nullptr);
+  Status Submit(const TensorView& input, void* output, const std::string& name, int32_t priority, ReduceOp reduce_op,
+                DoneCallback done, void* user_data, void* stream = nullptr, void* result_stream = nullptr);
   // One machine, device tensors: the result is ordered on the submitting
   // stream when Submit returns (the fused path), as ProcessGroupNCCL does.
   bool DeviceStreamOrdered() const;
