@@ -37,7 +37,7 @@
 #include "core/server_client.h"
 #include "core/stats.h"
 #include "core/tensor_op.h"
-#include "core/timeline.h"
+#include "common/timeline.h"
 #include "local/local_reducer.h"
 #include "local/shared_memory.h"
 #include "server/server.h"
