@@ -225,9 +225,7 @@ int bps_run_scheduler(void) {
 }
 
 size_t bps_stats_json(char* buf, size_t cap) {
-  auto engine = bps::ProcessEngine::Get().engine();
-  // Without a running engine: the same fields, all zero, rank -1.
-  std::string s = engine ? engine->StatsJson() : bps::Engine(bps::Config(), nullptr, nullptr).StatsJson();
+  std::string s = bps::ProcessEngine::Get().StatsJson();
   if (buf && cap > 0) {
     size_t n = std::min(cap - 1, s.size());
     memcpy(buf, s.data(), n);

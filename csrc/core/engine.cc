@@ -67,10 +67,6 @@ Status Engine::StartSteps() {
                              " machines need parameter servers, but DMLC_NUM_SERVER=0");
     }
   }
-  if (options_.colocated_servers && c.distributed() && c.num_server == 0 && c.local_rank == 0) {
-    colocated_server_.reset(new Server(c, store_, c.worker_id, options_.colocated_server_host));
-    BPS_RETURN_IF_ERROR(colocated_server_->Start());
-  }
   BPS_RETURN_IF_ERROR(RendezvousWorkers(store_.get(), &config_));
   SetLogIdentity("worker " + std::to_string(config_.rank()));  // machines of different sizes: known now
   if (transport_) transport_->SetIdentityRank(config_.rank());  // the servers count ranks by it
@@ -98,7 +94,11 @@ Status Engine::StartSteps() {
   initialized_ = true;
   BPS_LOG(Info) << "initialised rank " << rank() << " of " << size() << " (local " << config_.local_rank << "/"
                 << config_.local_size << ", machine " << config_.worker_id << "/" << config_.num_worker << ", "
-                << num_servers_ << (colocated_server_ ? " colocated" : "") << " servers)";
+                << num_servers_
+                << (options_.colocated_servers && c.distributed() && c.num_server == 0 && c.local_rank == 0
+                        ? " colocated"
+                        : "")
+                << " servers)";
   if (rank() == 0) BPS_LOG(Info) << "configuration: " << ConfigSummary(config_);
   return Status::OK();
 }
@@ -275,20 +275,10 @@ Status Engine::Shutdown() {
     servers_->Quiesce();
     servers_->SayGoodbye(failure_.status());
   }
-  Status result;
-  if (colocated_server_ && failure_.failed()) {
-    // The job is over: serving the other machines out would only wait for
-    // them to notice (a stopped one never does). The server tells its
-    // workers this rank's cause and its Wait returns at once (issue 30).
-    colocated_server_->Abort(failure_.status());
-    result = colocated_server_->Wait(config_.timeout_seconds, config_.size());
-  } else if (colocated_server_) {
-    // Other machines may still be pushing to our server: serve them out. (A
-    // rank whose op failed through its machine may not be failed itself.)
-    result = colocated_server_->Wait(config_.timeout_seconds, config_.size());
-  }
+  // A colocated server is stopped after this, by whoever built it beside
+  // the engine (c_api/process_engine).
   ReleaseResources();
-  return result;
+  return Status::OK();
 }
 
 void Engine::ReleaseResources() {
@@ -301,10 +291,6 @@ void Engine::ReleaseResources() {
   if (thread_.joinable()) {  // only when a step after the thread's start failed
     Ring();
     thread_.join();
-  }
-  if (colocated_server_) {
-    colocated_server_->Stop();
-    colocated_server_.reset();
   }
   if (servers_) servers_->Close();  // stops the transport's I/O thread
   servers_.reset();

@@ -40,7 +40,6 @@
 #include "common/timeline.h"
 #include "local/local_reducer.h"
 #include "local/shared_memory.h"
-#include "server/server.h"
 #include "store/store.h"
 #include "transport/transport.h"
 
@@ -50,10 +49,10 @@ namespace bps {
 // csrc/c_api decides these; tests leave them at their defaults).
 struct EngineOptions {
   // Plain torchrun without dedicated servers: local rank 0 of each machine
-  // runs that machine's server inside its engine.
+  // runs that machine's server beside its engine (c_api/process_engine
+  // builds it; core does not include server), and the engine counts one
+  // server per machine.
   bool colocated_servers = false;
-  // Where a colocated server listens (ChooseListenHost, by the bootstrap).
-  std::string colocated_server_host = "127.0.0.1";
   // The machine-local reducers (csrc/local/local_reducer.h) the engine takes.
   // Factories, not objects: a reducer joins the machine's other local ranks,
   // which are known only after the job's rendezvous (machines may differ),
@@ -190,7 +189,6 @@ class Engine {
   bool started_ = false;
   int num_servers_ = 0;
   std::shared_ptr<Store> store_;
-  std::unique_ptr<Server> colocated_server_;
   std::unique_ptr<LocalReducer> reducer_;  // host tensors; null with one local rank
   // Device tensors' reducer (NCCL), made by the first device submission.
   std::mutex device_mu_;
