@@ -5,10 +5,11 @@
 #include <mutex>
 #include <string>
 
+#include "c_api/abi_types.h"
 #include "c_api/byteps_c.h"
 #include "c_api/process_engine.h"
 #include "core/placed_sum.h"
-#include "core/roles.h"
+#include "c_api/roles.h"
 #include "transport/framing.h"
 #ifdef BPS_WITH_CUDA
 #include "gpu/nccl_collectives.h"
@@ -24,7 +25,7 @@ std::shared_ptr<bps::Engine> RunningEngine() {
 }
 
 bps::Status NotInitialised() {
-  return bps::Status(BPS_NOT_INITIALIZED, "byteps is not initialised: call init() first");
+  return bps::Status(bps::StatusCode::kNotInitialized, "byteps is not initialised: call init() first");
 }
 
 // Host and device tensors alike (a device tensor after what the caller queued on `stream`).
@@ -32,12 +33,13 @@ bps::Status SubmitToEngine(const bps_tensor& input, void* output, const char* na
                            int32_t reduce_op, bps_done_fn done, void* user_data, void* stream = nullptr) {
   auto engine = bps::ProcessEngine::Get().engine();
   if (!engine) return NotInitialised();
-  return engine->Submit(input, output, name, priority, reduce_op, done, user_data, stream);
+  return engine->Submit(bps::ViewOf(input), output, name, priority, bps::ReduceOpOf(reduce_op), done, user_data,
+                        stream);
 }
 
 int Report(const bps::Status& st) {
   if (!st.ok()) g_last_error = st.message();
-  return st.code();
+  return bps::AbiCode(st);
 }
 
 template <typename F>
@@ -120,7 +122,7 @@ int bps_declare_compression(const char* name, const char* spec) {
   return Guarded([&] {
     if (!name || !spec) return bps::Status::Invalid("declare_compression: null name or spec");
     auto engine = RunningEngine();
-    if (!engine) return bps::Status(BPS_NOT_INITIALIZED, "byteps is not initialised: call init() first");
+    if (!engine) return NotInitialised();
     return engine->DeclareCompression(name, spec);
   });
 }
@@ -131,7 +133,7 @@ int bps_declare_compression_segments(const char* name, const char* spec, const u
     if (!name || !spec) return bps::Status::Invalid("declare_compression: null name or spec");
     if (num_segments > 0 && !segment_sizes) return bps::Status::Invalid("declare_compression: null segment sizes");
     auto engine = RunningEngine();
-    if (!engine) return bps::Status(BPS_NOT_INITIALIZED, "byteps is not initialised: call init() first");
+    if (!engine) return NotInitialised();
     return engine->DeclareCompression(name, spec, std::vector<uint64_t>(segment_sizes, segment_sizes + num_segments));
   });
 }
@@ -162,7 +164,8 @@ int bps_push_pull_async_stream_ordered(const bps_tensor* input, void* output, co
     }
     auto engine = bps::ProcessEngine::Get().engine();
     if (!engine) return NotInitialised();
-    return engine->Submit(*input, output, name, priority, reduce_op, done, user_data, input_stream, result_stream);
+    return engine->Submit(bps::ViewOf(*input), output, name, priority, bps::ReduceOpOf(reduce_op), done, user_data,
+                          input_stream, result_stream);
   });
 }
 
@@ -201,8 +204,8 @@ int bps_reduce_scatter_async_on_stream(const bps_tensor* buffer, int64_t keep_of
     if (!buffer || !name) return bps::Status::Invalid("reduce_scatter: null buffer or name");
     auto engine = bps::ProcessEngine::Get().engine();
     if (!engine) return NotInitialised();
-    return bps::SubmitReduceScatter(*engine, *buffer, keep_offset, keep_count, output, name, priority, reduce_op,
-                                    cuda_stream, done, user_data);
+    return bps::SubmitReduceScatter(*engine, bps::ViewOf(*buffer), keep_offset, keep_count, output, name, priority,
+                                    bps::ReduceOpOf(reduce_op), cuda_stream, done, user_data);
   });
 }
 
@@ -222,9 +225,7 @@ int bps_run_scheduler(void) {
 }
 
 size_t bps_stats_json(char* buf, size_t cap) {
-  auto engine = bps::ProcessEngine::Get().engine();
-  // Without a running engine: the same fields, all zero, rank -1.
-  std::string s = engine ? engine->StatsJson() : bps::Engine(bps::Config(), nullptr, nullptr).StatsJson();
+  std::string s = bps::ProcessEngine::Get().StatsJson();
   if (buf && cap > 0) {
     size_t n = std::min(cap - 1, s.size());
     memcpy(buf, s.data(), n);

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "c_api/c_store.h"
 #include "common/config.h"
 #include "common/logging.h"
 #include "common/terminate_report.h"
@@ -119,7 +120,7 @@ Status ProcessEngine::InitSteps(const bps_init_options* options) {
   engine_options.trace = TraceSettingsFromEnvironment();
   std::string route_to_scheduler;  // this host's address as the scheduler sees it
   if (have_store) {
-    store = AdapterStore(*options->store);
+    store = AdapterStore(std::make_shared<CStore>(*options->store));
     BPS_RETURN_IF_ERROR(ShareJobSecret(store.get(), &c));
     engine_options.colocated_servers = c.num_server == 0;  // plain torchrun: one server per machine
   } else if (c.size() == 1 && !c.force_distributed) {
@@ -139,9 +140,7 @@ Status ProcessEngine::InitSteps(const bps_init_options* options) {
     StartAbortWatcher(at, c);
   }
 
-  if (engine_options.colocated_servers && c.distributed() && c.local_rank == 0) {
-    engine_options.colocated_server_host = ChooseListenHost(c, route_to_scheduler);
-  }
+  const bool hosts_colocated_server = engine_options.colocated_servers && c.distributed() && c.local_rank == 0;
 
   std::unique_ptr<transport::Transport> transport;
   transport::TransportOptions transport_options;
@@ -152,9 +151,24 @@ Status ProcessEngine::InitSteps(const bps_init_options* options) {
   transport_options.socket_buffer_bytes = static_cast<size_t>(c.tcp_socket_buffer);
   BPS_RETURN_IF_ERROR(transport::CreateTransport("tcp", transport_options, &transport));
 
+  std::shared_ptr<Server> colocated_server;
+  if (hosts_colocated_server) {
+    SetLogIdentity("worker " + std::to_string(c.rank()));  // as the engine names this process
+    colocated_server = std::make_shared<Server>(c, store, c.worker_id, ChooseListenHost(c, route_to_scheduler));
+    Status serving = colocated_server->Start();
+    if (!serving.ok()) {
+      colocated_server->Stop();
+      return serving;
+    }
+    std::atomic_store(&colocated_server_, colocated_server);
+  }
   auto engine = std::make_shared<Engine>(c, store, std::move(transport), engine_options);
   Status started = engine->Start();
   if (!started.ok()) {
+    if (colocated_server) {
+      std::atomic_store(&colocated_server_, std::shared_ptr<Server>());
+      colocated_server->Stop();
+    }
     std::lock_guard<std::mutex> lock(verdict_mu_);
     if (!early_abort_.empty() && started.message().find(early_abort_) == std::string::npos) {
       return Status::PeerFailure(early_abort_ + " (then: " + started.message() + ")");
@@ -169,7 +183,7 @@ Status ProcessEngine::InitSteps(const bps_init_options* options) {
                             std::to_string(options->size) + " but the machines' local sizes make it rank " +
                             std::to_string(engine->rank()) + " of " + std::to_string(engine->size()) +
                             ": number ranks machine by machine (GROUP_RANK order)";
-    engine->Shutdown();
+    StopEngineAndServer(*engine);
     return Status::Invalid(why);
   }
   std::atomic_store(&engine_, engine);
@@ -187,7 +201,7 @@ void ProcessEngine::StartAbortWatcher(const HostPort& scheduler, const Config& c
     while (true) {
       Status s = abort_watch_client_->WatchAbort(interval, &why);
       if (stopping_) return;
-      if (s.code() == BPS_TIMEOUT) continue;
+      if (s.code() == StatusCode::kTimeout) continue;
       Status verdict = s.ok() ? Status::PeerFailure("job aborted: " + why)
                               : Status::PeerFailure("lost the scheduler " + where + ": " + s.message());
       // The engine may still be starting (rendezvous): wait for it, or for
@@ -222,12 +236,41 @@ Status ProcessEngine::Shutdown() {
   std::shared_ptr<Engine> engine = std::atomic_load(&engine_);
   if (!engine) return Status::OK();
   stopping_ = true;  // the abort watcher's wake-up below is no verdict
-  Status st = engine->Shutdown();
+  Status st = StopEngineAndServer(*engine);
   const bool failed = engine->failed();
   std::atomic_store(&engine_, std::shared_ptr<Engine>());
   if (failed) ReportFailureBeforeLeaving(engine->failure());
   ReleaseSchedulerClients(failed);
   return st;
+}
+
+Status ProcessEngine::StopEngineAndServer(Engine& engine) {
+  Status st = engine.Shutdown();
+  std::shared_ptr<Server> server = std::atomic_exchange(&colocated_server_, std::shared_ptr<Server>());
+  if (!server) return st;
+  if (engine.failed()) {
+    // The job is over: serving the other machines out would only wait for
+    // them to notice (a stopped one never does). The server tells its
+    // workers this rank's cause and its Wait returns at once (issue 30).
+    server->Abort(engine.failure());
+  }
+  // Otherwise other machines may still be pushing to our server: serve them
+  // out. (A rank whose op failed through its machine may not be failed itself.)
+  Status served = server->Wait(engine.config().timeout_seconds, engine.size());
+  server->Stop();
+  return served;
+}
+
+std::string ProcessEngine::StatsJson() const {
+  std::shared_ptr<Engine> engine = std::atomic_load(&engine_);
+  // Without a running engine: the same fields, all zero, rank -1.
+  std::string json = engine ? engine->StatsJson() : Engine(Config(), nullptr, nullptr).StatsJson();
+  std::shared_ptr<Server> server = std::atomic_load(&colocated_server_);
+  if (engine && server) {
+    // One more field of the engine's object: before its closing brace.
+    json.insert(json.size() - 1, ", \"colocated_server\": " + server->StatsJson());
+  }
+  return json;
 }
 
 void ProcessEngine::ReportFailureBeforeLeaving(const Status& failure) {

@@ -2,7 +2,8 @@
 // and the CUDA path reach it. Init parses the environment once into a Config,
 // chooses the rendezvous store (an adapter's, the scheduler's, or an
 // in-process one for a one-rank job), watches the scheduler's abort key, and
-// builds an Engine from those parts; Shutdown undoes it. The Engine itself
+// builds an Engine from those parts, and beside it the machine's colocated
+// server when this rank hosts one; Shutdown undoes it. The Engine itself
 // reads no environment and is not a singleton.
 #pragma once
 #include <atomic>
@@ -12,6 +13,7 @@
 
 #include "c_api/byteps_c.h"
 #include "core/engine.h"
+#include "server/server.h"
 #include "store/tcp_store.h"
 
 namespace bps {
@@ -25,11 +27,17 @@ class ProcessEngine {
   // The running engine, or null before Init / after Shutdown. Callers keep
   // the pointer only for the call: a Shutdown may retire the engine.
   std::shared_ptr<Engine> engine() const { return std::atomic_load(&engine_); }
+  // The engine's counters (zeros and rank -1 without one), with the
+  // colocated server's under "colocated_server" where this rank runs one.
+  std::string StatsJson() const;
 
  private:
   ProcessEngine() = default;
   Status InitSteps(const bps_init_options* options);
   void StartAbortWatcher(const HostPort& scheduler, const Config& c);
+  // Shuts `engine` down, then the colocated server beside it (if any), and
+  // returns how the server ended (OK without one).
+  Status StopEngineAndServer(Engine& engine);
   // Init failed: tells the scheduler why (it fails the job naming this cause
   // unless it failed already) and returns the cause to report here: the
   // job's earlier verdict, or a lost scheduler, wins over a consequence.
@@ -42,6 +50,10 @@ class ProcessEngine {
 
   std::mutex mu_;  // serialises Init and Shutdown
   std::shared_ptr<Engine> engine_;
+  // Plain torchrun: local rank 0's machine server, started before the
+  // engine's rendezvous (the workers look its address up there) and stopped
+  // after the engine said goodbye to it.
+  std::shared_ptr<Server> colocated_server_;
   std::unique_ptr<TcpStoreClient> scheduler_client_;  // keeps our membership alive
   std::unique_ptr<TcpStoreClient> abort_watch_client_;
   std::thread abort_watcher_;

@@ -4,18 +4,18 @@
 #include <cstdint>
 #include <string>
 
-#include "c_api/byteps_c.h"
-
 namespace bps {
 
+// The values are the wire's and the C ABI's bps_dtype (c_api/abi_types.h
+// holds the two together): never renumber one.
 enum class DataType : uint8_t {
-  kFloat32 = BPS_FLOAT32,
-  kFloat64 = BPS_FLOAT64,
-  kFloat16 = BPS_FLOAT16,
-  kBFloat16 = BPS_BFLOAT16,
-  kInt32 = BPS_INT32,
-  kInt64 = BPS_INT64,
-  kUInt8 = BPS_UINT8,
+  kFloat32 = 0,
+  kFloat64 = 1,
+  kFloat16 = 2,
+  kBFloat16 = 3,
+  kInt32 = 4,
+  kInt64 = 5,
+  kUInt8 = 6,
 };
 
 constexpr int kNumDataTypes = 7;

@@ -67,10 +67,6 @@ Status Engine::StartSteps() {
                              " machines need parameter servers, but DMLC_NUM_SERVER=0");
     }
   }
-  if (options_.colocated_servers && c.distributed() && c.num_server == 0 && c.local_rank == 0) {
-    colocated_server_.reset(new Server(c, store_, c.worker_id, options_.colocated_server_host));
-    BPS_RETURN_IF_ERROR(colocated_server_->Start());
-  }
   BPS_RETURN_IF_ERROR(RendezvousWorkers(store_.get(), &config_));
   SetLogIdentity("worker " + std::to_string(config_.rank()));  // machines of different sizes: known now
   if (transport_) transport_->SetIdentityRank(config_.rank());  // the servers count ranks by it
@@ -98,14 +94,18 @@ Status Engine::StartSteps() {
   initialized_ = true;
   BPS_LOG(Info) << "initialised rank " << rank() << " of " << size() << " (local " << config_.local_rank << "/"
                 << config_.local_size << ", machine " << config_.worker_id << "/" << config_.num_worker << ", "
-                << num_servers_ << (colocated_server_ ? " colocated" : "") << " servers)";
+                << num_servers_
+                << (options_.colocated_servers && c.distributed() && c.num_server == 0 && c.local_rank == 0
+                        ? " colocated"
+                        : "")
+                << " servers)";
   if (rank() == 0) BPS_LOG(Info) << "configuration: " << ConfigSummary(config_);
   return Status::OK();
 }
 
-Status Engine::Submit(const bps_tensor& input, void* output, const std::string& name, int32_t priority,
-                      int32_t reduce_op, bps_done_fn done, void* user_data, void* stream, void* result_stream) {
-  if (!initialized_) return Status(BPS_NOT_INITIALIZED, "byteps is not initialised: call init() first");
+Status Engine::Submit(const TensorView& input, void* output, const std::string& name, int32_t priority,
+                      ReduceOp reduce_op, DoneCallback done, void* user_data, void* stream, void* result_stream) {
+  if (!initialized_) return Status(StatusCode::kNotInitialized, "byteps is not initialised: call init() first");
   BPS_RETURN_IF_ERROR(failure_.status());
   BPS_RETURN_IF_ERROR(ValidatePushPull(input, output, name, reduce_op, done));
   std::unique_ptr<TensorOp> op = TensorOp::FromSubmission(input, output, name, priority, reduce_op);
@@ -163,7 +163,7 @@ Status Engine::Submit(const bps_tensor& input, void* output, const std::string& 
       // reducer's events) and leaks its few bytes of bookkeeping.
       if (op->ready_event && !op->fused) op->reducer->ReturnReady(op->ready_event);
       ReleaseResultHold(op.get());
-      return Status(BPS_NOT_INITIALIZED, "byteps is not initialised: call init() first");
+      return Status(StatusCode::kNotInitialized, "byteps is not initialised: call init() first");
     }
     op->seq = next_seq_++;
     submitted_.push_back(std::move(op));
@@ -255,7 +255,7 @@ void Engine::Loop() {
     stats_.queue_depth--;
     ReleaseResultHold(op.get());
     const std::string msg = "push_pull of '" + op->name + "' failed: byteps shut down while the operation was pending";
-    op->done(op->user_data, BPS_SHUTDOWN, msg.c_str());
+    op->done(op->user_data, static_cast<int>(StatusCode::kShutdown), msg.c_str());
   }
 }
 
@@ -275,20 +275,10 @@ Status Engine::Shutdown() {
     servers_->Quiesce();
     servers_->SayGoodbye(failure_.status());
   }
-  Status result;
-  if (colocated_server_ && failure_.failed()) {
-    // The job is over: serving the other machines out would only wait for
-    // them to notice (a stopped one never does). The server tells its
-    // workers this rank's cause and its Wait returns at once (issue 30).
-    colocated_server_->Abort(failure_.status());
-    result = colocated_server_->Wait(config_.timeout_seconds, config_.size());
-  } else if (colocated_server_) {
-    // Other machines may still be pushing to our server: serve them out. (A
-    // rank whose op failed through its machine may not be failed itself.)
-    result = colocated_server_->Wait(config_.timeout_seconds, config_.size());
-  }
+  // A colocated server is stopped after this, by whoever built it beside
+  // the engine (c_api/process_engine).
   ReleaseResources();
-  return result;
+  return Status::OK();
 }
 
 void Engine::ReleaseResources() {
@@ -301,10 +291,6 @@ void Engine::ReleaseResources() {
   if (thread_.joinable()) {  // only when a step after the thread's start failed
     Ring();
     thread_.join();
-  }
-  if (colocated_server_) {
-    colocated_server_->Stop();
-    colocated_server_.reset();
   }
   if (servers_) servers_->Close();  // stops the transport's I/O thread
   servers_.reset();

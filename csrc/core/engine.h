@@ -24,7 +24,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "c_api/byteps_c.h"
+#include "common/completion.h"
+#include "common/reduce_op.h"
+#include "common/tensor_view.h"
 #include "common/config.h"
 #include "common/dtype.h"
 #include "common/status.h"
@@ -35,10 +37,9 @@
 #include "core/server_client.h"
 #include "core/stats.h"
 #include "core/tensor_op.h"
-#include "core/timeline.h"
+#include "common/timeline.h"
 #include "local/local_reducer.h"
 #include "local/shared_memory.h"
-#include "server/server.h"
 #include "store/store.h"
 #include "transport/transport.h"
 
@@ -48,10 +49,10 @@ namespace bps {
 // csrc/c_api decides these; tests leave them at their defaults).
 struct EngineOptions {
   // Plain torchrun without dedicated servers: local rank 0 of each machine
-  // runs that machine's server inside its engine.
+  // runs that machine's server beside its engine (c_api/process_engine
+  // builds it; core does not include server), and the engine counts one
+  // server per machine.
   bool colocated_servers = false;
-  // Where a colocated server listens (ChooseListenHost, by the bootstrap).
-  std::string colocated_server_host = "127.0.0.1";
   // The machine-local reducers (csrc/local/local_reducer.h) the engine takes.
   // Factories, not objects: a reducer joins the machine's other local ranks,
   // which are known only after the job's rendezvous (machines may differ),
@@ -105,8 +106,8 @@ class Engine {
   // caller completes at once, and work it queues on result_stream after
   // Submit returns sees the result; `done` then only confirms, and a failure
   // latches the engine (the caller has moved on: its next call raises it).
-  Status Submit(const bps_tensor& input, void* output, const std::string& name, int32_t priority, int32_t reduce_op,
-                bps_done_fn done, void* user_data, void* stream = nullptr, void* result_stream = nullptr);
+  Status Submit(const TensorView& input, void* output, const std::string& name, int32_t priority, ReduceOp reduce_op,
+                DoneCallback done, void* user_data, void* stream = nullptr, void* result_stream = nullptr);
   // One machine, device tensors: the result is ordered on the submitting
   // stream when Submit returns (the fused path), as ProcessGroupNCCL does.
   bool DeviceStreamOrdered() const;
@@ -188,7 +189,6 @@ class Engine {
   bool started_ = false;
   int num_servers_ = 0;
   std::shared_ptr<Store> store_;
-  std::unique_ptr<Server> colocated_server_;
   std::unique_ptr<LocalReducer> reducer_;  // host tensors; null with one local rank
   // Device tensors' reducer (NCCL), made by the first device submission.
   std::mutex device_mu_;

@@ -32,10 +32,10 @@ void Engine::FailOp(TensorOp* op, const Status& st) {
   std::string msg = st.message();
   if (msg.find("'" + op->name + "'") == std::string::npos) msg = "push_pull of '" + op->name + "' failed: " + msg;
   op->failure = Status(st.code(), msg);
-  if (st.code() == BPS_MISMATCH) OnTensorMismatch(op);
+  if (st.code() == StatusCode::kMismatch) OnTensorMismatch(op);
   // Its caller completed at once and moved on: only the latch can tell it
   // (its next call fails with this cause). A shutdown is no failure.
-  if (op->caller_moved_on && st.code() != BPS_SHUTDOWN) SetFatal(op->failure);
+  if (op->caller_moved_on && st.code() != StatusCode::kShutdown) SetFatal(op->failure);
   op->unretired = 0;
   for (auto& t : op->parts) op->unretired += t->stage != Stage::kDone;
   // Cancel every pull of the op: its receive's callback (which releases it)
@@ -111,9 +111,9 @@ void Engine::CompleteFailedOp(TensorOp* op) {
   op->ready_event = nullptr;
   // After every partition settled: nothing writes the output any more.
   ReleaseResultHold(op);
-  bps_done_fn done = op->done;
+  DoneCallback done = op->done;
   op->done = nullptr;  // marks the op complete
-  done(op->user_data, op->failure.code(), op->failure.message().c_str());
+  done(op->user_data, static_cast<int>(op->failure.code()), op->failure.message().c_str());
 }
 
 void Engine::ReleaseResultHold(TensorOp* op) {

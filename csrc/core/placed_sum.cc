@@ -55,7 +55,7 @@ void PlaceOnHost(const GatherBytes& g) {
 // The sum may complete before the submitting thread queued a device copy of
 // the range: OnSummed waits for `armed`.
 struct KeptRange {
-  bps_done_fn done = nullptr;
+  DoneCallback done = nullptr;
   void* user_data = nullptr;
   char* output = nullptr;
   const char* source = nullptr;  // the kept range in the summed buffer
@@ -94,22 +94,23 @@ void OnSummed(void* user_data, int code, const char* message) {
     std::unique_lock<std::mutex> lock(k->mu);
     k->cv.wait(lock, [&] { return k->armed; });
   }
-  Status st = code == BPS_OK ? k->copy_failure : Status(code, message ? message : "");
+  const StatusCode summed = static_cast<StatusCode>(code);
+  Status st = summed == StatusCode::kOk ? k->copy_failure : Status(summed, message ? message : "");
   if (st.ok()) st = CopyKeptRange(*k).WithContext("reduce_scatter: copying out the kept range");
 #ifdef BPS_WITH_CUDA
   else if (k->copied) gpu::WaitForCopy(k->copied, k->device);  // only to release its event
 #endif
-  k->done(k->user_data, st.code(), st.ok() ? "" : st.message().c_str());
+  k->done(k->user_data, static_cast<int>(st.code()), st.ok() ? "" : st.message().c_str());
 }
 
 }  // namespace
 
 Status SubmitGatherBytes(Engine& engine, const GatherBytes& g, const std::string& name, int32_t priority,
-                         void* stream, bps_done_fn done, void* user_data) {
+                         void* stream, DoneCallback done, void* user_data) {
   const std::string what = "gather of '" + name + "' on rank " + std::to_string(engine.rank());
   BPS_RETURN_IF_ERROR(ValidateGather(g, what));
   if (!done) return Status::Invalid(what + ": no completion callback");
-  if (!engine.initialized()) return Status(BPS_NOT_INITIALIZED, "byteps is not initialised: call init() first");
+  if (!engine.initialized()) return Status(StatusCode::kNotInitialized, "byteps is not initialised: call init() first");
   if (g.device < 0) {
     PlaceOnHost(g);
   } else {
@@ -121,17 +122,17 @@ Status SubmitGatherBytes(Engine& engine, const GatherBytes& g, const std::string
     return NoDeviceBuild(what);
 #endif
   }
-  bps_tensor bytes{};
+  TensorView bytes{};
   bytes.data = g.output;
   bytes.num_elements = g.total_bytes;
-  bytes.dtype = BPS_UINT8;
+  bytes.dtype = static_cast<int32_t>(DataType::kUInt8);
   bytes.device = g.device;
-  return engine.Submit(bytes, g.output, name, priority, BPS_REDUCE_SUM, done, user_data, stream);
+  return engine.Submit(bytes, g.output, name, priority, ReduceOp::kSum, done, user_data, stream);
 }
 
-Status SubmitReduceScatter(Engine& engine, const bps_tensor& buffer, int64_t keep_offset, int64_t keep_count,
-                           void* output, const std::string& name, int32_t priority, int32_t reduce_op, void* stream,
-                           bps_done_fn done, void* user_data) {
+Status SubmitReduceScatter(Engine& engine, const TensorView& buffer, int64_t keep_offset, int64_t keep_count,
+                           void* output, const std::string& name, int32_t priority, ReduceOp reduce_op, void* stream,
+                           DoneCallback done, void* user_data) {
   const std::string what = "reduce_scatter of '" + name + "' on rank " + std::to_string(engine.rank());
   if (!IsValidDataType(buffer.dtype)) return Status::Invalid(what + ": unsupported dtype code " + std::to_string(buffer.dtype));
   if (keep_offset < 0 || keep_count < 0 || buffer.num_elements < 0 || keep_count > buffer.num_elements ||

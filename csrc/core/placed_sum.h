@@ -9,7 +9,9 @@
 #include <cstdint>
 #include <string>
 
-#include "c_api/byteps_c.h"
+#include "common/completion.h"
+#include "common/reduce_op.h"
+#include "common/tensor_view.h"
 #include "common/status.h"
 #include "core/engine.h"
 
@@ -31,13 +33,13 @@ struct GatherBytes {
 // submits `output` as an in-place uint8 sum. `done` as Engine::Submit's;
 // an argument that cannot be placed is refused here, naming it.
 Status SubmitGatherBytes(Engine& engine, const GatherBytes& gather, const std::string& name, int32_t priority,
-                         void* stream, bps_done_fn done, void* user_data);
+                         void* stream, DoneCallback done, void* user_data);
 
 // Sums `buffer` in place (every rank the same tensor), then copies elements
 // [keep_offset, keep_offset + keep_count) of the result into `output`, apart
 // from `buffer` on its device; `done` runs after that copy.
-Status SubmitReduceScatter(Engine& engine, const bps_tensor& buffer, int64_t keep_offset, int64_t keep_count,
-                           void* output, const std::string& name, int32_t priority, int32_t reduce_op, void* stream,
-                           bps_done_fn done, void* user_data);
+Status SubmitReduceScatter(Engine& engine, const TensorView& buffer, int64_t keep_offset, int64_t keep_count,
+                           void* output, const std::string& name, int32_t priority, ReduceOp reduce_op, void* stream,
+                           DoneCallback done, void* user_data);
 
 }  // namespace bps

@@ -12,7 +12,6 @@
 #include "common/logging.h"
 #include "common/net_util.h"
 #include "common/sha256.h"
-#include "store/c_store.h"
 
 namespace bps {
 namespace {
@@ -43,10 +42,10 @@ std::string ChooseListenHost(const Config& c, const std::string& fallback_route)
 
 // Keys of an adapter-supplied store (torch's) live under bps/<attempt>/: each
 // torchrun restart rendezvouses afresh. Dedicated servers use the same prefix.
-std::shared_ptr<Store> AdapterStore(const bps_store& vtable) {
+std::shared_ptr<Store> AdapterStore(std::shared_ptr<Store> adapter_store) {
   const char* restart = getenv("TORCHELASTIC_RESTART_COUNT");
   std::string prefix = "bps/" + std::string(restart && *restart ? restart : "0") + "/";
-  return std::make_shared<PrefixStore>(prefix, std::make_shared<CStore>(vtable));
+  return std::make_shared<PrefixStore>(prefix, std::move(adapter_store));
 }
 
 // The first member to arrive publishes `proposal` under `key`; everyone
@@ -74,7 +73,7 @@ Status ClaimServerId(Store* store, const Config& config, int* id) {
 // rendezvous deadline, in slices of a second so that a job aborted meanwhile
 // (a duplicate rank, the scheduler's verdict) ends the wait with its reason;
 // local rank 0 says every kWaitNoteSeconds what it still waits for. A
-// timeout returns BPS_TIMEOUT: the caller names what was missing.
+// timeout returns StatusCode::kTimeout: the caller names what was missing.
 class RendezvousWait {
  public:
   RendezvousWait(Store* store, const Config& config)
@@ -87,7 +86,7 @@ class RendezvousWait {
     for (;;) {
       const double left = std::max(0.0, std::chrono::duration<double>(deadline_ - Clock::now()).count());
       Status st = store_->Get(key, std::min(left, 1.0), value);
-      if (st.code() != BPS_TIMEOUT || Clock::now() >= deadline_) return st;
+      if (st.code() != StatusCode::kTimeout || Clock::now() >= deadline_) return st;
       std::string why;
       if (store_->Get("abort", 0, &why).ok()) return Status::PeerFailure("job aborted: " + why);
       if (Clock::now() >= next_note_) {
@@ -123,7 +122,7 @@ static Status MeetMachineSizes(Store* store, Config* config) {
     Status st = wait.Get("machine/" + std::to_string(m), &value, [&] {
       return MachinesArrived(store) + " (machine " + std::to_string(m) + " not yet)";
     });
-    if (st.code() == BPS_TIMEOUT) {
+    if (st.code() == StatusCode::kTimeout) {
       int arrived = 0;
       for (int q = 0; q < c.num_worker; ++q) arrived += q < m || store->Get("machine/" + std::to_string(q), 0, &value).ok();
       return Status::Timeout("rendezvous timed out after " +
@@ -200,7 +199,7 @@ Status RendezvousWorkers(Store* store, Config* config) {
       return std::to_string(joined) + " of " + std::to_string(c.size()) + " ranks arrived (rank " + std::to_string(q) +
              " not yet)";
     });
-    if (st.code() == BPS_TIMEOUT) {
+    if (st.code() == StatusCode::kTimeout) {
       store->Add("workers_joined", 0, &joined);
       return Status::Timeout("rendezvous timed out after " + std::to_string(static_cast<int>(c.rendezvous_timeout_seconds)) +
                              " s: " + std::to_string(joined) + " of " + std::to_string(c.size()) +

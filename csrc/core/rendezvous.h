@@ -5,7 +5,6 @@
 #include <memory>
 #include <string>
 
-#include "c_api/byteps_c.h"
 #include "common/config.h"
 #include "common/status.h"
 #include "store/store.h"
@@ -17,8 +16,9 @@ std::string RandomHex(size_t bytes);
 // Where this process's servers should listen / be reached.
 std::string ChooseListenHost(const Config& c, const std::string& fallback_route);
 
-// An adapter-supplied store (torch's), with this attempt's key prefix.
-std::shared_ptr<Store> AdapterStore(const bps_store& vtable);
+// An adapter-supplied store (torch's, through the C ABI), with this attempt's
+// key prefix.
+std::shared_ptr<Store> AdapterStore(std::shared_ptr<Store> adapter_store);
 
 // The first member to arrive publishes `proposal` under `key`; everyone
 // reads back the one published value.

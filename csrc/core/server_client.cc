@@ -45,7 +45,7 @@ Status ServerClient::Connect(int num_servers) {
   for (int i = 0; i < num_servers; ++i) {
     std::string addr;
     Status st = WaitForServer(i, num_servers, &addr);
-    if (st.code() == BPS_TIMEOUT) {
+    if (st.code() == StatusCode::kTimeout) {
       return Status::Timeout("server " + std::to_string(i) + " of " + std::to_string(num_servers) +
                              " never registered within " +
                              std::to_string(static_cast<int>(config_.rendezvous_timeout_seconds)) +

@@ -310,7 +310,7 @@ void Engine::FinishPartition(PartitionTask& t) {
     if (op->ready_event) op->reducer->ReturnReady(op->ready_event);
     op->ready_event = nullptr;
     ReleaseResultHold(op);
-    op->done(op->user_data, BPS_OK, "");
+    op->done(op->user_data, static_cast<int>(StatusCode::kOk), "");
   }
 }
 

@@ -31,7 +31,6 @@ std::string Engine::StatsJson() {
     s << (i ? ", " : "") << stats_.bytes_per_server[i].load();
   }
   s << "]";
-  if (colocated_server_) s << ", \"colocated_server\": " << colocated_server_->StatsJson();
   s << "}";
   return s.str();
 }

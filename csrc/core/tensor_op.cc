@@ -8,7 +8,7 @@
 namespace bps {
 namespace {
 
-std::string ShapeString(const bps_tensor& t) {
+std::string ShapeString(const TensorView& t) {
   std::ostringstream s;
   s << "[";
   if (t.shape && t.ndim > 0) {
@@ -27,8 +27,8 @@ uint64_t SignatureOf(DataType dtype, const std::string& shape, bool average) {
 
 }  // namespace
 
-std::unique_ptr<TensorOp> TensorOp::FromSubmission(const bps_tensor& input, void* output, const std::string& name,
-                                                   int32_t priority, int32_t reduce_op) {
+std::unique_ptr<TensorOp> TensorOp::FromSubmission(const TensorView& input, void* output, const std::string& name,
+                                                   int32_t priority, ReduceOp reduce_op) {
   auto op = std::make_unique<TensorOp>();
   op->failure = Status::OK();
   op->name = name;
@@ -38,9 +38,9 @@ std::unique_ptr<TensorOp> TensorOp::FromSubmission(const bps_tensor& input, void
   op->dtype = static_cast<DataType>(input.dtype);
   op->count = input.num_elements;
   op->shape = ShapeString(input);
-  op->signature = SignatureOf(op->dtype, op->shape, reduce_op == BPS_REDUCE_AVERAGE);
+  op->signature = SignatureOf(op->dtype, op->shape, reduce_op == ReduceOp::kAverage);
   op->priority = priority;
-  op->average = reduce_op == BPS_REDUCE_AVERAGE;
+  op->average = reduce_op == ReduceOp::kAverage;
   op->shape_and_op = op->shape + (op->average ? " (average)" : " (sum)");
   return op;
 }

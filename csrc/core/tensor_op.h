@@ -7,7 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "c_api/byteps_c.h"
+#include "common/completion.h"
+#include "common/reduce_op.h"
+#include "common/tensor_view.h"
 #include "common/dtype.h"
 #include "common/partitioner.h"
 #include "common/status.h"
@@ -113,7 +115,7 @@ struct TensorOp {
   // stream waits on `result_hold` until the result is in the output.
   bool caller_moved_on = false;
   void* result_hold = nullptr;
-  bps_done_fn done = nullptr;
+  DoneCallback done = nullptr;
   void* user_data = nullptr;
   int remaining = 0;
   bool failed = false;
@@ -124,8 +126,8 @@ struct TensorOp {
 
   // A validated submission's op: its name, buffers, shape and the signature
   // the local ranks and the servers compare (tensor_op.cc).
-  static std::unique_ptr<TensorOp> FromSubmission(const bps_tensor& input, void* output, const std::string& name,
-                                                  int32_t priority, int32_t reduce_op);
+  static std::unique_ptr<TensorOp> FromSubmission(const TensorView& input, void* output, const std::string& name,
+                                                  int32_t priority, ReduceOp reduce_op);
 };
 
 }  // namespace bps

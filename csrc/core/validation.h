@@ -4,12 +4,14 @@
 #pragma once
 #include <string>
 
-#include "c_api/byteps_c.h"
+#include "common/completion.h"
+#include "common/reduce_op.h"
+#include "common/tensor_view.h"
 #include "common/status.h"
 
 namespace bps {
 
-Status ValidatePushPull(const bps_tensor& input, const void* output, const std::string& name, int32_t reduce_op,
-                        bps_done_fn done);
+Status ValidatePushPull(const TensorView& input, const void* output, const std::string& name, ReduceOp reduce_op,
+                        DoneCallback done);
 
 }  // namespace bps

@@ -44,7 +44,7 @@ Status CreateLocalCommunicator(Store& store, const Config& config, ncclComm_t* o
   } else {
     std::string hex;
     Status st = store.Get(key, config.rendezvous_timeout_seconds, &hex);
-    if (st.code() == BPS_TIMEOUT) {
+    if (st.code() == StatusCode::kTimeout) {
       return Status::Timeout("local rank 0 of machine " + machine + " never published its NCCL id within " +
                              std::to_string(static_cast<int>(config.rendezvous_timeout_seconds)) +
                              " s: every local rank must submit its first GPU tensor");

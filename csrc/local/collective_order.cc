@@ -166,11 +166,11 @@ bool CollectiveOrder::Decide() {
       if (p.signature[q] == p.signature[0] && p.count[q] == p.count[0]) continue;
       // Disagreeing tensors: no collective, the round fails on every rank.
       d.failed = 1;
-      d.code = BPS_MISMATCH;
+      d.code = static_cast<int32_t>(StatusCode::kMismatch);
       CopyText(d.text, sizeof(d.text),
                "local ranks disagree: " + p.what[0] + " on local rank 0 but " + p.what[q] + " on local rank " +
                    std::to_string(q));
-      abandoned_[std::make_pair(d.key, d.round)] = Abandoned{BPS_MISMATCH, d.text};
+      abandoned_[std::make_pair(d.key, d.round)] = Abandoned{static_cast<int32_t>(StatusCode::kMismatch), d.text};
       break;
     }
     undecided_.push_back(d);

@@ -40,7 +40,7 @@ struct OrderAnnouncement {
   uint8_t step;       // CollectiveStep; 0: the round is abandoned (text says why)
   uint8_t pad[3];
   int32_t priority;
-  int32_t code;       // abandon: the BpsStatus of the failure
+  int32_t code;       // abandon: the failure's StatusCode value
   uint64_t seq;       // submission order on the announcing rank
   uint32_t partition;
   uint32_t pad2;

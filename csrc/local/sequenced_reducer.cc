@@ -130,7 +130,7 @@ LocalProgress SequencedLocalReducer::StageIn(LocalPartition* lp, uint32_t round,
     if (!st.ok()) {
       p->failed = true;
       p->failure = st;
-      order_.Abandon(p->key, round, st.code(), st.message());
+      order_.Abandon(p->key, round, static_cast<int32_t>(st.code()), st.message());
       return LocalProgress::kDone;
     }
   }
@@ -160,7 +160,7 @@ void SequencedLocalReducer::Issue(const CollectiveOrder::Step& step) {
   const auto round_key = std::make_pair(step.key, step.round);
   auto it = announced_.find(round_key);
   if (step.failed) {
-    const Status why(step.code, step.why);
+    const Status why(static_cast<StatusCode>(step.code), step.why);
     if (it == announced_.end()) {
       failed_ahead_[round_key] = why;  // this rank has not got to the round yet
       return;
@@ -307,12 +307,12 @@ void SequencedLocalReducer::CloseFailedRound(LocalPartition* lp, uint64_t key, u
     Of(lp)->failed = true;
     Of(lp)->failure = why;
   }
-  order_.Abandon(key, round, why.code(), why.message());
+  order_.Abandon(key, round, static_cast<int32_t>(why.code()), why.message());
 }
 
 void SequencedLocalReducer::FailRound(LocalPartition* lp, uint32_t round, const Status& why) {
   if (!lp || Of(lp)->fused) return;
-  order_.Abandon(Of(lp)->key, round, why.code(), why.message());
+  order_.Abandon(Of(lp)->key, round, static_cast<int32_t>(why.code()), why.message());
 }
 
 std::string SequencedLocalReducer::DescribeStaging(LocalPartition* lp, uint32_t round) {

@@ -65,7 +65,7 @@ struct alignas(64) ShmEntry {
   std::atomic<uint32_t> released;
   std::atomic<uint32_t> ready[kMaxLocalRanks];  // slice q reduced for round ready[q]-1
   std::atomic<uint32_t> error_round;  // round+1 that failed; code and message below
-  int32_t error_code;                 // a BpsStatus: a relayed peer failure stays one
+  int32_t error_code;                 // a StatusCode's value: a relayed peer failure stays one
   char error[384];
   // Rank q's slot: written by rank q only, between rounds (so a partition may
   // change size when every rank agrees); read by the others after they saw

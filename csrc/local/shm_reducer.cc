@@ -132,8 +132,8 @@ LocalProgress ShmLocalReducer::StageIn(LocalPartition* p, uint32_t round, const 
 // The failure a local rank wrote into the entry, with its code: a rank that
 // lost its server fails the others with a peer failure, not a mismatch.
 static Status RoundFailure(const ShmEntry* e) {
-  const int code = e->error_code != BPS_OK ? e->error_code : BPS_MISMATCH;
-  return Status(code, std::string(e->error));
+  const StatusCode code = static_cast<StatusCode>(e->error_code);
+  return Status(code != StatusCode::kOk ? code : StatusCode::kMismatch, std::string(e->error));
 }
 
 Status ShmLocalReducer::ReduceOwnSlice(LocalPartition* p, uint32_t round, const LocalContribution& c, char* also_into,
@@ -223,7 +223,7 @@ Status ShmLocalReducer::Gather(LocalPartition* p, uint32_t round, const LocalCon
 
 void ShmLocalReducer::FailRound(LocalPartition* p, uint32_t round, const Status& why) {
   ShmEntry* e = Entry(p);
-  e->error_code = why.code();
+  e->error_code = static_cast<int32_t>(why.code());
   snprintf(e->error, sizeof(e->error), "%s", why.message().c_str());
   e->error_round.store(round + 1);
   shm_->Ring();
@@ -241,7 +241,7 @@ void ShmLocalReducer::CloseFailedRound(LocalPartition* p, uint64_t key, uint64_t
   // Fail it for the local ranks too (unless one already did), and count this
   // rank in as a finished round would.
   if (e->error_round.load() < round + 1) {
-    e->error_code = why.code();
+    e->error_code = static_cast<int32_t>(why.code());
     snprintf(e->error, sizeof(e->error), "%s", why.message().c_str());
     e->error_round.store(round + 1);
   }

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "common/config.h"
-#include "core/timeline.h"
+#include "common/timeline.h"
 #include "ps/protocol.h"
 #include "server/buffer_pool.h"
 #include "server/key_table.h"

@@ -63,7 +63,7 @@ inline Status GetInSlices(Store* store, const std::string& key, double timeout_s
   while (true) {
     const double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
     Status st = store->Get(key, std::max(0.0, std::min(left, slice_seconds)), value);
-    if (st.code() != BPS_TIMEOUT || std::chrono::steady_clock::now() >= deadline || !still_waiting()) return st;
+    if (st.code() != StatusCode::kTimeout || std::chrono::steady_clock::now() >= deadline || !still_waiting()) return st;
   }
 }
 

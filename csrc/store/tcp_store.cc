@@ -310,7 +310,7 @@ void TcpStoreServer::ServeRequests(transport::Stream* stream, const PeerIdentity
     StoreRequest req;
     Status st = stream->Read(&req, sizeof(req), watching ? silence_ms : -1);
     if (!st.ok()) {
-      went_silent = watching && st.code() == BPS_TIMEOUT;
+      went_silent = watching && st.code() == StatusCode::kTimeout;
       failure = st;
       break;
     }
@@ -353,7 +353,7 @@ void TcpStoreServer::ServeRequests(transport::Stream* stream, const PeerIdentity
         double slice = std::min(remaining, 0.25);
         st = store_.Get(k, slice, &out);
         remaining -= slice;
-        if (st.code() != BPS_TIMEOUT || remaining <= 0) break;
+        if (st.code() != StatusCode::kTimeout || remaining <= 0) break;
         // A job that failed fails its members' waits too (a rendezvous wait
         // would otherwise last until its own timeout).
         std::string why;
@@ -363,7 +363,7 @@ void TcpStoreServer::ServeRequests(transport::Stream* stream, const PeerIdentity
         }
         if (stream->PeerHungUp()) break;
       }
-      if (st.code() == BPS_TIMEOUT) st = Status::Timeout(st.message());
+      if (st.code() == StatusCode::kTimeout) st = Status::Timeout(st.message());
     } else if (req.op == kOpAdd) {
       int64_t result = 0;
       st = store_.Add(k, req.arg, &result);
@@ -380,7 +380,7 @@ void TcpStoreServer::ServeRequests(transport::Stream* stream, const PeerIdentity
       failure = Status::PeerFailure("unknown store op");
       break;
     }
-    rep.code = st.code();
+    rep.code = static_cast<int32_t>(st.code());
     if (!st.ok()) out = st.message();
     rep.value_len = static_cast<uint32_t>(out.size());
     if (!stream->Write(&rep, sizeof(rep), 10000).ok() || !stream->Write(out.data(), out.size(), 10000).ok()) {
@@ -457,7 +457,7 @@ Status TcpStoreClient::Call(uint8_t op, const std::string& key, const std::strin
     // whole process learns it, not only this caller.
     static const std::string kAborted = "job aborted: ";
     if (out.compare(0, kAborted.size(), kAborted) == 0) NoteJobAborted(token_, out.substr(kAborted.size()));
-    return Status(rep.code, out);
+    return Status(static_cast<StatusCode>(rep.code), out);
   }
   if (reply) *reply = std::move(out);
   if (reply_arg) *reply_arg = rep.arg;
@@ -489,7 +489,7 @@ Status TcpStoreClient::WatchAbort(double interval_seconds, std::string* why) {
                    static_cast<int>((interval_seconds + slack) * 1000));
   if (st.ok()) {
     NoteJobAborted(token_, *why);
-  } else if (st.code() != BPS_TIMEOUT &&
+  } else if (st.code() != StatusCode::kTimeout &&
              std::chrono::steady_clock::now() - started >= std::chrono::duration<double>(interval_seconds + slack)) {
     st = Status::PeerFailure("the scheduler at " + at_.ToString() + " stopped responding: no answer for " +
                              FormatSeconds(slack) + " s past its watch interval (half of BYTEPS_TIMEOUT); it is " +

@@ -28,7 +28,7 @@ void WriteError(char* err, size_t cap, const std::string& text) {
 // A bounded wait as a loop of check(): TCPStore logs two warnings
 // ("waitForInput: poll ... returned 0, likely a timeout") each time a wait()
 // expires, and the engine polls keys that may not be there yet (a poll is a
-// 1 ms wait, store/c_store.cc), so a plain job printed warnings nobody must
+// 1 ms wait, c_api/c_store.cc), so a plain job printed warnings nobody must
 // act on (issue 27). check() answers at once and logs nothing.
 bool AppearsWithin(c10d::Store& store, const std::string& key, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;

@@ -115,33 +115,33 @@ TEST(CollectiveOrderStreamOrdered, AFailureAfterTheCallerMovedOnIsReleasedAndFai
   // The machines disagree on the tensor's size: the server names the mismatch.
   std::vector<float> in0(100, 1.0f), out0(100), in1(200, 1.0f), out1(200);
   Completion done0, done1;
-  bps_tensor t0{};
+  TensorView t0{};
   t0.data = in0.data();
-  t0.dtype = BPS_FLOAT32;
+  t0.dtype = static_cast<int32_t>(DataType::kFloat32);
   t0.num_elements = 100;
   t0.device = 0;
-  bps_tensor t1 = t0;
+  TensorView t1 = t0;
   t1.data = in1.data();
   t1.num_elements = 200;
-  ASSERT_TRUE(job.rank(0).Submit(t0, out0.data(), "weights", 0, BPS_REDUCE_SUM, Completion::Callback, &done0, nullptr,
+  ASSERT_TRUE(job.rank(0).Submit(t0, out0.data(), "weights", 0, ReduceOp::kSum, Completion::Callback, &done0, nullptr,
                                  memory.ResultStream(0)).ok());
-  ASSERT_TRUE(job.rank(1).Submit(t1, out1.data(), "weights", 0, BPS_REDUCE_SUM, Completion::Callback, &done1, nullptr,
+  ASSERT_TRUE(job.rank(1).Submit(t1, out1.data(), "weights", 0, ReduceOp::kSum, Completion::Callback, &done1, nullptr,
                                  memory.ResultStream(0)).ok());
   ASSERT_TRUE(done0.Wait(20));
   ASSERT_TRUE(done1.Wait(20));
-  EXPECT_NE(done0.code, BPS_OK);
-  EXPECT_NE(done1.code, BPS_OK);
+  EXPECT_NE(done0.code, StatusCode::kOk);
+  EXPECT_NE(done1.code, StatusCode::kOk);
   EXPECT_EQ(EmulatedCollectives::HoldsReleased() - released, 2);
   EXPECT_EQ(EmulatedCollectives::HoldsReleasedTwice().load(), 0);
   for (int r = 0; r < 2; ++r) {
     Completion next;
     std::vector<float> in(8, 1.0f), out(8);
-    bps_tensor t{};
+    TensorView t{};
     t.data = in.data();
-    t.dtype = BPS_FLOAT32;
+    t.dtype = static_cast<int32_t>(DataType::kFloat32);
     t.num_elements = 8;
     t.device = 0;
-    Status st = job.rank(r).Submit(t, out.data(), "next", 0, BPS_REDUCE_SUM, Completion::Callback, &next);
+    Status st = job.rank(r).Submit(t, out.data(), "next", 0, ReduceOp::kSum, Completion::Callback, &next);
     EXPECT_FALSE(st.ok()) << "rank " << r << " went on after a stream-ordered op failed";
     EXPECT_NE(st.message().find("'weights'"), std::string::npos) << st.message();
   }
@@ -176,17 +176,17 @@ TEST(CollectiveOrderOneMachine, TheFusedPathReducesWholeTensorsInSubmissionOrder
   for (int r = 0; r < 3; ++r) {
     for (int64_t i = 0; i < kCount; ++i) in[r].push_back(static_cast<float>(ShuffledValue(r, i, 0)));
     out[r].assign(kCount, -1);
-    bps_tensor t{};
+    TensorView t{};
     t.data = in[r].data();
-    t.dtype = BPS_FLOAT32;
+    t.dtype = static_cast<int32_t>(DataType::kFloat32);
     t.num_elements = kCount;
     t.device = 0;
-    Status st = job.rank(r).Submit(t, out[r].data(), "fused", 0, BPS_REDUCE_AVERAGE, Completion::Callback, &done[r]);
+    Status st = job.rank(r).Submit(t, out[r].data(), "fused", 0, ReduceOp::kAverage, Completion::Callback, &done[r]);
     ASSERT_TRUE(st.ok()) << st.message();
   }
   for (int r = 0; r < 3; ++r) {
     ASSERT_TRUE(done[r].Wait(20));
-    ASSERT_EQ(done[r].code, BPS_OK) << done[r].message;
+    ASSERT_EQ(done[r].code, StatusCode::kOk) << done[r].message;
     for (int64_t i = 0; i < kCount; ++i) {
       const double sum = ShuffledValue(0, i, 0) + ShuffledValue(1, i, 0) + ShuffledValue(2, i, 0);
       ASSERT_EQ(out[r][i], static_cast<float>(sum / 3)) << "rank " << r << " element " << i;
@@ -201,13 +201,13 @@ TEST(CollectiveOrderCpuBuild, ADeviceTensorWithoutADeviceReducerIsRefusedNamingT
   InProcessJob job(JobShape{1, 2, 0}, cpu_only);
   ASSERT_TRUE(job.Start().ok());
   std::vector<float> v(10, 1.0f);
-  bps_tensor t{};
+  TensorView t{};
   t.data = v.data();
-  t.dtype = BPS_FLOAT32;
+  t.dtype = static_cast<int32_t>(DataType::kFloat32);
   t.num_elements = 10;
   t.device = 0;
   Completion done;
-  Status st = job.rank(0).Submit(t, v.data(), "on_gpu", 0, BPS_REDUCE_SUM, Completion::Callback, &done);
+  Status st = job.rank(0).Submit(t, v.data(), "on_gpu", 0, ReduceOp::kSum, Completion::Callback, &done);
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("built without CUDA"), std::string::npos) << st.message();
   EXPECT_NE(st.message().find("on_gpu"), std::string::npos) << st.message();
@@ -229,12 +229,12 @@ TEST(CollectiveOrderFailures, LocalRanksDisagreeingOnAShapeAllFailNamingBothAndT
   InProcessJob job(shape, Emulated());
   ASSERT_TRUE(job.Start().ok());
   auto submit = [&](int r, const std::string& name, std::vector<float>& v, Completion* done) {
-    bps_tensor t{};
+    TensorView t{};
     t.data = v.data();
-    t.dtype = BPS_FLOAT32;
+    t.dtype = static_cast<int32_t>(DataType::kFloat32);
     t.num_elements = static_cast<int64_t>(v.size());
     t.device = 0;
-    return job.rank(r).Submit(t, v.data(), name, 0, BPS_REDUCE_SUM, Completion::Callback, done);
+    return job.rank(r).Submit(t, v.data(), name, 0, ReduceOp::kSum, Completion::Callback, done);
   };
   std::vector<std::vector<float>> bad(4), good(4);
   std::vector<Completion> bad_done(4), good_done(4);
@@ -245,7 +245,7 @@ TEST(CollectiveOrderFailures, LocalRanksDisagreeingOnAShapeAllFailNamingBothAndT
   }
   for (int r = 0; r < 4; ++r) {
     ASSERT_TRUE(bad_done[r].Wait(20)) << "rank " << r << " hung on the disagreeing tensor";
-    EXPECT_NE(bad_done[r].code, BPS_OK) << "rank " << r;
+    EXPECT_NE(bad_done[r].code, StatusCode::kOk) << "rank " << r;
   }
   // Machine 0's ranks name both shapes; machine 1's learn it through the servers.
   for (int r = 0; r < 2; ++r) {
@@ -255,7 +255,7 @@ TEST(CollectiveOrderFailures, LocalRanksDisagreeingOnAShapeAllFailNamingBothAndT
   for (int r = 0; r < 4; ++r) ASSERT_TRUE(submit(r, "good", good[r], &good_done[r]).ok());
   for (int r = 0; r < 4; ++r) {
     ASSERT_TRUE(good_done[r].Wait(20));
-    ASSERT_EQ(good_done[r].code, BPS_OK) << good_done[r].message;
+    ASSERT_EQ(good_done[r].code, StatusCode::kOk) << good_done[r].message;
     EXPECT_EQ(good[r][0], 10.0f);
     EXPECT_EQ(good[r][299], 10.0f);
   }
@@ -279,17 +279,17 @@ TEST(CollectiveOrderFailures, ALocalRankLeavingMidRoundFailsItsPeersNamingTheWai
   std::vector<std::vector<float>> v(4, std::vector<float>(1000, 1.0f));
   std::vector<Completion> done(4);
   for (int r : {0, 2, 3}) {
-    bps_tensor t{};
+    TensorView t{};
     t.data = v[r].data();
-    t.dtype = BPS_FLOAT32;
+    t.dtype = static_cast<int32_t>(DataType::kFloat32);
     t.num_elements = 1000;
     t.device = 0;
-    ASSERT_TRUE(job.rank(r).Submit(t, v[r].data(), "w", 0, BPS_REDUCE_SUM, Completion::Callback, &done[r]).ok());
+    ASSERT_TRUE(job.rank(r).Submit(t, v[r].data(), "w", 0, ReduceOp::kSum, Completion::Callback, &done[r]).ok());
   }
   job.rank(1).Shutdown();  // local rank 1 of machine 0 never submits "w"
   for (int r : {0, 2, 3}) {
     ASSERT_TRUE(done[r].Wait(15)) << "rank " << r << " hung";
-    EXPECT_NE(done[r].code, BPS_OK) << "rank " << r;
+    EXPECT_NE(done[r].code, StatusCode::kOk) << "rank " << r;
   }
   EXPECT_NE(done[0].message.find("reduce-scatter waits for every local rank"), std::string::npos) << done[0].message;
   job.Stop();

@@ -13,7 +13,7 @@ namespace testing_support {
 class DeviceMemory {
  public:
   virtual ~DeviceMemory() = default;
-  // The device (bps_tensor::device) of the job's rank `rank`: local ranks of
+  // The device (TensorView::device) of the job's rank `rank`: local ranks of
   // one machine must be on distinct GPUs for NCCL.
   virtual int DeviceOf(int rank) const = 0;
   virtual void* Alloc(int device, size_t bytes) = 0;

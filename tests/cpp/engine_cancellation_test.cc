@@ -52,7 +52,7 @@ struct Completion {
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
-  int32_t code = 0;
+  StatusCode code = StatusCode::kOk;
   std::string message;
   std::vector<float> output_at_done;
   const float* output = nullptr;
@@ -63,7 +63,7 @@ void OnDone(void* user_data, int32_t code, const char* message) {
   auto* c = static_cast<Completion*>(user_data);
   std::lock_guard<std::mutex> lock(c->mu);
   c->output_at_done.assign(c->output, c->output + c->count);  // what the user sees at done()
-  c->code = code;
+  c->code = static_cast<StatusCode>(code);
   c->message = message ? message : "";
   c->done = true;
   c->cv.notify_all();
@@ -122,18 +122,18 @@ TEST(EngineCancellation, NoResponseByteLandsInTheOutputAfterAFailedOpCompletes) 
   Completion completion;
   completion.output = output.data();
   completion.count = kCount;
-  bps_tensor t{};
+  TensorView t{};
   t.data = input.data();
-  t.dtype = BPS_FLOAT32;
+  t.dtype = static_cast<int32_t>(DataType::kFloat32);
   t.num_elements = static_cast<int64_t>(kCount);
   t.device = -1;
-  ASSERT_TRUE(engine->Submit(t, output.data(), "stalled", 0, BPS_REDUCE_SUM, OnDone, &completion).ok());
+  ASSERT_TRUE(engine->Submit(t, output.data(), "stalled", 0, ReduceOp::kSum, OnDone, &completion).ok());
   {
     std::unique_lock<std::mutex> lock(completion.mu);
     ASSERT_TRUE(completion.cv.wait_for(lock, std::chrono::seconds(20), [&] { return completion.done; }))
         << "the op never failed";
   }
-  EXPECT_EQ(completion.code, BPS_TIMEOUT) << completion.message;
+  EXPECT_EQ(completion.code, StatusCode::kTimeout) << completion.message;
   EXPECT_TRUE(first_half_sent.load());
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -195,19 +195,19 @@ TEST(EngineCancellation, AFailedOpWithAPushStuckOnAPeerThatStoppedReadingStillCo
   Completion completion;
   completion.output = output.data();
   completion.count = 16;
-  bps_tensor t{};
+  TensorView t{};
   t.data = input.data();
-  t.dtype = BPS_FLOAT32;
+  t.dtype = static_cast<int32_t>(DataType::kFloat32);
   t.num_elements = static_cast<int64_t>(kCount);
   t.device = -1;
   auto start = std::chrono::steady_clock::now();
-  ASSERT_TRUE(engine->Submit(t, output.data(), "stuck", 0, BPS_REDUCE_SUM, OnDone, &completion).ok());
+  ASSERT_TRUE(engine->Submit(t, output.data(), "stuck", 0, ReduceOp::kSum, OnDone, &completion).ok());
   {
     std::unique_lock<std::mutex> lock(completion.mu);
     ASSERT_TRUE(completion.cv.wait_for(lock, std::chrono::seconds(40), [&] { return completion.done; }))
         << "a failed op with a stuck push never completed";
   }
-  EXPECT_NE(completion.code, BPS_OK);
+  EXPECT_NE(completion.code, StatusCode::kOk);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(40));
   engine.reset();
   process.Shutdown();

@@ -115,18 +115,18 @@ TEST(EngineFailureShutdown, ShutdownWaitsForAFailureRaisedOnAnotherThread) {
 
   // Rank 0's op waits for local rank 1, which never submits it.
   std::vector<float> data(1024, 1.0f);
-  bps_tensor t{};
+  TensorView t{};
   t.data = data.data();
-  t.dtype = BPS_FLOAT32;
+  t.dtype = static_cast<int32_t>(DataType::kFloat32);
   t.num_elements = static_cast<int64_t>(data.size());
   t.device = -1;
   Completion op;
-  ASSERT_TRUE(job.rank(0).Submit(t, data.data(), "grad.a", 0, BPS_REDUCE_SUM, Completion::Callback, &op).ok());
+  ASSERT_TRUE(job.rank(0).Submit(t, data.data(), "grad.a", 0, ReduceOp::kSum, Completion::Callback, &op).ok());
 
   // As the abort watcher does: the verdict from a thread of its own.
   std::thread watcher([&] { job.rank(0).Fail(Status::PeerFailure("job aborted: worker 1 (test) disconnected")); });
   ASSERT_TRUE(op.Wait(30)) << "the failure did not complete the pending op";
-  EXPECT_EQ(op.code, BPS_PEER_FAILURE) << op.message;
+  EXPECT_EQ(op.code, StatusCode::kPeerFailure) << op.message;
   EXPECT_NE(op.message.find("job aborted: worker 1 (test)"), std::string::npos) << op.message;
   // As the failed script's exit does (atexit: shutdown()).
   job.rank(0).Shutdown();

@@ -28,8 +28,8 @@ class EngineInProcess : public ::testing::TestWithParam<JobShape> {};
 struct TensorCase {
   std::string name;
   int64_t count;
-  int32_t dtype;
-  int32_t reduce_op;
+  DataType dtype;
+  ReduceOp reduce_op;
 };
 
 // Rank r contributes (r + 1) * (i % 7 + 1) at element i: every partial sum is
@@ -59,10 +59,10 @@ TEST_P(EngineInProcess, EveryRankGetsTheExactSum) {
     ASSERT_EQ(job.rank(r).size(), world);
   }
   const std::vector<TensorCase> tensors = {
-      {"scalar", 1, BPS_FLOAT32, BPS_REDUCE_SUM},
-      {"weights", 5000, BPS_FLOAT32, BPS_REDUCE_SUM},   // ~5 partitions of 4 KB
-      {"averaged", 3001, BPS_FLOAT32, BPS_REDUCE_AVERAGE},
-      {"counts", 2048, BPS_INT32, BPS_REDUCE_SUM},
+      {"scalar", 1, DataType::kFloat32, ReduceOp::kSum},
+      {"weights", 5000, DataType::kFloat32, ReduceOp::kSum},   // ~5 partitions of 4 KB
+      {"averaged", 3001, DataType::kFloat32, ReduceOp::kAverage},
+      {"counts", 2048, DataType::kInt32, ReduceOp::kSum},
   };
   constexpr int kRounds = 3;
   // Per rank, per round, per tensor: input, output, completion.
@@ -83,12 +83,12 @@ TEST_P(EngineInProcess, EveryRankGetsTheExactSum) {
       for (size_t k : order) {
         const TensorCase& tc = tensors[k];
         auto slot = std::make_unique<Slot>();
-        bps_tensor t{};
-        t.dtype = tc.dtype;
+        TensorView t{};
+        t.dtype = static_cast<int32_t>(tc.dtype);
         t.num_elements = tc.count;
         t.device = -1;
         void* out = nullptr;
-        if (tc.dtype == BPS_FLOAT32) {
+        if (tc.dtype == DataType::kFloat32) {
           slot->fin = Contribution<float>(r, tc.count, round);
           slot->fout.assign(tc.count, -1);
           t.data = slot->fin.data();
@@ -111,11 +111,11 @@ TEST_P(EngineInProcess, EveryRankGetsTheExactSum) {
         const TensorCase& tc = tensors[k];
         Slot& slot = *slots[r][round][k];
         ASSERT_TRUE(slot.done.Wait(30)) << "rank " << r << " '" << tc.name << "' round " << round << " never completed";
-        ASSERT_EQ(slot.done.code, BPS_OK) << slot.done.message;
-        const bool average = tc.reduce_op == BPS_REDUCE_AVERAGE;
+        ASSERT_EQ(slot.done.code, StatusCode::kOk) << slot.done.message;
+        const bool average = tc.reduce_op == ReduceOp::kAverage;
         int64_t wrong = 0, first = -1;
         for (int64_t i = 0; i < tc.count; ++i) {
-          bool ok = tc.dtype == BPS_FLOAT32 ? slot.fout[i] == Expected<float>(world, i, round, average)
+          bool ok = tc.dtype == DataType::kFloat32 ? slot.fout[i] == Expected<float>(world, i, round, average)
                                             : slot.iout[i] == Expected<int32_t>(world, i, round, average);
           if (!ok && wrong++ == 0) first = i;
         }
@@ -146,16 +146,16 @@ void PushPullOnRanks(InProcessJob& job, const std::vector<int>& ranks, const std
   std::vector<Completion> done(ranks.size());
   for (size_t i = 0; i < ranks.size(); ++i) {
     out[i].resize(100);
-    bps_tensor t{};
+    TensorView t{};
     t.data = in[i].data();
-    t.dtype = BPS_FLOAT32;
+    t.dtype = static_cast<int32_t>(DataType::kFloat32);
     t.num_elements = 100;
     t.device = -1;
-    ASSERT_TRUE(job.rank(ranks[i]).Submit(t, out[i].data(), name, 0, BPS_REDUCE_SUM, Completion::Callback, &done[i]).ok());
+    ASSERT_TRUE(job.rank(ranks[i]).Submit(t, out[i].data(), name, 0, ReduceOp::kSum, Completion::Callback, &done[i]).ok());
   }
   for (size_t i = 0; i < ranks.size(); ++i) {
     ASSERT_TRUE(done[i].Wait(20));
-    ASSERT_EQ(done[i].code, BPS_OK) << done[i].message;
+    ASSERT_EQ(done[i].code, StatusCode::kOk) << done[i].message;
   }
 }
 
@@ -163,12 +163,12 @@ struct PendingOp {
   std::vector<float> in = std::vector<float>(1000, 1.0f), out = std::vector<float>(1000);
   Completion done;
   Status Submit(Engine& engine, const std::string& name) {
-    bps_tensor t{};
+    TensorView t{};
     t.data = in.data();
-    t.dtype = BPS_FLOAT32;
+    t.dtype = static_cast<int32_t>(DataType::kFloat32);
     t.num_elements = static_cast<int64_t>(in.size());
     t.device = -1;
-    return engine.Submit(t, out.data(), name, 0, BPS_REDUCE_SUM, Completion::Callback, &done);
+    return engine.Submit(t, out.data(), name, 0, ReduceOp::kSum, Completion::Callback, &done);
   }
 };
 
@@ -198,13 +198,13 @@ TEST(EngineInProcessCredits, MachinesPushingInDifferentOrdersNeverWaitForEachOth
       const int tensor = r == 0 ? k : 1 - k;  // machine 1 in the other order
       in[r][tensor] = Contribution<float>(r, kCount, tensor);
       out[r][tensor].assign(kCount, -1);
-      bps_tensor t{};
-      t.dtype = BPS_FLOAT32;
+      TensorView t{};
+      t.dtype = static_cast<int32_t>(DataType::kFloat32);
       t.num_elements = kCount;
       t.device = -1;
       t.data = in[r][tensor].data();
       // The later submission gets the higher priority on each machine.
-      st = job.rank(r).Submit(t, out[r][tensor].data(), names[tensor], /*priority=*/k, BPS_REDUCE_SUM,
+      st = job.rank(r).Submit(t, out[r][tensor].data(), names[tensor], /*priority=*/k, ReduceOp::kSum,
                               Completion::Callback, &done[r][tensor]);
       ASSERT_TRUE(st.ok()) << st.message();
     }
@@ -212,7 +212,7 @@ TEST(EngineInProcessCredits, MachinesPushingInDifferentOrdersNeverWaitForEachOth
   for (int r = 0; r < 2; ++r) {
     for (int tensor = 0; tensor < 2; ++tensor) {
       ASSERT_TRUE(done[r][tensor].Wait(30)) << "rank " << r << " '" << names[tensor] << "' never completed";
-      ASSERT_EQ(done[r][tensor].code, BPS_OK) << done[r][tensor].message;
+      ASSERT_EQ(done[r][tensor].code, StatusCode::kOk) << done[r][tensor].message;
       for (int64_t i = 0; i < kCount; ++i) {
         ASSERT_EQ(out[r][tensor][i], (Expected<float>(2, i, tensor, false))) << "element " << i;
       }
@@ -236,7 +236,7 @@ TEST(EngineInProcessFailure, ARankFailingMidRoundFailsTheOthersWithItsCause) {
   job.rank(2).Shutdown();
   for (PendingOp* op : {&op0, &op1}) {
     ASSERT_TRUE(op->done.Wait(20)) << "a pending op hung after a peer failed";
-    EXPECT_EQ(op->done.code, BPS_PEER_FAILURE) << op->done.message;
+    EXPECT_EQ(op->done.code, StatusCode::kPeerFailure) << op->done.message;
     EXPECT_NE(op->done.message.find("rank 2 ran out of memory"), std::string::npos) << op->done.message;
     EXPECT_NE(op->done.message.find("'gradient'"), std::string::npos) << op->done.message;
   }
@@ -261,7 +261,7 @@ TEST(EngineInProcessFailure, ARankShutDownMidRoundTimesTheOthersOutNamingTheWait
   job.rank(3).Shutdown();  // machine 1's local rank 1 leaves before pushing "gradient"
   for (int r = 0; r < 3; ++r) {
     ASSERT_TRUE(ops[r].done.Wait(20)) << "rank " << r << " hung after a peer shut down";
-    EXPECT_NE(ops[r].done.code, BPS_OK);
+    EXPECT_NE(ops[r].done.code, StatusCode::kOk);
     EXPECT_NE(ops[r].done.message.find("'gradient'"), std::string::npos) << ops[r].done.message;
   }
   // Rank 2 shares machine 1 with the rank that left: it waited for it locally.
@@ -307,7 +307,7 @@ TEST(EngineInProcessKeyTable, ANewNameWaitsWhileEveryEntryIsInFlight) {
   for (int r = 0; r < 2; ++r) {
     for (int i = 0; i < 17; ++i) {
       ASSERT_TRUE(ops[r][i]->done.Wait(20)) << "rank " << r << " op " << i << " hung";
-      ASSERT_EQ(ops[r][i]->done.code, BPS_OK) << ops[r][i]->done.message;
+      ASSERT_EQ(ops[r][i]->done.code, StatusCode::kOk) << ops[r][i]->done.message;
       ASSERT_EQ(ops[r][i]->out[999], 2.0f);
     }
   }

@@ -24,16 +24,16 @@ struct Counters {
 };
 
 // As the C ABI submits: to whichever engine runs at the time of the call.
-Status SubmitToProcessEngine(const bps_tensor& t, void* out, const std::string& name, Counters* counters);
+Status SubmitToProcessEngine(const TensorView& t, void* out, const std::string& name, Counters* counters);
 
 void CountCompletion(void* user_data, int32_t, const char*) {
   static_cast<Counters*>(user_data)->completed++;
 }
 
-Status SubmitToProcessEngine(const bps_tensor& t, void* out, const std::string& name, Counters* counters) {
+Status SubmitToProcessEngine(const TensorView& t, void* out, const std::string& name, Counters* counters) {
   std::shared_ptr<Engine> engine = ProcessEngine::Get().engine();
-  if (!engine) return Status(BPS_NOT_INITIALIZED, "not initialised");
-  return engine->Submit(t, out, name, 0, BPS_REDUCE_SUM, CountCompletion, counters);
+  if (!engine) return Status(StatusCode::kNotInitialized, "not initialised");
+  return engine->Submit(t, out, name, 0, ReduceOp::kSum, CountCompletion, counters);
 }
 
 TEST(EngineLifecycle, EverySubmissionAcceptedDuringShutdownCompletes) {
@@ -51,9 +51,9 @@ TEST(EngineLifecycle, EverySubmissionAcceptedDuringShutdownCompletes) {
       submitters.emplace_back([&, s] {
         Counters& mine = counters[s];
         std::vector<float> in(16, 1.0f), out(16);
-        bps_tensor t{};
+        TensorView t{};
         t.data = in.data();
-        t.dtype = BPS_FLOAT32;
+        t.dtype = static_cast<int32_t>(DataType::kFloat32);
         t.num_elements = 16;
         t.device = -1;
         const std::string name = "t" + std::to_string(s);
@@ -97,7 +97,7 @@ TEST(EngineLifecycle, AFailedInitLeavesNothingRunningAndCanBeRetried) {
   // Rank 1 never comes: the rendezvous times out after the scheduler
   // connections and the abort watcher were set up.
   Status st = engine.Init(nullptr);
-  ASSERT_EQ(st.code(), BPS_TIMEOUT) << st.message();
+  ASSERT_EQ(st.code(), StatusCode::kTimeout) << st.message();
   EXPECT_NE(st.message().find("1 of 2 workers"), std::string::npos) << st.message();
   EXPECT_EQ(engine.engine(), nullptr);
   // Everything Init opened is closed again: the scheduler sees its clients go
@@ -115,7 +115,7 @@ TEST(EngineLifecycle, AFailedInitLeavesNothingRunningAndCanBeRetried) {
   ScopedEnv env2({{"DMLC_PS_ROOT_PORT", std::to_string(second.port())}});
   for (int attempt = 0; attempt < 2; ++attempt) {
     st = engine.Init(nullptr);
-    ASSERT_TRUE(st.code() == BPS_TIMEOUT || (attempt > 0 && st.code() == BPS_PEER_FAILURE &&
+    ASSERT_TRUE(st.code() == StatusCode::kTimeout || (attempt > 0 && st.code() == StatusCode::kPeerFailure &&
                                              st.message().find("job aborted") != std::string::npos))
         << "attempt " << attempt << ": " << st.message();
     EXPECT_EQ(engine.engine(), nullptr);

@@ -78,13 +78,13 @@ struct Completion {
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
-  int32_t code = 0;
+  StatusCode code = StatusCode::kOk;
   std::string message;
 
   static void Callback(void* user_data, int32_t code, const char* message) {
     auto* c = static_cast<Completion*>(user_data);
     std::lock_guard<std::mutex> lock(c->mu);
-    c->code = code;
+    c->code = static_cast<StatusCode>(code);
     c->message = message ? message : "";
     c->done = true;
     c->cv.notify_all();

@@ -248,7 +248,7 @@ TEST_P(LocalReducerConformance, RanksDisagreeingOnTheShapeAllFailNamingBothShape
   RunRound(reducers_, ranks, 13, 0, 1, /*distributed=*/false);
   for (int q = 0; q < L(); ++q) {
     ASSERT_EQ(ranks[q].step, RankRound::kFailed) << "rank " << q << " did not fail";
-    EXPECT_EQ(ranks[q].error.code(), BPS_MISMATCH);
+    EXPECT_EQ(ranks[q].error.code(), StatusCode::kMismatch);
     EXPECT_NE(ranks[q].error.message().find("[8, 8]"), std::string::npos) << ranks[q].error.message();
     EXPECT_NE(ranks[q].error.message().find("[n]"), std::string::npos) << ranks[q].error.message();
   }
@@ -271,7 +271,7 @@ TEST_P(LocalReducerConformance, ARoundClosedByAFailedRankFailsTheOthersAndTheNex
   RunRound(reducers_, ranks, 21, 0, 1, /*distributed=*/false);
   for (int q = 1; q < L(); ++q) {
     ASSERT_EQ(ranks[q].step, RankRound::kFailed) << "rank " << q;
-    EXPECT_EQ(ranks[q].error.code(), BPS_PEER_FAILURE) << ranks[q].error.message();
+    EXPECT_EQ(ranks[q].error.code(), StatusCode::kPeerFailure) << ranks[q].error.message();
     EXPECT_NE(ranks[q].error.message().find("rank 0 lost its server"), std::string::npos) << ranks[q].error.message();
   }
   SetUpRanks(ranks, inputs, 500, 1, DataType::kFloat32);
@@ -288,7 +288,7 @@ TEST_P(LocalReducerConformance, AFailedRankIsReportedToTheOthersWithItsReason) {
   reducers_[L() - 1]->FailMachine("out of memory on the last rank");
   for (int q = 0; q < L() - 1; ++q) {
     Status st = reducers_[q]->CheckPeers(false);
-    EXPECT_EQ(st.code(), BPS_PEER_FAILURE);
+    EXPECT_EQ(st.code(), StatusCode::kPeerFailure);
     EXPECT_NE(st.message().find("out of memory on the last rank"), std::string::npos) << st.message();
   }
 }

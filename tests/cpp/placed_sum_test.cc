@@ -70,7 +70,7 @@ void GatherOnEveryRank(InProcessJob& job, InputAt where, const std::string& name
   }
   for (int r = 0; r < world; ++r) {
     ASSERT_TRUE(done[r].Wait(30)) << "rank " << r << " never completed";
-    ASSERT_EQ(done[r].code, BPS_OK) << done[r].message;
+    ASSERT_EQ(done[r].code, StatusCode::kOk) << done[r].message;
     int64_t wrong = 0, first = -1;
     for (int src = 0; src < world; ++src) {
       for (int64_t i = 0; i < BytesOf(src); ++i) {
@@ -112,18 +112,18 @@ TEST_P(PlacedSum, ReduceScatterLeavesEachRankItsRangeOfTheSum) {
     buffers[r].resize(total);
     for (int64_t i = 0; i < total; ++i) buffers[r][i] = ValueOf(r, i);
     outputs[r].assign(counts[r] + 1, -1.0f);  // one past the range: must stay
-    bps_tensor t{};
+    TensorView t{};
     t.data = buffers[r].data();
     t.num_elements = total;
-    t.dtype = BPS_FLOAT32;
+    t.dtype = static_cast<int32_t>(DataType::kFloat32);
     t.device = -1;
     Status st = SubmitReduceScatter(job.rank(r), t, offsets[r], counts[r], outputs[r].data(), "reduce_scatter", 0,
-                                    BPS_REDUCE_SUM, nullptr, Completion::Callback, &done[r]);
+                                    ReduceOp::kSum, nullptr, Completion::Callback, &done[r]);
     ASSERT_TRUE(st.ok()) << "rank " << r << ": " << st.message();
   }
   for (int r = 0; r < world; ++r) {
     ASSERT_TRUE(done[r].Wait(30)) << "rank " << r << " never completed";
-    ASSERT_EQ(done[r].code, BPS_OK) << done[r].message;
+    ASSERT_EQ(done[r].code, StatusCode::kOk) << done[r].message;
     int64_t wrong = 0;
     for (int64_t i = 0; i < counts[r]; ++i) {
       float expected = 0;
@@ -149,30 +149,30 @@ TEST_P(PlacedSum, BadPlacementsAreRefusedOnEveryRankNamingThem) {
     g.output = output.data();
     g.total_bytes = 150;
     Status st = SubmitGatherBytes(job.rank(r), g, "bad.gather", 0, nullptr, Completion::Callback, &never);
-    EXPECT_EQ(st.code(), BPS_INVALID_ARGUMENT) << "rank " << r;
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << "rank " << r;
     EXPECT_NE(st.message().find("gather of 'bad.gather' on rank " + std::to_string(r) +
                                 ": this rank's 100 bytes at offset 60 do not fit the 150 gathered bytes"),
               std::string::npos)
         << st.message();
     g.offset = -1;
     st = SubmitGatherBytes(job.rank(r), g, "bad.gather", 0, nullptr, Completion::Callback, &never);
-    EXPECT_EQ(st.code(), BPS_INVALID_ARGUMENT) << st.message();
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.message();
 
-    bps_tensor t{};
+    TensorView t{};
     t.data = buffer.data();
     t.num_elements = 40;
-    t.dtype = BPS_FLOAT32;
+    t.dtype = static_cast<int32_t>(DataType::kFloat32);
     t.device = -1;
-    st = SubmitReduceScatter(job.rank(r), t, 30, 20, kept.data(), "bad.reduce_scatter", 0, BPS_REDUCE_SUM, nullptr,
+    st = SubmitReduceScatter(job.rank(r), t, 30, 20, kept.data(), "bad.reduce_scatter", 0, ReduceOp::kSum, nullptr,
                              Completion::Callback, &never);
-    EXPECT_EQ(st.code(), BPS_INVALID_ARGUMENT);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
     EXPECT_NE(st.message().find("this rank's 20 elements at offset 30 do not fit the 40 summed elements"),
               std::string::npos)
         << st.message();
     // The kept range copied into the buffer it came from.
-    st = SubmitReduceScatter(job.rank(r), t, 0, 20, buffer.data() + 10, "bad.reduce_scatter", 0, BPS_REDUCE_SUM,
+    st = SubmitReduceScatter(job.rank(r), t, 0, 20, buffer.data() + 10, "bad.reduce_scatter", 0, ReduceOp::kSum,
                              nullptr, Completion::Callback, &never);
-    EXPECT_EQ(st.code(), BPS_INVALID_ARGUMENT);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
     EXPECT_NE(st.message().find("the output overlaps the summed buffer"), std::string::npos) << st.message();
     EXPECT_FALSE(never.Wait(0)) << "a refused submission must not complete";
   }

@@ -333,7 +333,7 @@ TEST_P(SequencedReducerConformance, RanksDisagreeingOnTheShapeAllFailNamingBothS
   RunRound(ranks, 13, 0, nullptr);
   for (int q = 0; q < L(); ++q) {
     ASSERT_EQ(ranks[q].result, RankRound::kFailed) << "rank " << q << " did not fail";
-    EXPECT_EQ(ranks[q].error.code(), BPS_MISMATCH) << ranks[q].error.message();
+    EXPECT_EQ(ranks[q].error.code(), StatusCode::kMismatch) << ranks[q].error.message();
     EXPECT_NE(ranks[q].error.message().find("[8, 8]"), std::string::npos) << ranks[q].error.message();
     EXPECT_NE(ranks[q].error.message().find("[n]"), std::string::npos) << ranks[q].error.message();
   }
@@ -365,7 +365,7 @@ TEST_P(SequencedReducerConformance, ARoundClosedByAFailedRankFailsTheOthersAndTh
   rank0_engine.join();
   for (int q = 1; q < L(); ++q) {
     ASSERT_EQ(ranks[q].result, RankRound::kFailed) << "rank " << q;
-    EXPECT_EQ(ranks[q].error.code(), BPS_PEER_FAILURE) << ranks[q].error.message();
+    EXPECT_EQ(ranks[q].error.code(), StatusCode::kPeerFailure) << ranks[q].error.message();
     EXPECT_NE(ranks[q].error.message().find("rank 0 lost its server"), std::string::npos) << ranks[q].error.message();
   }
   SetUpRanks<float>(ranks, 500, 1, DataType::kFloat32);

@@ -263,7 +263,7 @@ TEST_P(ServerRounds, WaitCountsWorkerRanksNotConnections) {
   a.Bye();
   a_again.Bye();
   Status early = server_->Wait(0.5);
-  EXPECT_EQ(early.code(), BPS_TIMEOUT) << "the server ended before rank 1 came: " << early.message();
+  EXPECT_EQ(early.code(), StatusCode::kTimeout) << "the server ended before rank 1 came: " << early.message();
   FakeWorker& b = AddWorker(1);
   b.Bye();
   Status st = server_->Wait(10);

@@ -23,18 +23,18 @@ namespace testing_support {
 struct DeviceTensorCase {
   std::string name;
   int64_t count;
-  int32_t dtype;  // BPS_FLOAT32 or BPS_INT32
-  int32_t reduce_op;
+  DataType dtype;  // kFloat32 or kInt32
+  ReduceOp reduce_op;
   int32_t priority;
 };
 
 inline const std::vector<DeviceTensorCase>& ShuffledTensors() {
   static const std::vector<DeviceTensorCase> tensors = {
-      {"layer0.weight", 5000, BPS_FLOAT32, BPS_REDUCE_SUM, 0},    // several partitions of 4 KB
-      {"layer0.bias", 3001, BPS_FLOAT32, BPS_REDUCE_AVERAGE, 0},  // odd: padded slices
-      {"layer1.weight", 2048, BPS_INT32, BPS_REDUCE_SUM, 0},
-      {"layer1.bias", 7, BPS_FLOAT32, BPS_REDUCE_SUM, 0},         // smaller than the local ranks' slices
-      {"embedding", 9000, BPS_FLOAT32, BPS_REDUCE_AVERAGE, 0},
+      {"layer0.weight", 5000, DataType::kFloat32, ReduceOp::kSum, 0},    // several partitions of 4 KB
+      {"layer0.bias", 3001, DataType::kFloat32, ReduceOp::kAverage, 0},  // odd: padded slices
+      {"layer1.weight", 2048, DataType::kInt32, ReduceOp::kSum, 0},
+      {"layer1.bias", 7, DataType::kFloat32, ReduceOp::kSum, 0},         // smaller than the local ranks' slices
+      {"embedding", 9000, DataType::kFloat32, ReduceOp::kAverage, 0},
   };
   return tensors;
 }
@@ -88,7 +88,7 @@ inline ShuffledOutcome RunShuffled(InProcessJob& job, DeviceMemory& memory, uint
           const size_t bytes = static_cast<size_t>(tc.count) * 4;
           slot->in.reset(new DeviceBuffer(memory, device, bytes));
           slot->out.reset(new DeviceBuffer(memory, device, bytes));
-          if (tc.dtype == BPS_FLOAT32) {
+          if (tc.dtype == DataType::kFloat32) {
             std::vector<float> v(tc.count);
             for (int64_t i = 0; i < tc.count; ++i) v[i] = static_cast<float>(ShuffledValue(r, i, round));
             slot->in->Write(v.data(), v.size());
@@ -97,16 +97,16 @@ inline ShuffledOutcome RunShuffled(InProcessJob& job, DeviceMemory& memory, uint
             for (int64_t i = 0; i < tc.count; ++i) v[i] = static_cast<int32_t>(ShuffledValue(r, i, round));
             slot->in->Write(v.data(), v.size());
           }
-          bps_tensor t{};
+          TensorView t{};
           t.data = slot->in->data();
-          t.dtype = tc.dtype;
+          t.dtype = static_cast<int32_t>(tc.dtype);
           t.num_elements = tc.count;
           t.device = device;
           const int32_t priority = distinct_priorities ? -static_cast<int32_t>(k) : tc.priority;
           Status st = job.rank(r).Submit(t, slot->out->data(), tc.name, priority, tc.reduce_op, Completion::Callback,
                                          &slot->done, nullptr,
                                          stream_ordered ? memory.ResultStream(device) : nullptr);
-          if (!st.ok()) Completion::Callback(&slot->done, st.code(), st.message().c_str());
+          if (!st.ok()) Completion::Callback(&slot->done, static_cast<int>(st.code()), st.message().c_str());
           slots[r][round * tensors.size() + k] = std::move(slot);
           std::this_thread::sleep_for(std::chrono::microseconds(pauses() % 2000));
         }
@@ -123,17 +123,17 @@ inline ShuffledOutcome RunShuffled(InProcessJob& job, DeviceMemory& memory, uint
           outcome.hung = true;
           continue;
         }
-        if (slot.done.code != BPS_OK) {
+        if (slot.done.code != StatusCode::kOk) {
           outcome.failed++;
           if (outcome.first_error.empty()) outcome.first_error = slot.done.message;
           continue;
         }
         outcome.completed++;
         const DeviceTensorCase& tc = tensors[k];
-        const bool average = tc.reduce_op == BPS_REDUCE_AVERAGE;
+        const bool average = tc.reduce_op == ReduceOp::kAverage;
         std::vector<float> f;
         std::vector<int32_t> n;
-        if (tc.dtype == BPS_FLOAT32) {
+        if (tc.dtype == DataType::kFloat32) {
           f.resize(tc.count);
           slot.out->Read(f.data(), f.size());
         } else {
@@ -144,12 +144,12 @@ inline ShuffledOutcome RunShuffled(InProcessJob& job, DeviceMemory& memory, uint
           double sum = 0;
           for (int q = 0; q < world; ++q) sum += ShuffledValue(q, i, round);
           const double want = average ? sum / world : sum;
-          const double got = tc.dtype == BPS_FLOAT32 ? f[i] : n[i];
+          const double got = tc.dtype == DataType::kFloat32 ? f[i] : n[i];
           // Sums are exact. An average over 3 ranks is not a float32: NCCL
           // pre-multiplies each contribution by 1/3 and the machines' shares
           // are added in any order, so it may differ from the correctly
           // rounded quotient by a few units in the last place.
-          const bool ok = tc.dtype != BPS_FLOAT32 ? n[i] == static_cast<int32_t>(want)
+          const bool ok = tc.dtype != DataType::kFloat32 ? n[i] == static_cast<int32_t>(want)
                           : average             ? std::abs(f[i] - want) <= 4e-7 * std::abs(want)
                                                 : f[i] == static_cast<float>(want);
           if (!ok && outcome.wrong++ == 0) {

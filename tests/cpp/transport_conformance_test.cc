@@ -144,7 +144,7 @@ TEST_P(TransportConformance, ControlFramesBypassAPostedReceiveOfTheirKey) {
   EXPECT_EQ(received.calls(), 0) << "the error frame was taken for the posted receive's data";
   receiver_->CancelReceive(55);
   ASSERT_TRUE(received.Wait());
-  EXPECT_EQ(received.status().code(), BPS_SHUTDOWN);
+  EXPECT_EQ(received.status().code(), StatusCode::kShutdown);
 }
 
 TEST_P(TransportConformance, CancelledReceiveCompletesAndItsBufferStaysUntouched) {
@@ -153,7 +153,7 @@ TEST_P(TransportConformance, CancelledReceiveCompletesAndItsBufferStaysUntouched
   receiver_->PostReceive(9, 0, out.data(), out.size() * 4, received.callback());
   receiver_->CancelReceive(9);
   ASSERT_TRUE(received.Wait());
-  EXPECT_EQ(received.status().code(), BPS_SHUTDOWN);
+  EXPECT_EQ(received.status().code(), StatusCode::kShutdown);
   sender_->Send(DataHeader(9, 0, in.size() * 4), in.data(), sent.callback());
   ASSERT_TRUE(sent.Wait());
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -179,7 +179,7 @@ TEST_P(TransportConformance, CancelDuringAPayloadStopsWritingBeforeTheCallback) 
     // The whole payload arrived before the cancel: then it is complete.
     EXPECT_EQ(memcmp(out.data(), in.data(), count * 4), 0);
   } else {
-    EXPECT_EQ(received.status().code(), BPS_SHUTDOWN);
+    EXPECT_EQ(received.status().code(), StatusCode::kShutdown);
     EXPECT_EQ(memcmp(out.data(), at_callback.data(), count * 4), 0) << "bytes landed after the cancel callback";
   }
   EXPECT_EQ(received.calls(), 1);
@@ -199,7 +199,7 @@ TEST_P(TransportConformance, ASizeMismatchFailsTheReceiveNotTheConnection) {
   receiver_->PostReceive(13, 0, out.data(), 400, received.callback());
   sender_->Send(DataHeader(13, 0, 800), in.data(), sent.callback());
   ASSERT_TRUE(received.Wait());
-  EXPECT_EQ(received.status().code(), BPS_PEER_FAILURE);
+  EXPECT_EQ(received.status().code(), StatusCode::kPeerFailure);
   for (float v : out) ASSERT_EQ(v, 0.f);
 }
 
@@ -385,7 +385,7 @@ TEST_P(ListenerConformance, StreamsCarryBytesBothWaysAndNoticeTheHangUp) {
   char got[4];
   ASSERT_TRUE(served->Read(got, 4, 1000).ok());
   EXPECT_EQ(std::string(got, 4), "ping");
-  EXPECT_EQ(served->Read(got, 1, 100).code(), BPS_TIMEOUT);
+  EXPECT_EQ(served->Read(got, 1, 100).code(), StatusCode::kTimeout);
   EXPECT_FALSE(served->PeerHungUp());
   stream.reset();
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
@@ -426,7 +426,7 @@ INSTANTIATE_TEST_SUITE_P(EveryTransport, ListenerConformance, ::testing::ValuesI
 TEST(TransportFactory, UnknownNamesAreRefusedNamingTheKnownOnes) {
   std::unique_ptr<Transport> t;
   Status st = CreateTransport("carrier-pigeon", TransportOptions(), &t);
-  EXPECT_EQ(st.code(), BPS_INVALID_ARGUMENT);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("tcp"), std::string::npos) << st.message();
 }
 

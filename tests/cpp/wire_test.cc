@@ -48,7 +48,7 @@ TEST(WireHeader, AcceptsWellFormedFrames) {
 void ExpectRejected(const MessageHeader& h, const std::string& words) {
   Status st = ValidateHeader(h);
   EXPECT_FALSE(st.ok());
-  EXPECT_EQ(st.code(), BPS_PEER_FAILURE);
+  EXPECT_EQ(st.code(), StatusCode::kPeerFailure);
   EXPECT_NE(st.message().find(words), std::string::npos) << st.message();
 }
 

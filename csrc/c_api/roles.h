@@ -1,5 +1,7 @@
 // Role entry points of dedicated processes (DMLC_ROLE=server / scheduler):
-// each parses the environment once and runs until the job ends.
+// each parses the environment once and runs until the job ends. Here, beside
+// ProcessEngine, because a process's bootstrap is what puts core (the
+// rendezvous) and server together; neither of those includes the other.
 #pragma once
 #include "c_api/byteps_c.h"
 #include "common/status.h"

@@ -1,10 +1,12 @@
 // Role entry points: a dedicated server process (rendezvous at the
 // scheduler, or through an adapter's store) and the scheduler process.
+#include "c_api/roles.h"
+
 #include <atomic>
 #include <thread>
 
+#include "c_api/c_store.h"
 #include "common/logging.h"
-#include "core/roles.h"
 #include "core/rendezvous.h"
 #include "server/server.h"
 #include "store/job_secret.h"
@@ -50,7 +52,7 @@ Status RunServerRole() {
         Status s = watch->WatchAbort(AbortWatchIntervalSeconds(c.timeout_seconds), &why);
         if (done) return;
         if (s.ok()) return server.Abort(Status::PeerFailure("job aborted: " + why));
-        if (s.code() != BPS_TIMEOUT) return server.Abort(Status::PeerFailure("lost the scheduler: " + s.message()));
+        if (s.code() != StatusCode::kTimeout) return server.Abort(Status::PeerFailure("lost the scheduler: " + s.message()));
       }
     });
   }
@@ -77,7 +79,7 @@ Status RunServerRoleWithStore(const bps_store& vtable) {
   Config c;
   BPS_RETURN_IF_ERROR(ConfigFromEnvironment(false, &c));
   if (c.role != Role::kServer) return Status::Invalid("bps_run_server_with_store needs DMLC_ROLE=server");
-  std::shared_ptr<Store> store = AdapterStore(vtable);
+  std::shared_ptr<Store> store = AdapterStore(std::make_shared<CStore>(vtable));
   BPS_RETURN_IF_ERROR(ShareJobSecret(store.get(), &c));
   int id = 0;
   BPS_RETURN_IF_ERROR(ClaimServerId(store.get(), c, &id));

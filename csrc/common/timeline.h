@@ -6,6 +6,8 @@
 // Cost when off: one predictable branch per stage. When on: an append to a
 // vector on the engine thread; JSON is written at shutdown by the thread that
 // shuts down, never by the engine thread.
+// In common because workers (core) and servers (server) both keep one, and
+// neither of those two layers includes the other.
 #pragma once
 #include <cstdint>
 #include <mutex>

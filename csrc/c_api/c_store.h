@@ -1,4 +1,6 @@
 // Adapts a bps_store vtable from the C ABI (e.g. torch's c10d store) to Store.
+// Here, not in csrc/store: it is the C ABI's type, and nothing below c_api/
+// sees byteps_c.h.
 #pragma once
 #include "c_api/byteps_c.h"
 #include "store/store.h"

@@ -1,4 +1,4 @@
-#include "core/timeline.h"
+#include "common/timeline.h"
 
 #include <sys/stat.h>
 

@@ -1,13 +1,15 @@
-#include "store/c_store.h"
+#include "c_api/c_store.h"
 
 #include <vector>
+
+#include "c_api/abi_types.h"
 
 namespace bps {
 
 Status CStore::Set(const std::string& key, const std::string& value) {
   char err[512] = {0};
   int rc = v_.set(v_.ctx, key.c_str(), value.data(), value.size(), err, sizeof(err));
-  return rc == 0 ? Status::OK() : Status(rc, std::string("store set '") + key + "': " + err);
+  return rc == 0 ? Status::OK() : Status(StatusCodeOf(rc), std::string("store set '") + key + "': " + err);
 }
 
 Status CStore::Get(const std::string& key, double timeout_seconds, std::string* value) {
@@ -23,7 +25,7 @@ Status CStore::Get(const std::string& key, double timeout_seconds, std::string* 
     buf.resize(len);
     rc = v_.get(v_.ctx, key.c_str(), ms, buf.data(), buf.size(), &len, err, sizeof(err));
   }
-  if (rc != 0) return Status(rc, std::string("store get '") + key + "': " + err);
+  if (rc != 0) return Status(StatusCodeOf(rc), std::string("store get '") + key + "': " + err);
   value->assign(buf.data(), std::min(len, buf.size()));
   return Status::OK();
 }
@@ -31,7 +33,7 @@ Status CStore::Get(const std::string& key, double timeout_seconds, std::string* 
 Status CStore::Add(const std::string& key, int64_t delta, int64_t* result) {
   char err[512] = {0};
   int rc = v_.add(v_.ctx, key.c_str(), delta, result, err, sizeof(err));
-  return rc == 0 ? Status::OK() : Status(rc, std::string("store add '") + key + "': " + err);
+  return rc == 0 ? Status::OK() : Status(StatusCodeOf(rc), std::string("store add '") + key + "': " + err);
 }
 
 }  // namespace bps
