@@ -247,14 +247,20 @@ class EmulatedCollectives : public Collectives {
   void ReturnReady(void* event) override {}
   // A hold is a token counted open until released, so a test sees each
   // stream-ordered result released once (the emulation has no stream to stop).
+  // Tokens live as long as the process (a second release must find its
+  // token to count it), owned by one registry so none leaks.
   Status HoldStream(void* stream, void** hold) override {
-    *hold = new std::atomic<int>(0);
+    static std::mutex mu;
+    static std::vector<std::unique_ptr<std::atomic<int>>> tokens;
+    std::lock_guard<std::mutex> lock(mu);
+    tokens.push_back(std::make_unique<std::atomic<int>>(0));
+    *hold = tokens.back().get();
     HoldsOpened()++;
     return Status::OK();
   }
   void ReleaseHold(void* hold) override {
     auto* token = static_cast<std::atomic<int>*>(hold);
-    if (token->fetch_add(1) != 0) HoldsReleasedTwice()++;  // leaked on purpose: a second release must not free it
+    if (token->fetch_add(1) != 0) HoldsReleasedTwice()++;
     HoldsReleased()++;
   }
   static std::atomic<int64_t>& HoldsOpened() {
