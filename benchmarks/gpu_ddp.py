@@ -182,6 +182,10 @@ def worker(args):
     torch.cuda.synchronize()
     dist.barrier()
     marks.enabled = True
+    engine_before = {}
+    if args.backend == "byteps":
+        import byteps_native.core as core
+        engine_before = core.stats()
     window_start = time.monotonic()  # one clock in every namespace: the link sampler's window
     start = time.perf_counter()
     step_starts = []  # host clock at each step's start: where the link sat idle inside a step
@@ -196,10 +200,18 @@ def worker(args):
     window_end = time.monotonic()
     step_starts.append(window_end)
     dist.barrier()
-    stats = {}
+    stats, pacing = {}, {}
     if args.backend == "byteps":
         import byteps_native.core as core
-        stats = core.stats().get("device", {})
+        engine_after = core.stats()
+        stats = engine_after.get("device", {})
+        # Whether the credit window held ready pushes back (its stall per
+        # step) and how long a push waited for its server's receipt.
+        receipts = engine_after.get("receipts", 0) - engine_before.get("receipts", 0)
+        pacing = {"credit_stall_ms_per_step": 1000 * (engine_after.get("credit_stall_seconds", 0) -
+                                                      engine_before.get("credit_stall_seconds", 0)) / args.steps,
+                  "receipt_ms_mean": 1000 * (engine_after.get("receipt_seconds", 0) -
+                                             engine_before.get("receipt_seconds", 0)) / max(receipts, 1)}
     if dist.get_rank() == 0 or args.backend == "byteps":  # every byteps rank: staging per machine
         params = sum(p.numel() for p in model.parameters())
         sys.stdout.write("RESULT " + json.dumps({
@@ -207,7 +219,7 @@ def worker(args):
             "step_ms": 1000 * elapsed / args.steps, "params": params, "batch": batch,
             "gradient_bytes": params * 4, "pinned_staging_bytes": stats.get("pinned_staging_bytes", 0),
             "window": [window_start, window_end], "step_starts": step_starts,
-            "gpu_clock": marks.summary()}) + "\n")
+            "gpu_clock": marks.summary(), "pacing": pacing}) + "\n")
         sys.stdout.flush()  # one write per line: ranks share the pipe
     dist.destroy_process_group()
     if args.backend == "byteps" and os.environ.get("DMLC_ROLE") == "worker":
@@ -504,6 +516,11 @@ def main():
                         f"{n[:-3]} {g[n]}" for n in ("forward_ms", "backward_compute_ms", "comm_tail_ms",
                                                       "update_ms", "gap_ms", "step_ms") if g.get(n) is not None),
                           flush=True)
+                pacing = byteps.get("pacing") or {}
+                if pacing:
+                    print(f"{'':<11} byteps pacing (rank 0): credit window stalled "
+                          f"{pacing['credit_stall_ms_per_step']:.1f} ms a step; receipt "
+                          f"{pacing['receipt_ms_mean']:.2f} ms after admission (mean)", flush=True)
                 print(f"{'':<11} pinned staging per machine {pinned:.1f} MB = "
                       f"{pinned * 1e6 / (byteps['gradient_bytes'] or 1):.3f} x the gradient bytes", flush=True)
                 rows.append({"model": model, "repeat": rep, "hook": args.hook, "gpus": gpus, "machines": args.machines,

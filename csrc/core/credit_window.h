@@ -22,6 +22,7 @@
 //    from draining, so the refused one is admitted when the window empties.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 
 namespace bps {
@@ -47,10 +48,25 @@ class CreditWindow {
     const uint64_t now = in_flight_.load(std::memory_order_acquire);
     if (budget_ != 0 && now != 0 && now + bytes > budget_) {
       blocked_ = true;
+      if (stalled_since_ns_ == 0) stalled_since_ns_ = NowNs();
       return false;
+    }
+    if (stalled_since_ns_ != 0) {
+      stalled_ns_.fetch_add(NowNs() - stalled_since_ns_, std::memory_order_relaxed);
+      stalled_since_ns_ = 0;
     }
     in_flight_.fetch_add(bytes, std::memory_order_acq_rel);
     return true;
+  }
+
+  // Time a ready push waited for the window (from its first refusal to the
+  // next admission): whether the window, not the data, held the link idle.
+  uint64_t stalled_ns() const { return stalled_ns_.load(std::memory_order_relaxed); }
+
+  static uint64_t NowNs() {
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count());
   }
 
   // Any thread: an admitted partition's round trip is over.
@@ -60,6 +76,8 @@ class CreditWindow {
   uint64_t budget_;
   std::atomic<uint64_t> in_flight_{0};
   bool blocked_ = false;  // engine thread only
+  uint64_t stalled_since_ns_ = 0;  // engine thread only
+  std::atomic<uint64_t> stalled_ns_{0};
 };
 
 }  // namespace bps

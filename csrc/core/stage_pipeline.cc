@@ -230,7 +230,11 @@ Engine::Step Engine::Push(PartitionTask& t) {
     }
     stats_.bytes_pushed += bytes;
     if (push.server < EngineStats::kMaxTrackedServers) stats_.bytes_per_server[push.server] += bytes;
-    push.pull = servers_->Push(r, [this, bytes] { credits_.Release(bytes); });
+    push.pull = servers_->Push(r, [this, bytes, admitted_ns = CreditWindow::NowNs()] {
+      credits_.Release(bytes);
+      stats_.receipt_ns.fetch_add(CreditWindow::NowNs() - admitted_ns, std::memory_order_relaxed);
+      stats_.receipts.fetch_add(1, std::memory_order_relaxed);
+    });
     ++t.pushes_sent;
   }
   t.stage = Stage::kAwait;

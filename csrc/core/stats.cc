@@ -17,6 +17,8 @@ std::string Engine::StatsJson() {
     << ", \"stage_seconds\": {\"stage_in\": " << stats_.stage_ns.load() * 1e-9
     << ", \"local_reduce\": " << stats_.local_reduce_ns.load() * 1e-9
     << ", \"gather\": " << stats_.gather_ns.load() * 1e-9 << "}"
+    << ", \"credit_stall_seconds\": " << credits_.stalled_ns() * 1e-9
+    << ", \"receipts\": " << stats_.receipts.load() << ", \"receipt_seconds\": " << stats_.receipt_ns.load() * 1e-9
     << ", \"staging_bytes\": " << (reducer_ ? reducer_->staging_bytes() : 0)
     << ", \"staging_backed_bytes\": " << (reducer_ ? reducer_->staging_backed_bytes() : 0)
     << ", \"staging_reserve_bytes\": " << (reducer_ ? reducer_->staging_reserve_bytes() : 0)

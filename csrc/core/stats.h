@@ -12,6 +12,10 @@ struct EngineStats {
   // Compressed pushes, and the bytes they would have taken uncompressed
   // (bytes_pushed counts what went on the wire).
   std::atomic<uint64_t> compressed_pushes{0}, bytes_before_compression{0};
+  // Pushes whose receipt (kReceived) came back, and the time from their
+  // admission to it: with the credit window's stall time, says whether the
+  // window is shorter than the link's bandwidth times this delay.
+  std::atomic<uint64_t> receipts{0}, receipt_ns{0};
   static constexpr int kMaxTrackedServers = 256;
   std::atomic<uint64_t> bytes_per_server[kMaxTrackedServers] = {};
 };
