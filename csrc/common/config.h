@@ -40,6 +40,9 @@ struct Config {
   // slots (staging_warmer.h); at most a quarter of /dev/shm's free space.
   int64_t local_staging_reserve_bytes = int64_t{128} << 20;
   int scheduling_credit = 4;     // BYTEPS_SCHEDULING_CREDIT: partitions queued to the network; 0 = unlimited
+  // BYTEPS_SCHEDULING_CREDIT_PER_SERVER (1): that many for each server
+  // (core/credit_window.h says why); 0: for all servers together, as before.
+  bool scheduling_credit_per_server = true;
   int server_engine_threads = 4; // BYTEPS_SERVER_ENGINE_THREAD: a server's event loops (default cores/2, 1..16)
   // BYTEPS_SERVER_BUFFER_POOL: bytes of warm buffers a server keeps free for
   // the next pushes of any key (server/buffer_pool.h); past it, let-go

@@ -79,9 +79,10 @@ Status Engine::StartSteps() {
   servers_.reset(new ServerClient(config_, store_, std::move(transport_), callbacks));
   BPS_RETURN_IF_ERROR(servers_->Connect(num_servers_));
   // BYTEPS_SCHEDULING_CREDIT counts partitions of BYTEPS_PARTITION_BYTES.
-  credits_.SetBudget(config_.scheduling_credit > 0
+  credits_.Configure(config_.scheduling_credit > 0
                          ? static_cast<uint64_t>(config_.scheduling_credit) * static_cast<uint64_t>(config_.partition_bytes)
-                         : 0);
+                         : 0,
+                     config_.scheduling_credit_per_server ? num_servers_ : 1);
   last_peer_check_ = Clock::now();
   last_stats_log_ = Clock::now();
   timeline_.Configure("worker " + std::to_string(rank()), "rank" + std::to_string(rank()), options_.trace);

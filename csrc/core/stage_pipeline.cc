@@ -198,7 +198,8 @@ Engine::Step Engine::Push(PartitionTask& t) {
     CompressedSlice* z = CompressionFor(*op, push.key, static_cast<uint64_t>(t.range.offset + s.offset),
                                         static_cast<uint64_t>(s.count));
     const uint64_t bytes = z ? z->wire_bytes : raw_bytes;
-    if (!credits_.TryAdmit(bytes)) return t.pushes_sent > 0 ? Step::kMoved : Step::kWait;
+    const int lane = credits_.lanes() > 1 ? push.server : 0;
+    if (!credits_.TryAdmit(lane, bytes)) return t.pushes_sent > 0 ? Step::kMoved : Step::kWait;
     const size_t within = static_cast<size_t>(s.offset - own_offset) * esz;
     PushRequest r;
     r.key = push.key;
@@ -230,8 +231,8 @@ Engine::Step Engine::Push(PartitionTask& t) {
     }
     stats_.bytes_pushed += bytes;
     if (push.server < EngineStats::kMaxTrackedServers) stats_.bytes_per_server[push.server] += bytes;
-    push.pull = servers_->Push(r, [this, bytes, admitted_ns = CreditWindow::NowNs()] {
-      credits_.Release(bytes);
+    push.pull = servers_->Push(r, [this, lane, bytes, admitted_ns = CreditWindow::NowNs()] {
+      credits_.Release(lane, bytes);
       stats_.receipt_ns.fetch_add(CreditWindow::NowNs() - admitted_ns, std::memory_order_relaxed);
       stats_.receipts.fetch_add(1, std::memory_order_relaxed);
     });

@@ -42,6 +42,26 @@ TEST(CreditWindow, PartitionLargerThanTheWindowGoesAloneOnceItDrains) {
   EXPECT_TRUE(w.TryAdmit(10));
 }
 
+// Each server its own window: a partition refused for one server holds back
+// later ones for that server only, and the other server's pushes still go.
+TEST(CreditWindow, AFullLaneDoesNotHoldBackAnotherLane) {
+  CreditWindow w(100, 2);
+  w.BeginPass();
+  ASSERT_TRUE(w.TryAdmit(0, 100));
+  EXPECT_FALSE(w.TryAdmit(0, 10));  // lane 0 is full
+  EXPECT_TRUE(w.TryAdmit(1, 60));   // lane 1 is not
+  EXPECT_FALSE(w.TryAdmit(1, 60));  // until its own budget
+  EXPECT_FALSE(w.TryAdmit(1, 10));  // and then, in this pass, nothing smaller behind it
+  EXPECT_FALSE(w.TryAdmit(0, 1));   // lane 0 stays refused in this pass
+  EXPECT_EQ(w.in_flight(), 160u);
+  EXPECT_EQ(w.in_flight(0), 100u);
+  w.Release(0, 100);
+  w.BeginPass();
+  EXPECT_TRUE(w.TryAdmit(0, 10));
+  EXPECT_FALSE(w.TryAdmit(1, 60));
+  EXPECT_GT(w.stalled_ns(), 0u);
+}
+
 TEST(CreditWindow, ZeroBudgetIsUnlimited) {
   CreditWindow w(0);
   w.BeginPass();
