@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "compression/device_codec.h"
-#include "compression/device_launch.cuh"
+#include "compression/device_launch.h"
 #include "compression/error_feedback_element.h"
 
 namespace bps {

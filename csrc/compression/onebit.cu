@@ -5,7 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "compression/device_codec.h"
-#include "compression/device_launch.cuh"
+#include "compression/device_launch.h"
 #include "compression/error_feedback_element.h"
 #include "compression/onebit_element.h"
 

@@ -6,7 +6,7 @@
 #include <cuda_runtime.h>
 
 #include "compression/device_codec.h"
-#include "compression/device_launch.cuh"
+#include "compression/device_launch.h"
 #include "compression/randomk_element.h"
 
 namespace bps {

@@ -1,4 +1,4 @@
-// What the codecs' .cu files share: grid sizes, CUDA errors as a Status, and
+// What the codecs' .cu files share (included by them only: it needs CUDA): grid sizes, CUDA errors as a Status, and
 // the exclusive prefix sum (CUB) that turns per-element flags into ascending
 // output positions (topk's and randomk's indices come out in index order).
 #pragma once
