@@ -1,4 +1,4 @@
-// onebit's kernels (device_codec.h), the twin of onebit.cc: one thread per
+// onebit's kernels (device_codec.h), the twin of onebit.cc: one warp per
 // 32-bit word of sign bits packs it and adds its elements' |c| into their
 // segments' double-precision sums; then the scales; then error feedback.
 // Per-element code: onebit_element.h.
@@ -15,26 +15,55 @@ namespace {
 using device_launch::Blocks;
 using device_launch::kThreads;
 
+constexpr unsigned kFullWarp = 0xffffffffu;
+constexpr uint32_t kNoSegment = 0xffffffffu;
+
+__device__ inline double WarpSum(double v) {
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(kFullWarp, v, offset);
+  return v;
+}
+
+// One warp per 32-bit word of sign bits, one lane per element (coalesced
+// loads): the word is the warp's ballot of OneBitNegative, lane j's bit j.
+// Each lane keeps a running |c| sum while the warp's words stay inside one
+// segment, and the warp adds it into that segment's double sum when the
+// segment changes and at the end; a word that straddles a boundary adds
+// each element into its own segment.
 __global__ void PackAndSumKernel(const float* c, uint32_t n, const uint32_t* cuts, uint32_t num_cuts,
                                  uint32_t* words, double* sums) {
-  BPS_GRID_STRIDE(w, (uint64_t{n} + 31) / 32) {
-    words[w] = element::OneBitSignWord(c, n, static_cast<uint32_t>(w));
-    const uint32_t first = static_cast<uint32_t>(w) * 32;
-    const uint32_t last = n - first < 32 ? n : first + 32;
-    uint32_t s = element::OneBitSegmentOf(cuts, num_cuts, first);
-    uint32_t end = element::OneBitSegmentEnd(cuts, num_cuts, s, n);
-    double sum = 0;
-    for (uint32_t i = first; i < last; ++i) {
-      while (i >= end) {  // the word crosses into the next segment
-        atomicAdd(&sums[s], sum);
-        sum = 0;
-        ++s;
-        end = element::OneBitSegmentEnd(cuts, num_cuts, s, n);
+  const uint32_t lane = threadIdx.x & 31;
+  const uint64_t warps = (uint64_t{gridDim.x} * blockDim.x) / 32;
+  const uint64_t num_words = (uint64_t{n} + 31) / 32;
+  uint32_t run_segment = kNoSegment;
+  double run = 0;
+  for (uint64_t w = (uint64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32; w < num_words; w += warps) {
+    const uint32_t first = static_cast<uint32_t>(w) * 32, i = first + lane;
+    const bool inside = i < n;
+    const float v = inside ? c[i] : 0.0f;
+    const uint32_t word = __ballot_sync(kFullWarp, inside && element::OneBitNegative(v));
+    if (lane == 0) words[w] = word;
+    const uint32_t last = n - first < 32 ? n - 1 : first + 31;
+    const uint32_t segment = element::OneBitSegmentOf(cuts, num_cuts, first);
+    if (segment == element::OneBitSegmentOf(cuts, num_cuts, last)) {  // the whole warp agrees
+      if (segment != run_segment) {
+        const double total = WarpSum(run);
+        if (lane == 0 && run_segment != kNoSegment) atomicAdd(&sums[run_segment], total);
+        run_segment = segment;
+        run = 0;
       }
-      sum += element::OneBitAbs(c[i]);
+      if (inside) run += element::OneBitAbs(v);
+    } else if (inside) {
+      atomicAdd(&sums[element::OneBitSegmentOf(cuts, num_cuts, i)], element::OneBitAbs(v));
     }
-    atomicAdd(&sums[s], sum);
   }
+  const double total = WarpSum(run);
+  if (lane == 0 && run_segment != kNoSegment) atomicAdd(&sums[run_segment], total);
+}
+
+// Few warps, many words each: one atomic per warp and segment run.
+inline int PackBlocks(uint32_t n) {
+  const int wanted = Blocks(uint64_t{n});
+  return wanted < 256 ? wanted : 256;
 }
 
 __global__ void ScaleKernel(const double* sums, const uint32_t* cuts, uint32_t num_cuts, uint32_t n,
@@ -75,7 +104,7 @@ class OneBitDeviceCodec : public DeviceCodec {
     uint32_t* words = reinterpret_cast<uint32_t*>(body + (uint64_t{h.cuts} + 1) * sizeof(float));
     BPS_RETURN_IF_ERROR(
         device_launch::Check(cudaMemsetAsync(sums, 0, ScratchBytes(h), stream), "onebit's segment sums"));
-    PackAndSumKernel<<<Blocks((uint64_t{n} + 31) / 32), kThreads, 0, stream>>>(c, n, cuts, h.cuts, words, sums);
+    PackAndSumKernel<<<PackBlocks(n), kThreads, 0, stream>>>(c, n, cuts, h.cuts, words, sums);
     ScaleKernel<<<Blocks(uint64_t{h.cuts} + 1), kThreads, 0, stream>>>(sums, cuts, h.cuts, n, scales);
     if (residual) {
       SignedKernel<SignedUse::kSubtractFromResidual><<<Blocks(n), kThreads, 0, stream>>>(

@@ -2,7 +2,7 @@
 // scalar loops of onebit_kernels.cc) and the CUDA kernels (onebit.cu): see
 // host_device.h. The wire format is compressor.h's: bit i%8 of byte i/8 set
 // when x[i] < 0, so 32 elements make one little-endian 32-bit word with
-// element 32w + j at bit j.
+// element 32w + j at bit j (onebit.cu: a warp's ballot, lane j's bit j).
 #pragma once
 #include <cstdint>
 
@@ -13,14 +13,6 @@ namespace element {
 
 // -0.0 and NaN count as positive.
 BPS_HOST_DEVICE inline bool OneBitNegative(float x) { return x < 0.0f; }
-
-// Word w of the sign bits of c[0, n) (padding past n zero).
-BPS_HOST_DEVICE inline uint32_t OneBitSignWord(const float* c, uint32_t n, uint32_t w) {
-  uint32_t word = 0;
-  const uint32_t first = w * 32;
-  for (uint32_t j = 0; j < 32 && first + j < n; ++j) word |= static_cast<uint32_t>(OneBitNegative(c[first + j])) << j;
-  return word;
-}
 
 BPS_HOST_DEVICE inline float OneBitSigned(const uint8_t* bits, uint32_t i, float scale) {
   return (bits[i >> 3] >> (i & 7)) & 1 ? -scale : scale;

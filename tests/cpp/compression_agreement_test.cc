@@ -9,6 +9,7 @@
 // tests/gpu/test_gpu_compression.py compares the kernels themselves on a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -54,28 +55,45 @@ struct OneBitPayload {
   std::vector<uint32_t> words;
 };
 
+// PackAndSumKernel as one warp that takes every word: lane j's bit j of the
+// ballot, the lanes' running sums flushed when the segment changes, a word
+// across a boundary added element by element. Then ScaleKernel.
 OneBitPayload OneBitAsKernels(const std::vector<float>& c, const std::vector<uint32_t>& cuts) {
   const uint32_t n = static_cast<uint32_t>(c.size()), num_cuts = static_cast<uint32_t>(cuts.size());
+  const uint32_t kNoSegment = 0xffffffffu;
   OneBitPayload p;
-  std::vector<double> sums(num_cuts + 1, 0.0);
-  for (uint32_t w = 0; w < (n + 31) / 32; ++w) {  // PackAndSumKernel, one thread per word
-    p.words.push_back(element::OneBitSignWord(c.data(), n, w));
-    const uint32_t first = w * 32, last = n - first < 32 ? n : first + 32;
-    uint32_t s = element::OneBitSegmentOf(cuts.data(), num_cuts, first);
-    uint32_t end = element::OneBitSegmentEnd(cuts.data(), num_cuts, s, n);
-    double sum = 0;
-    for (uint32_t i = first; i < last; ++i) {
-      while (i >= end) {
-        sums[s] += sum;
-        sum = 0;
-        ++s;
-        end = element::OneBitSegmentEnd(cuts.data(), num_cuts, s, n);
-      }
-      sum += element::OneBitAbs(c[i]);
+  std::vector<double> sums(num_cuts + 1, 0.0), run(32, 0.0);
+  uint32_t run_segment = kNoSegment;
+  auto flush = [&] {
+    double total = 0;
+    for (double& lane : run) total += lane;
+    if (run_segment != kNoSegment) sums[run_segment] += total;
+  };
+  for (uint32_t w = 0; w < (n + 31) / 32; ++w) {
+    const uint32_t first = w * 32, last = n - first < 32 ? n - 1 : first + 31;
+    uint32_t word = 0;
+    for (uint32_t lane = 0; lane < 32; ++lane) {
+      const uint32_t i = first + lane;
+      word |= static_cast<uint32_t>(i < n && element::OneBitNegative(c[i])) << lane;
     }
-    sums[s] += sum;
+    p.words.push_back(word);
+    const uint32_t segment = element::OneBitSegmentOf(cuts.data(), num_cuts, first);
+    for (uint32_t lane = 0; lane < 32; ++lane) {
+      const uint32_t i = first + lane;
+      if (segment == element::OneBitSegmentOf(cuts.data(), num_cuts, last)) {
+        if (lane == 0 && segment != run_segment) {
+          flush();
+          run_segment = segment;
+          std::fill(run.begin(), run.end(), 0.0);
+        }
+        if (i < n) run[lane] += element::OneBitAbs(c[i]);
+      } else if (i < n) {
+        sums[element::OneBitSegmentOf(cuts.data(), num_cuts, i)] += element::OneBitAbs(c[i]);
+      }
+    }
   }
-  for (uint32_t s = 0; s <= num_cuts; ++s) {  // ScaleKernel
+  flush();
+  for (uint32_t s = 0; s <= num_cuts; ++s) {
     const uint32_t lo = element::OneBitSegmentBegin(cuts.data(), s);
     const uint32_t hi = element::OneBitSegmentEnd(cuts.data(), num_cuts, s, n);
     p.scales.push_back(element::OneBitScale(sums[s], hi - lo));
