@@ -20,7 +20,7 @@
 //            decompressed x[i] = +-scale of i's segment, scale = mean(|x|)
 //            over the segment (summed in double precision)
 //   topk     k uint32 indices (ascending), then their k float values; the k
-//            largest |x|, ties to the lower index
+//            largest |x|, ties to the lower index (NaN counts as largest)
 //   randomk  k float values at k distinct indices that every rank and the
 //            server derive from (seed, key, round) (RandomIndices)
 //
