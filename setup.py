@@ -74,8 +74,9 @@ def _sources(subdir):
 
 
 def _cuda_sources():
-    """The engine's few kernels (csrc/gpu/*.cu), compiled by nvcc."""
-    return sorted(glob.glob(os.path.join(CSRC, "gpu", "*.cu")))
+    """The engine's kernels, compiled by nvcc: csrc/gpu/*.cu, and the codecs'
+    device twins beside each codec (csrc/compression/*.cu, device_codec.h)."""
+    return sorted(glob.glob(os.path.join(CSRC, "gpu", "*.cu")) + glob.glob(os.path.join(CSRC, "compression", "*.cu")))
 
 
 def engine_sources():

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "compression/codec.h"
+#include "compression/error_feedback_element.h"
 #include "compression/onebit_kernels.h"
 
 namespace bps {
@@ -23,85 +25,28 @@ bool ParseDouble(const std::string& text, double* v) {
   return end && *end == '\0';
 }
 
-// Whole 32-bit words of sign bits: float32 frames carry multiples of 4 bytes.
-uint64_t OneBitSignBytes(uint64_t n) { return (n + 31) / 32 * 4; }
-uint64_t OneBitBodyBytes(uint64_t n, uint64_t cuts) { return (cuts + 1) * sizeof(float) + OneBitSignBytes(n); }
 uint64_t CutBytes(const CodecHeader& h) { return uint64_t{h.cuts} * sizeof(uint32_t); }
 
-// Segment s of a slice of n elements: [begin, end).
-uint32_t SegmentBegin(const uint32_t* cuts, uint32_t s) { return s == 0 ? 0 : cuts[s - 1]; }
-uint32_t SegmentEnd(const uint32_t* cuts, uint32_t num_cuts, uint32_t s, uint32_t n) {
-  return s == num_cuts ? n : cuts[s];
-}
-
-inline float SignedAt(const uint8_t* bits, uint32_t i, float scale) {
-  return (bits[i >> 3] >> (i & 7)) & 1 ? -scale : scale;
-}
-
-// Segment [lo, hi) of a onebit payload: kernel(first, count) from its first
-// element on a byte boundary of the sign bits (the kernels start at bit 0 of
-// a byte), head(i) for each element before it.
-template <typename Head, typename Kernel>
-void OverSegment(uint32_t lo, uint32_t hi, Head head, Kernel kernel) {
-  const uint32_t aligned = static_cast<uint32_t>(std::min<uint64_t>(hi, (uint64_t{lo} + 7) / 8 * 8));
-  for (uint32_t i = lo; i < aligned; ++i) head(i);
-  if (aligned < hi) kernel(aligned, hi - aligned);
-}
-
-uint64_t SplitMix64(uint64_t* state) {
-  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-// The k largest |x|, ties to the lower index, ascending.
-void TopKIndices(const float* x, uint32_t n, uint32_t k, std::vector<uint32_t>* out) {
-  thread_local std::vector<uint32_t> order;
-  order.resize(n);
-  for (uint32_t i = 0; i < n; ++i) order[i] = i;
-  auto larger = [x](uint32_t a, uint32_t b) {
-    const float fa = std::fabs(x[a]), fb = std::fabs(x[b]);
-    return fa > fb || (fa == fb && a < b);
-  };
-  if (k < n) std::nth_element(order.begin(), order.begin() + k, order.end(), larger);
-  out->assign(order.begin(), order.begin() + k);
-  std::sort(out->begin(), out->end());
-}
-
-// Indices of a sparse payload (topk sends them, randomk derives them).
-const uint32_t* SparseIndices(const CodecHeader& h, const char* body, uint64_t key, uint32_t round,
-                              std::vector<uint32_t>* scratch) {
-  if (static_cast<CompressorKind>(h.kind) == CompressorKind::kTopK) return reinterpret_cast<const uint32_t*>(body);
-  RandomIndices(h.seed, key, round, h.count, h.k, scratch);
-  return scratch->data();
-}
-
-const float* SparseValues(const CodecHeader& h, const char* body) {
-  if (static_cast<CompressorKind>(h.kind) == CompressorKind::kTopK) {
-    return reinterpret_cast<const float*>(body + uint64_t{h.k} * sizeof(uint32_t));
+// "onebit, topk or randomk": the registered codecs, by wire id.
+std::string CodecNames() {
+  const std::vector<const Codec*> codecs = RegisteredCodecs();
+  std::string text;
+  for (size_t i = 0; i < codecs.size(); ++i) {
+    if (i > 0) text += i + 1 == codecs.size() ? " or " : ", ";
+    text += codecs[i]->name();
   }
-  return reinterpret_cast<const float*>(body);
+  return text;
 }
 
 }  // namespace
-
-const char* CompressorName(CompressorKind kind) {
-  switch (kind) {
-    case CompressorKind::kNone: return "none";
-    case CompressorKind::kOneBit: return "onebit";
-    case CompressorKind::kTopK: return "topk";
-    case CompressorKind::kRandomK: return "randomk";
-  }
-  return "unknown";
-}
 
 Status ParseCompressionSpec(const std::string& text, CompressionSpec* spec) {
   *spec = CompressionSpec();
   const auto colon = text.find(':');
   const std::string kind = text.substr(0, colon);
   const std::string grammar =
-      ": expected onebit, topk or randomk, then options after ':' separated by ',' "
+      ": expected " + CodecNames() +
+      ", then options after ':' separated by ',' "
       "(ratio=<0..0.5>, seed=<int>, ef=<0|1>, momentum=<0..1>, nesterov=<0|1>, server_ef=<0|1>, server_topk=<0|1>), "
       "e.g. 'topk:ratio=0.01' "
       "or 'onebit:momentum=0.9'";
@@ -109,15 +54,9 @@ Status ParseCompressionSpec(const std::string& text, CompressionSpec* spec) {
     if (colon != std::string::npos) return Status::Invalid("compression '" + text + "' has options" + grammar);
     return Status::OK();
   }
-  if (kind == "onebit") {
-    spec->kind = CompressorKind::kOneBit;
-  } else if (kind == "topk") {
-    spec->kind = CompressorKind::kTopK;
-  } else if (kind == "randomk") {
-    spec->kind = CompressorKind::kRandomK;
-  } else {
-    return Status::Invalid("unknown compressor '" + kind + "' in '" + text + "'" + grammar);
-  }
+  const Codec* codec = FindCodec(kind);
+  if (!codec) return Status::Invalid("unknown compressor '" + kind + "' in '" + text + "'" + grammar);
+  spec->codec = codec;
   if (colon == std::string::npos) return Status::OK();
   std::string rest = text.substr(colon + 1);
   size_t start = 0;
@@ -134,13 +73,13 @@ Status ParseCompressionSpec(const std::string& text, CompressionSpec* spec) {
     if (eq == std::string::npos || !ParseDouble(value, &v)) {
       return Status::Invalid("compression option '" + item + "' in '" + text + "' needs a number" + grammar);
     }
-    if (name == "ratio" && spec->kind != CompressorKind::kOneBit) {
+    if (name == "ratio" && codec->takes(Codec::kRatio)) {
       // Above one half, indices and values of topk outweigh the dense slice.
       if (!(v > 0 && v <= 0.5)) {
         return Status::Invalid("compression '" + text + "': ratio must be in (0, 0.5], got " + value);
       }
       spec->ratio = v;
-    } else if (name == "seed" && spec->kind == CompressorKind::kRandomK) {
+    } else if (name == "seed" && codec->takes(Codec::kSeed)) {
       if (v < 0 || v > 4294967295.0 || v != std::floor(v)) {
         return Status::Invalid("compression '" + text + "': seed must be an integer in [0, 2^32)");
       }
@@ -159,7 +98,7 @@ Status ParseCompressionSpec(const std::string& text, CompressionSpec* spec) {
     } else if (name == "server_ef") {
       if (v != 0 && v != 1) return Status::Invalid("compression '" + text + "': server_ef must be 0 or 1");
       spec->server_error_feedback = v == 1;
-    } else if (name == "server_topk" && spec->kind == CompressorKind::kTopK) {
+    } else if (name == "server_topk" && codec->takes(Codec::kServerTopK)) {
       if (v != 0 && v != 1) return Status::Invalid("compression '" + text + "': server_topk must be 0 or 1");
       spec->server_topk = v == 1;
     } else {
@@ -172,15 +111,17 @@ Status ParseCompressionSpec(const std::string& text, CompressionSpec* spec) {
 
 std::string DescribeSpec(const CompressionSpec& spec) {
   if (!spec.enabled()) return "none";
-  std::string text = CompressorName(spec.kind);
+  const Codec& codec = *spec.codec;
+  std::string text = codec.name();
   char buf[64];
-  if (spec.kind != CompressorKind::kOneBit) {
-    snprintf(buf, sizeof(buf), ":ratio=%g", spec.ratio);
+  if (codec.takes(Codec::kRatio)) {
+    snprintf(buf, sizeof(buf), ":ratio=%g,", spec.ratio);
     text += buf;
+  } else {
+    text += ":";
   }
-  text += spec.kind == CompressorKind::kOneBit ? ":" : ",";
   text += spec.error_feedback ? "ef=1" : "ef=0";
-  if (spec.kind == CompressorKind::kRandomK) text += ",seed=" + std::to_string(spec.seed);
+  if (codec.takes(Codec::kSeed)) text += ",seed=" + std::to_string(spec.seed);
   if (spec.momentum > 0) {
     snprintf(buf, sizeof(buf), ",momentum=%g", spec.momentum);
     text += buf;
@@ -193,7 +134,7 @@ std::string DescribeSpec(const CompressionSpec& spec) {
 
 std::vector<uint32_t> SliceCuts(const CompressionSpec& spec, uint64_t offset, uint64_t count) {
   std::vector<uint32_t> cuts;
-  if (spec.kind != CompressorKind::kOneBit || !spec.segment_ends) return cuts;
+  if (!spec.enabled() || !spec.codec->takes(Codec::kSegments) || !spec.segment_ends) return cuts;
   const auto& ends = *spec.segment_ends;
   for (auto it = std::upper_bound(ends.begin(), ends.end(), offset);
        it != ends.end() && *it < offset + count && cuts.size() < kMaxCuts; ++it) {
@@ -205,45 +146,40 @@ std::vector<uint32_t> SliceCuts(const CompressionSpec& spec, uint64_t offset, ui
 CodecHeader MakeCodecHeader(const CompressionSpec& spec, uint64_t count, size_t cuts) {
   CodecHeader h;
   h.cuts = static_cast<uint16_t>(std::min<size_t>(cuts, kMaxCuts));
-  h.kind = static_cast<uint8_t>(spec.kind);
+  h.kind = spec.enabled() ? spec.codec->wire_id() : 0;
   h.options = spec.error_feedback ? kOptionErrorFeedback : 0;
   if (spec.momentum > 0) h.options |= spec.nesterov ? kOptionMomentum | kOptionNesterov : kOptionMomentum;
   if (spec.server_error_feedback) h.options |= kOptionServerErrorFeedback;
   if (spec.server_topk) h.options |= kOptionServerTopK;
   h.count = static_cast<uint32_t>(count);
-  if (spec.kind == CompressorKind::kTopK || spec.kind == CompressorKind::kRandomK) {
+  if (spec.enabled() && spec.codec->takes(Codec::kRatio)) {
     const double k = std::floor(static_cast<double>(count) * spec.ratio);
     h.k = static_cast<uint32_t>(std::max(1.0, std::min(k, static_cast<double>(count))));
   }
-  if (spec.kind == CompressorKind::kRandomK) h.seed = spec.seed;
+  if (spec.enabled() && spec.codec->takes(Codec::kSeed)) h.seed = spec.seed;
   return h;
 }
 
 bool ServerErrorFeedback(const CodecHeader& h) { return (h.options & kOptionServerErrorFeedback) != 0; }
+bool ServerTopK(const CodecHeader& h) { return (h.options & kOptionServerTopK) != 0; }
 
 CodecHeader AnswerCodec(const CodecHeader& push, uint32_t machines) {
-  CodecHeader answer = push;
-  if (static_cast<CompressorKind>(push.kind) == CompressorKind::kTopK && !(push.options & kOptionServerTopK)) {
-    answer.k = static_cast<uint32_t>(std::min<uint64_t>(push.count, uint64_t{push.k} * std::max(1u, machines)));
-  }
-  return answer;
+  const Codec* codec = FindCodec(push.kind);
+  return codec ? codec->Answer(push, machines) : push;
 }
 
 uint64_t CompressedBytes(const CodecHeader& h) {
-  switch (static_cast<CompressorKind>(h.kind)) {
-    case CompressorKind::kOneBit: return sizeof(CodecHeader) + CutBytes(h) + OneBitBodyBytes(h.count, h.cuts);
-    case CompressorKind::kTopK: return sizeof(CodecHeader) + uint64_t{h.k} * (sizeof(uint32_t) + sizeof(float));
-    case CompressorKind::kRandomK: return sizeof(CodecHeader) + uint64_t{h.k} * sizeof(float);
-    default: return 0;
-  }
+  const Codec* codec = FindCodec(h.kind);
+  return codec ? sizeof(CodecHeader) + CutBytes(h) + codec->BodyBytes(h) : 0;
 }
 
 std::string DescribeCodec(const CodecHeader& h) {
-  const auto kind = static_cast<CompressorKind>(h.kind);
-  std::string text = CompressorName(kind);
-  if (kind == CompressorKind::kTopK || kind == CompressorKind::kRandomK) text += " (k=" + std::to_string(h.k);
-  if (kind == CompressorKind::kRandomK) text += ", seed=" + std::to_string(h.seed);
-  if (kind == CompressorKind::kTopK || kind == CompressorKind::kRandomK) text += ")";
+  const Codec* codec = FindCodec(h.kind);
+  if (!codec) return "unknown codec " + std::to_string(h.kind);
+  std::string text = codec->name();
+  if (codec->takes(Codec::kRatio)) text += " (k=" + std::to_string(h.k);
+  if (codec->takes(Codec::kSeed)) text += ", seed=" + std::to_string(h.seed);
+  if (codec->takes(Codec::kRatio)) text += ")";
   if (h.cuts) text += " (" + std::to_string(h.cuts + 1) + " scales)";
   text += (h.options & kOptionErrorFeedback) ? " with error feedback" : " without error feedback";
   if (h.options & kOptionMomentum) {
@@ -258,16 +194,14 @@ std::string ValidateCompressed(const char* payload, uint64_t payload_bytes) {
   if (payload_bytes < sizeof(CodecHeader)) return "compressed push of " + std::to_string(payload_bytes) + " bytes has no codec header";
   CodecHeader h;
   memcpy(&h, payload, sizeof(h));
-  const auto kind = static_cast<CompressorKind>(h.kind);
-  if (kind != CompressorKind::kOneBit && kind != CompressorKind::kTopK && kind != CompressorKind::kRandomK) {
-    return "compressed push names unknown compressor " + std::to_string(h.kind);
-  }
+  const Codec* codec = FindCodec(h.kind);
+  if (!codec) return "compressed push names unknown compressor " + std::to_string(h.kind);
   if (h.count == 0) return "compressed push of zero elements";
-  if (kind != CompressorKind::kOneBit && (h.k == 0 || h.k > h.count)) {
+  if (codec->takes(Codec::kRatio) && (h.k == 0 || h.k > h.count)) {
     return "compressed push has k=" + std::to_string(h.k) + " of " + std::to_string(h.count) + " elements";
   }
-  if (kind != CompressorKind::kOneBit && h.cuts != 0) {
-    return "compressed push of " + std::string(CompressorName(kind)) + " carries segment boundaries (onebit only)";
+  if (!codec->takes(Codec::kSegments) && h.cuts != 0) {
+    return "compressed push of " + std::string(codec->name()) + " carries segment boundaries (onebit only)";
   }
   if (CompressedBytes(h) != payload_bytes) {
     return DescribeCodec(h) + " of " + std::to_string(h.count) + " elements takes " +
@@ -283,37 +217,7 @@ std::string ValidateCompressed(const char* payload, uint64_t payload_bytes) {
     }
     previous = cut;
   }
-  if (kind == CompressorKind::kTopK) {
-    const char* indices = payload + sizeof(CodecHeader);
-    for (uint32_t i = 0; i < h.k; ++i) {
-      uint32_t index;
-      memcpy(&index, indices + uint64_t{i} * sizeof(uint32_t), sizeof(index));
-      if (index >= h.count) return "topk push names element " + std::to_string(index) + " of " + std::to_string(h.count);
-    }
-  }
-  return "";
-}
-
-void RandomIndices(uint32_t seed, uint64_t key, uint32_t round, uint32_t n, uint32_t k, std::vector<uint32_t>* out) {
-  uint64_t state = key ^ (uint64_t{seed} << 32) ^ (uint64_t{round} * 0xD1B54A32D192ED03ull);
-  thread_local std::vector<uint64_t> taken;
-  taken.assign((uint64_t{n} + 63) / 64, 0);
-  out->clear();
-  out->reserve(k);
-  auto has = [&](uint32_t i) { return (taken[i >> 6] >> (i & 63)) & 1; };
-  auto add = [&](uint32_t i) {
-    taken[i >> 6] |= uint64_t{1} << (i & 63);
-    out->push_back(i);
-  };
-  for (uint64_t j = n - k; j < n; ++j) {  // Floyd: k distinct draws, k random numbers
-    const uint32_t t = static_cast<uint32_t>(SplitMix64(&state) % (j + 1));
-    if (has(t)) {
-      add(static_cast<uint32_t>(j));
-    } else {
-      add(t);
-    }
-  }
-  std::sort(out->begin(), out->end());
+  return codec->ValidateBody(h, payload + sizeof(CodecHeader) + CutBytes(h));
 }
 
 const uint32_t* PayloadCuts(const char* payload) {
@@ -334,11 +238,11 @@ void Compress(const CodecHeader& h, const float* x, const SliceState& state, uin
     // would step along: x + mu m (nesterov) or m.
     float* m = state.momentum;
     const float mu = state.mu;
-    for (uint32_t i = 0; i < n; ++i) m[i] = mu * m[i] + x[i];
+    for (uint32_t i = 0; i < n; ++i) m[i] = element::MomentumUpdate(m[i], x[i], mu);
     thread_local std::vector<float> stepped;
     if (state.nesterov) {
       stepped.resize(n);
-      for (uint32_t i = 0; i < n; ++i) stepped[i] = x[i] + mu * m[i];
+      for (uint32_t i = 0; i < n; ++i) stepped[i] = element::MomentumStepped(x[i], m[i], mu, true);
       x = stepped.data();
     } else {
       x = m;
@@ -351,65 +255,23 @@ void Compress(const CodecHeader& h, const float* x, const SliceState& state, uin
     onebit::AddInto(residual, x, n);
     c = residual;
   }
-  const auto kind = static_cast<CompressorKind>(h.kind);
-  if (kind == CompressorKind::kOneBit) {
-    float* scales = reinterpret_cast<float*>(body);
-    uint8_t* bits = reinterpret_cast<uint8_t*>(body + (uint64_t{h.cuts} + 1) * sizeof(float));
-    onebit::PackSigns(c, n, bits);
-    memset(bits + (n + 7) / 8, 0, OneBitSignBytes(n) - (n + 7) / 8);
-    for (uint32_t s = 0; s <= h.cuts; ++s) {
-      const uint32_t lo = SegmentBegin(state.cuts, s), hi = SegmentEnd(state.cuts, h.cuts, s, n);
-      const float scale = static_cast<float>(onebit::AbsSum(c + lo, hi - lo) / (hi - lo));
-      scales[s] = scale;
-      if (!residual) continue;
-      OverSegment(
-          lo, hi, [&](uint32_t i) { residual[i] -= SignedAt(bits, i, scale); },
-          [&](uint32_t from, uint32_t len) { onebit::SubtractSigned(residual + from, bits + from / 8, len, scale); });
-    }
-    return;
-  }
-  std::vector<uint32_t> chosen;
-  if (kind == CompressorKind::kTopK) {
-    TopKIndices(c, n, h.k, &chosen);
-    memcpy(body, chosen.data(), chosen.size() * sizeof(uint32_t));
-    body += chosen.size() * sizeof(uint32_t);
-  } else {
-    RandomIndices(h.seed, key, round, n, h.k, &chosen);
-  }
-  float* values = reinterpret_cast<float*>(body);
-  for (uint32_t i = 0; i < h.k; ++i) values[i] = c[chosen[i]];
-  if (residual) {
-    for (uint32_t i : chosen) residual[i] = 0.0f;  // sent exactly: nothing left over
-  }
+  FindCodec(h.kind)->Encode(h, c, state.cuts, key, round, residual, body);
 }
 
 namespace {
 // A compressed payload: its header (copied out: the payload need not be
-// aligned), its segment boundaries and its body; onebit's body is a float
-// scale per segment, then the signs.
+// aligned), codec, segment boundaries and body.
 struct Encoded {
   CodecHeader h;
+  const Codec* codec;
   const uint32_t* cuts;
   const char* body;
-  bool onebit() const { return static_cast<CompressorKind>(h.kind) == CompressorKind::kOneBit; }
-  float scale(uint32_t s) const {
-    float scale;
-    memcpy(&scale, body + uint64_t{s} * sizeof(float), sizeof(scale));
-    return scale;
-  }
-  const uint8_t* signs() const {
-    return reinterpret_cast<const uint8_t*>(body + (uint64_t{h.cuts} + 1) * sizeof(float));
-  }
-  // fn(lo, hi, scale) for each segment.
-  template <typename Fn>
-  void ForEachSegment(Fn fn) const {
-    for (uint32_t s = 0; s <= h.cuts; ++s) fn(SegmentBegin(cuts, s), SegmentEnd(cuts, h.cuts, s, h.count), scale(s));
-  }
 };
 
 Encoded Parse(const char* in) {
   Encoded e;
   memcpy(&e.h, in, sizeof(e.h));
+  e.codec = FindCodec(e.h.kind);
   e.cuts = PayloadCuts(in);
   e.body = in + sizeof(e.h) + CutBytes(e.h);
   return e;
@@ -418,34 +280,12 @@ Encoded Parse(const char* in) {
 
 void Decompress(const char* in, uint64_t key, uint32_t round, float* out) {
   const Encoded e = Parse(in);
-  if (e.onebit()) {
-    const uint8_t* bits = e.signs();
-    e.ForEachSegment([&](uint32_t lo, uint32_t hi, float scale) {
-      OverSegment(
-          lo, hi, [&](uint32_t i) { out[i] = SignedAt(bits, i, scale); },
-          [&](uint32_t from, uint32_t len) { onebit::UnpackSigns(bits + from / 8, len, scale, out + from); });
-    });
-    return;
-  }
-  memset(out, 0, uint64_t{e.h.count} * sizeof(float));
-  DecompressAdd(in, key, round, out);
+  e.codec->Decode(e.h, e.cuts, e.body, key, round, out);
 }
 
 void DecompressAdd(const char* in, uint64_t key, uint32_t round, float* acc) {
   const Encoded e = Parse(in);
-  if (e.onebit()) {
-    const uint8_t* bits = e.signs();
-    e.ForEachSegment([&](uint32_t lo, uint32_t hi, float scale) {
-      OverSegment(
-          lo, hi, [&](uint32_t i) { acc[i] += SignedAt(bits, i, scale); },
-          [&](uint32_t from, uint32_t len) { onebit::AddSigned(acc + from, bits + from / 8, len, scale); });
-    });
-    return;
-  }
-  std::vector<uint32_t> scratch;
-  const uint32_t* indices = SparseIndices(e.h, e.body, key, round, &scratch);
-  const float* values = SparseValues(e.h, e.body);
-  for (uint32_t i = 0; i < e.h.k; ++i) acc[indices[i]] += values[i];
+  e.codec->DecodeAdd(e.h, e.cuts, e.body, key, round, acc);
 }
 
 }  // namespace bps

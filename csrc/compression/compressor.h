@@ -20,9 +20,13 @@
 //            decompressed x[i] = +-scale of i's segment, scale = mean(|x|)
 //            over the segment (summed in double precision)
 //   topk     k uint32 indices (ascending), then their k float values; the k
-//            largest |x|, ties to the lower index
+//            largest |x|, ties to the lower index (NaN counts as largest)
 //   randomk  k float values at k distinct indices that every rank and the
 //            server derive from (seed, key, round) (RandomIndices)
+//
+// Each codec is one file that registers itself (codec.h); this header is what
+// they share. Their per-element code (*_element.h) is shared with their CUDA
+// kernels (device_codec.h).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -34,12 +38,11 @@
 
 namespace bps {
 
-enum class CompressorKind : uint8_t { kNone = 0, kOneBit = 1, kTopK = 2, kRandomK = 3 };
-const char* CompressorName(CompressorKind kind);
+class Codec;  // codec.h
 
 // What a user asks for, per tensor name (bps_declare_compression).
 struct CompressionSpec {
-  CompressorKind kind = CompressorKind::kNone;
+  const Codec* codec = nullptr;  // registered (codec.h); null: no compression
   double ratio = 0.01;        // topk / randomk: k = max(1, floor(n * ratio))
   bool error_feedback = true;  // kept on the worker, per partition slice
   uint32_t seed = 0;           // randomk
@@ -63,11 +66,11 @@ struct CompressionSpec {
   // orders of magnitude: one scale across them starves the small ones).
   // Null: the tensor is one part.
   std::shared_ptr<const std::vector<uint64_t>> segment_ends;
-  bool enabled() const { return kind != CompressorKind::kNone; }
+  bool enabled() const { return codec != nullptr; }
   bool operator==(const CompressionSpec& o) const {
     const bool same_segments = segment_ends == o.segment_ends ||
                                (segment_ends && o.segment_ends && *segment_ends == *o.segment_ends);
-    return kind == o.kind && ratio == o.ratio && error_feedback == o.error_feedback && seed == o.seed &&
+    return codec == o.codec && ratio == o.ratio && error_feedback == o.error_feedback && seed == o.seed &&
            momentum == o.momentum && nesterov == o.nesterov && server_error_feedback == o.server_error_feedback &&
            server_topk == o.server_topk && same_segments;
   }
@@ -81,7 +84,7 @@ std::string DescribeSpec(const CompressionSpec& spec);
 
 // The first bytes of a compressed payload.
 struct CodecHeader {
-  uint8_t kind = 0;     // CompressorKind
+  uint8_t kind = 0;     // the codec's wire id (Codec::wire_id)
   uint8_t options = 0;  // bit 0: error feedback; 1: worker momentum; 2: nesterov; 3: server error feedback;
                         // 4: server top-k
   uint16_t cuts = 0;    // onebit: segment boundaries after the header (cuts + 1 scales)
@@ -99,6 +102,7 @@ constexpr uint32_t kMaxCuts = 65535;
 std::vector<uint32_t> SliceCuts(const CompressionSpec& spec, uint64_t offset, uint64_t count);
 CodecHeader MakeCodecHeader(const CompressionSpec& spec, uint64_t count, size_t cuts = 0);
 bool ServerErrorFeedback(const CodecHeader& h);
+bool ServerTopK(const CodecHeader& h);  // CompressionSpec::server_topk
 // The codec of the server's answer to pushes of `push` from `machines`
 // machines: topk without server_topk answers the exact sum, whose nonzeros
 // are among the machines' k indices each: k = min(count, machines x k)

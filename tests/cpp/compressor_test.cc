@@ -9,10 +9,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <set>
 #include <vector>
 
+#include "compression/codec.h"
 #include "compression/compressor.h"
 #include "compression/onebit_kernels.h"
 
@@ -35,11 +37,11 @@ CompressionSpec Spec(const std::string& text) {
 }
 
 TEST(CompressionSpecTest, ParsesAndRefusesWithTheCause) {
-  EXPECT_EQ(Spec("onebit").kind, CompressorKind::kOneBit);
+  EXPECT_STREQ(Spec("onebit").codec->name(), "onebit");
   EXPECT_TRUE(Spec("onebit").error_feedback);
   EXPECT_FALSE(Spec("onebit:ef=0").error_feedback);
   CompressionSpec topk = Spec("topk:ratio=0.05");
-  EXPECT_EQ(topk.kind, CompressorKind::kTopK);
+  EXPECT_STREQ(topk.codec->name(), "topk");
   EXPECT_DOUBLE_EQ(topk.ratio, 0.05);
   CompressionSpec randomk = Spec("randomk:ratio=0.1,seed=7,ef=0");
   EXPECT_EQ(randomk.seed, 7u);
@@ -187,6 +189,81 @@ TEST(TopKTest, LargestMagnitudesTiesToLowerIndex) {
   std::vector<float> out(x.size());
   Decompress(wire.data(), 0, 0, out.data());
   EXPECT_EQ(out, (std::vector<float>{0, -3.0f, 2.0f, -2.0f, 0, 0, 0, 0, 9.0f, 0}));
+}
+
+// The definition, written the slow way: sort every index by (|x| larger,
+// index lower) and keep the first k, ascending.
+std::vector<uint32_t> TopKByFullSort(const std::vector<float>& x, uint32_t k) {
+  std::vector<uint32_t> order(x.size());
+  for (uint32_t i = 0; i < x.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return std::fabs(x[a]) > std::fabs(x[b]); });
+  order.resize(k);
+  std::sort(order.begin(), order.end());
+  return order;
+}
+
+std::vector<uint32_t> TopKOnTheWire(const std::vector<float>& x, double ratio) {
+  CompressionSpec spec = Spec("topk:ratio=0.5,ef=0");
+  spec.ratio = ratio;
+  CodecHeader h = MakeCodecHeader(spec, x.size());
+  std::vector<char> wire(CompressedBytes(h));
+  Compress(h, x.data(), nullptr, 0, 0, wire.data());
+  std::vector<uint32_t> indices(h.k);
+  memcpy(indices.data(), wire.data() + sizeof(CodecHeader), h.k * sizeof(uint32_t));
+  return indices;
+}
+
+TEST(TopKTest, TiesGoToTheLowerIndexWhereverTheThresholdFalls) {
+  // Values from a handful of magnitudes (many ties at the threshold), with
+  // +-0, equal magnitudes of both signs, subnormals and infinities; k cuts
+  // through a run of ties in most cases.
+  const float levels[] = {0.0f, -0.0f, 1e-40f, -1e-40f, 0.5f, -0.5f, 1.0f, -1.0f, 3.0f, 1e30f,
+                          -std::numeric_limits<float>::infinity()};
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 300; ++trial) {
+    const size_t n = 1 + rng() % 3000;
+    const int distinct = 1 + static_cast<int>(rng() % 11);
+    std::vector<float> x(n);
+    for (auto& v : x) v = levels[rng() % distinct];
+    for (double ratio : {0.001, 0.01, 0.1, 0.37, 0.5}) {
+      const uint32_t k = MakeCodecHeader(Spec("topk:ratio=" + std::to_string(ratio)), n).k;
+      ASSERT_EQ(TopKOnTheWire(x, ratio), TopKByFullSort(x, k)) << "trial " << trial << " n=" << n << " k=" << k;
+    }
+  }
+  // Every magnitude equal: the first k.
+  std::vector<float> same(100, -2.0f);
+  EXPECT_EQ(TopKOnTheWire(same, 0.05), (std::vector<uint32_t>{0, 1, 2, 3, 4}));
+  // Gradient-like slices, as the engine sends them, in sizes past the
+  // histograms' first pass.
+  for (size_t n : {1u, 2u, 33u, 4097u, 100003u}) {
+    std::vector<float> x = Gradient(n, static_cast<int>(n) + 17);
+    const uint32_t k = MakeCodecHeader(Spec("topk:ratio=0.01"), n).k;
+    ASSERT_EQ(TopKOnTheWire(x, 0.01), TopKByFullSort(x, k)) << "n=" << n;
+  }
+}
+
+TEST(CodecRegistryTest, EveryCodecByNameAndWireId) {
+  // The wire ids are part of the wire format: they never change.
+  const std::pair<const char*, uint8_t> known[] = {{"onebit", 1}, {"topk", 2}, {"randomk", 3}};
+  for (const auto& [name, id] : known) {
+    const Codec* codec = FindCodec(name);
+    ASSERT_NE(codec, nullptr) << name << " is not registered (was its file linked?)";
+    EXPECT_EQ(codec->wire_id(), id) << name;
+    EXPECT_EQ(FindCodec(id), codec) << name;
+  }
+  EXPECT_EQ(FindCodec("twobit"), nullptr);
+  EXPECT_EQ(FindCodec(uint8_t{0}), nullptr);
+  EXPECT_EQ(RegisteredCodecs().size(), 3u);
+  CompressionSpec spec;
+  EXPECT_NE(ParseCompressionSpec("twobit", &spec).message().find("expected onebit, topk or randomk"),
+            std::string::npos);
+  // An unknown wire id is refused before anything decodes it.
+  CodecHeader h = MakeCodecHeader(Spec("onebit"), 8);
+  std::vector<char> wire(CompressedBytes(h));
+  h.kind = 200;
+  memcpy(wire.data(), &h, sizeof(h));
+  EXPECT_NE(ValidateCompressed(wire.data(), wire.size()).find("unknown compressor 200"), std::string::npos);
 }
 
 TEST(RandomKTest, DistinctSortedAndSharedByEveryone) {
