@@ -65,4 +65,40 @@ CompressedSlice* Engine::CompressionFor(const TensorOp& op, uint64_t key, uint64
   return slot.get();
 }
 
+SliceCompression* Engine::SliceCompressionFor(const TensorOp& op, const PartitionTask& t) {
+  LocalReducer* R = op.reducer;
+  // Equal machines only: this rank's one network slice is then its local
+  // slice, which the reducer holds (with machines of different sizes the
+  // network slices cut local slices, and the host codec compresses them).
+  if (!R || op.device < 0 || !config_.distributed() || !op.compression.enabled() ||
+      config_.distinct_local_sizes().size() != 1) {
+    return nullptr;
+  }
+  const int L = config_.local_size;
+  const Range s = R->SliceOfLayout(t.range.count, L, config_.local_rank);
+  if (s.count == 0) return nullptr;
+  const uint64_t key = MixKey(op.name_hash, t.index, static_cast<uint32_t>(config_.local_rank));
+  CompressedSlice* z = CompressionFor(op, key, static_cast<uint64_t>(t.range.offset + s.offset),
+                                      static_cast<uint64_t>(s.count));
+  if (!z) return nullptr;
+  if (!z->on_reducer) {
+    // The answer lands in the slice's staging: it must fit there.
+    if (z->answer_bytes > static_cast<uint64_t>(s.count) * sizeof(float) || !R->CompressesSlices(z->codec)) {
+      return nullptr;
+    }
+    auto c = std::make_unique<SliceCompression>();
+    c->push = z->codec;
+    c->answer = AnswerCodec(z->codec, static_cast<uint32_t>(config_.num_worker));
+    c->cuts = z->cuts;
+    c->key = key;
+    c->error_feedback = !z->residual.empty();
+    c->momentum = !z->momentum.empty();
+    c->mu = static_cast<float>(op.compression.momentum);
+    c->nesterov = op.compression.nesterov;
+    z->on_reducer = std::move(c);
+    z->reducer = R;
+  }
+  return z->on_reducer.get();
+}
+
 }  // namespace bps

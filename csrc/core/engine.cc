@@ -296,6 +296,9 @@ void Engine::ReleaseResources() {
   if (servers_) servers_->Close();  // stops the transport's I/O thread
   servers_.reset();
   transport_.reset();
+  // Before the reducers: a slice compressed by the device reducer frees its
+  // device buffers through it.
+  compressed_slices_.clear();
   {
     // Not under a SetFatal from another thread (op_failure.cc).
     std::lock_guard<std::mutex> lock(reducers_mu_);

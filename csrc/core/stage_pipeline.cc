@@ -106,7 +106,9 @@ Engine::Step Engine::StageIn(PartitionTask& t) {
   }
   const uint64_t t0 = NowNs();
   const uint64_t w0 = timeline_.Tracing(t.round) ? Timeline::NowMicros() : 0;
-  if (R->StageIn(t.entry, t.round, ContributionOf(*op, &t)) == LocalProgress::kWaiting) return Step::kWait;
+  LocalContribution c = ContributionOf(*op, &t);
+  c.compression = SliceCompressionFor(*op, t);
+  if (R->StageIn(t.entry, t.round, c) == LocalProgress::kWaiting) return Step::kWait;
   stats_.stage_ns += NowNs() - t0;
   if (w0) timeline_.Record(op->name, t.index, t.round, "stage_in", w0, Timeline::NowMicros());
   t.staged = true;
@@ -216,7 +218,17 @@ Engine::Step Engine::Push(PartitionTask& t) {
     r.bytes = bytes;
     r.io = t.io;
     push.compressed = z;
-    if (z) {
+    if (z && z->on_reducer && t.entry) {
+      // The reducer compressed the slice where it lives: the staging holds
+      // the payload, and the answer goes back into it compressed, for the
+      // reducer to expand there (SliceCompression).
+      r.answer_bytes = z->answer_bytes;
+      r.compressed = true;
+      push.answer_dst = nullptr;
+      stats_.pushes_compressed_on_reducer++;
+      stats_.compressed_pushes++;
+      stats_.bytes_before_compression += raw_bytes;
+    } else if (z) {
       // The slice (this machine's sum) plus what earlier steps dropped; the
       // answer comes compressed into the slot and is decompressed on arrival.
       Compress(z->codec, reinterpret_cast<const float*>(r.data), z->State(op->compression), r.key, t.round,
@@ -258,7 +270,7 @@ Engine::Step Engine::AwaitAnswer(PartitionTask& t) {
   if (t.io->in_flight.load(std::memory_order_acquire) != 0) return Step::kWait;
   for (const NetworkPush& push : t.pushes) {
     stats_.bytes_pulled += push.pull->bytes;
-    if (push.compressed) {
+    if (push.compressed && push.answer_dst) {
       Decompress(push.compressed->answer.data(), push.key, t.round, reinterpret_cast<float*>(push.answer_dst));
     }
   }

@@ -14,6 +14,7 @@ std::string Engine::StatsJson() {
     << ", \"queue_depth\": " << stats_.queue_depth.load()
     << ", \"compressed_pushes\": " << stats_.compressed_pushes.load()
     << ", \"bytes_before_compression\": " << stats_.bytes_before_compression.load()
+    << ", \"pushes_compressed_on_reducer\": " << stats_.pushes_compressed_on_reducer.load()
     << ", \"stage_seconds\": {\"stage_in\": " << stats_.stage_ns.load() * 1e-9
     << ", \"local_reduce\": " << stats_.local_reduce_ns.load() * 1e-9
     << ", \"gather\": " << stats_.gather_ns.load() * 1e-9 << "}"

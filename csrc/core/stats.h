@@ -12,6 +12,9 @@ struct EngineStats {
   // Compressed pushes, and the bytes they would have taken uncompressed
   // (bytes_pushed counts what went on the wire).
   std::atomic<uint64_t> compressed_pushes{0}, bytes_before_compression{0};
+  // Of those, the pushes the reducer compressed where the slice lives
+  // (device memory: only the payload crossed to the host).
+  std::atomic<uint64_t> pushes_compressed_on_reducer{0};
   // Pushes whose receipt (kReceived) came back, and the time from their
   // admission to it: with the credit window's stall time, says whether the
   // window is shorter than the link's bandwidth times this delay.

@@ -42,6 +42,17 @@ struct CompressedSlice {
     return s;
   }
   std::vector<char> send, answer;
+  // Compressed by the reducer where the slice lives (device memory, issue 39):
+  // its codec, key and the reducer's buffers. Null: the engine compresses the
+  // staged slice on the host (send, answer, residual, momentum above).
+  std::unique_ptr<SliceCompression> on_reducer;
+  LocalReducer* reducer = nullptr;
+  CompressedSlice() = default;
+  CompressedSlice(const CompressedSlice&) = delete;
+  CompressedSlice& operator=(const CompressedSlice&) = delete;
+  ~CompressedSlice() {
+    if (on_reducer && reducer) reducer->ForgetCompression(on_reducer.get());
+  }
 };
 
 // A partition's stages, in pipeline order (the engine's table of steps,

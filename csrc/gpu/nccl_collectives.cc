@@ -8,6 +8,7 @@
 #include "gpu/cuda_status.h"
 #include "gpu/device_scale.h"
 #include "gpu/local_communicators.h"
+#include "gpu/slice_compression.h"
 #include "gpu/stream_hold.h"
 #include "local/sequenced_reducer.h"
 
@@ -201,6 +202,10 @@ void NcclCollectives::ReleaseOpenHolds() {
   for (void* hold : open) StreamHolds::Get().Release(hold);
 }
 
+bool NcclCollectives::CompressesSlices(const CodecHeader& push) const { return DeviceCompressesSlices(push); }
+
+void NcclCollectives::ForgetCompression(SliceCompression* c) { ForgetSliceCompression(c, device_); }
+
 bool NcclCollectives::ScalesAverage(DataType dtype) const {
   // Integers divide the total on the host (truncation, as everywhere); so
   // does float64. One local rank divides with its own kernel (device_scale.h).
@@ -352,7 +357,11 @@ Status NcclCollectives::After(const Queued& q) {
   }
   BPS_CUDA_RETURN(cudaEventRecord(s->reduced, nccl_stream_));
   BPS_CUDA_RETURN(cudaStreamWaitEvent(d2h_stream_, s->reduced, 0));
-  if (w->own_count > 0) {
+  if (w->own_count > 0 && w->compression) {
+    // Only the payload crosses to the host (issue 39).
+    BPS_RETURN_IF_ERROR(EncodeSliceIntoStaging(w->compression, device_, reinterpret_cast<const float*>(s->mine),
+                                               w->round, w->staging, d2h_stream_));
+  } else if (w->own_count > 0) {
     BPS_CUDA_RETURN(
         cudaMemcpyAsync(w->staging, s->mine, w->own_count * esz, cudaMemcpyDeviceToHost, d2h_stream_));
   }
@@ -365,7 +374,10 @@ Status NcclCollectives::Upload(CollectiveWork* w) {
   DeviceGuard guard(device_);
   WorkState* s = StateOf(w);
   const size_t esz = DataTypeSize(w->dtype);
-  if (w->own_count > 0) {
+  if (w->own_count > 0 && w->compression) {
+    BPS_RETURN_IF_ERROR(DecodeStagingIntoSlice(w->compression, device_, w->staging, w->round,
+                                               reinterpret_cast<float*>(s->mine), h2d_stream_));
+  } else if (w->own_count > 0) {
     BPS_CUDA_RETURN(cudaMemcpyAsync(s->mine, w->staging, w->own_count * esz, cudaMemcpyHostToDevice, h2d_stream_));
   }
   BPS_CUDA_RETURN(cudaEventRecord(s->uploaded, h2d_stream_));

@@ -54,6 +54,8 @@ class NcclCollectives : public Collectives {
   void ReturnReady(void* event) override;
   Status HoldStream(void* stream, void** hold) override;
   void ReleaseHold(void* hold) override;
+  bool CompressesSlices(const CodecHeader& push) const override;
+  void ForgetCompression(SliceCompression* c) override;
   Status CheckAsync() override;
   void Abort() override;
 

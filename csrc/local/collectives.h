@@ -15,13 +15,36 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/dtype.h"
 #include "common/status.h"
+#include "compression/compressor.h"
 
 namespace bps {
 
 enum class CollectivePhase { kReduced, kGathered };
+
+// A push compressed where its slice lives (issue 39): the library encodes
+// its reduced slice into `push` (CompressedBytes(push) bytes, header
+// included) and copies only that payload into staging; the answer arrives in
+// staging as `answer` and the library expands it into the slice. The same
+// wire format as the host codecs (compressor.h), with the same key and
+// round, so machines compressing on the host and on the device interoperate.
+// Owned by the engine per network key and kept across rounds; `state` is the
+// library's (error-feedback residual, momentum and payload buffers in device
+// memory), freed by Collectives::ForgetCompression.
+struct SliceCompression {
+  CodecHeader push;
+  CodecHeader answer;
+  std::vector<uint32_t> cuts;  // onebit's segment boundaries (push.cuts of them)
+  uint64_t key = 0;            // the network key
+  bool error_feedback = false;
+  bool momentum = false;
+  float mu = 0;
+  bool nesterov = true;
+  void* state = nullptr;
+};
 
 // The buffers of one partition round. `slice` elements per rank (equal,
 // NCCL's rule): the partition padded up to local_size * slice elements when
@@ -39,6 +62,7 @@ struct CollectiveWork {
   void* state = nullptr;         // the library's (events, scratch)
   uint64_t key = 0;              // the partition key and round, for diagnostics
   uint32_t round = 0;
+  SliceCompression* compression = nullptr;  // null: the slice goes to staging as it is
 };
 
 class Collectives {
@@ -79,6 +103,12 @@ class Collectives {
     return Status::Invalid(std::string("the '") + name() + "' collectives cannot hold a stream");
   }
   virtual void ReleaseHold(void* hold) {}
+
+  // Whether this library compresses slices of `push`'s codec where they live
+  // (SliceCompression); otherwise the engine compresses the staged slice.
+  virtual bool CompressesSlices(const CodecHeader& push) const { return false; }
+  // Frees what the library keeps for a SliceCompression (its `state`).
+  virtual void ForgetCompression(SliceCompression* c) {}
 
   // An asynchronous failure of the library (NCCL's async error), if any.
   virtual Status CheckAsync() { return Status::OK(); }

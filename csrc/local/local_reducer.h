@@ -39,6 +39,7 @@
 #include "common/dtype.h"
 #include "common/partitioner.h"
 #include "common/status.h"
+#include "local/collectives.h"
 #include "store/store.h"
 
 namespace bps {
@@ -73,6 +74,9 @@ struct LocalContribution {
   int32_t priority = 0;
   uint64_t submit_seq = 0;
   uint32_t partition = 0;
+  // This rank's push of the partition, compressed by the reducer where the
+  // slice lives (collectives.h); null: the engine compresses the staging, if at all.
+  SliceCompression* compression = nullptr;
 };
 
 enum class LocalProgress { kWaiting, kDone };
@@ -128,6 +132,9 @@ class LocalReducer {
     return Status::Invalid(std::string("the '") + name() + "' reducer cannot hold a stream");
   }
   virtual void ReleaseHold(void* hold) {}
+  // Compression where the slice lives (collectives.h, SliceCompression).
+  virtual bool CompressesSlices(const CodecHeader& push) const { return false; }
+  virtual void ForgetCompression(SliceCompression* c) {}
 
   // The state of partition `key` (`bytes` on this rank; the size may change
   // between rounds when every rank's does), held by this rank until

@@ -117,6 +117,7 @@ LocalProgress SequencedLocalReducer::StageIn(LocalPartition* lp, uint32_t round,
   w.ready_event = const_cast<void*>(ready);
   w.key = p->key;
   w.round = round;
+  w.compression = c.compression;
   auto ahead = failed_ahead_.find({p->key, round});
   if (ahead != failed_ahead_.end()) {
     p->failed = true;

@@ -43,6 +43,8 @@ class SequencedLocalReducer : public LocalReducer {
   void ReturnReady(void* event) override { collectives_->ReturnReady(event); }
   Status HoldStream(void* stream, void** hold) override { return collectives_->HoldStream(stream, hold); }
   void ReleaseHold(void* hold) override { collectives_->ReleaseHold(hold); }
+  bool CompressesSlices(const CodecHeader& push) const override { return collectives_->CompressesSlices(push); }
+  void ForgetCompression(SliceCompression* c) override { collectives_->ForgetCompression(c); }
 
   Status Acquire(uint64_t key, uint64_t bytes, DataType dtype, LocalPartition** out) override;
   void ReleasePartition(LocalPartition* p) override;

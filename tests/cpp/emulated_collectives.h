@@ -174,8 +174,13 @@ class EmulatedCommunicator {
           CopyScaled(sum.data(), sum.data(), len, first.work->dtype, first.work->divisor);
         }
         std::memcpy(owner->output + off * esz, sum.data(), sum.size());
-        // The device-to-host copy of the slice that NCCL's path queues after it.
-        if (owner->own_count > 0) std::memcpy(owner->staging, owner->output + off * esz, owner->own_count * esz);
+        // The device-to-host copy of the slice that NCCL's path queues after
+        // it; compressed where the slice lives, the payload instead.
+        if (owner->own_count > 0 && owner->compression) {
+          EncodeSlice(owner, reinterpret_cast<const float*>(owner->output + off * esz));
+        } else if (owner->own_count > 0) {
+          std::memcpy(owner->staging, owner->output + off * esz, owner->own_count * esz);
+        }
       }
     } else {
       for (int r = 0; r < local_size_; ++r) {
@@ -191,6 +196,53 @@ class EmulatedCommunicator {
     for (auto& part : call.parts) part.ticket->done = true;
   }
 
+  // The host codec (compressor.h) in the emulation's "device" memory, as
+  // the device codecs run it on a GPU: the state per key, the payload into
+  // staging, the answer expanded back into the slice.
+  struct KeyState {
+    std::vector<float> residual, momentum;
+  };
+  static KeyState* StateOf(SliceCompression* c) {
+    if (!c->state) {
+      auto* st = new KeyState();
+      if (c->error_feedback) st->residual.assign(c->push.count, 0.0f);
+      if (c->momentum) st->momentum.assign(c->push.count, 0.0f);
+      c->state = st;
+    }
+    return static_cast<KeyState*>(c->state);
+  }
+
+ public:
+  static void EncodeSlice(CollectiveWork* w, const float* slice) {
+    SliceCompression* c = w->compression;
+    KeyState* st = StateOf(c);
+    SliceState state;
+    state.cuts = c->cuts.data();
+    state.residual = st->residual.empty() ? nullptr : st->residual.data();
+    state.momentum = st->momentum.empty() ? nullptr : st->momentum.data();
+    state.mu = c->mu;
+    state.nesterov = c->nesterov;
+    Compress(c->push, slice, state, c->key, w->round, w->staging);
+    SlicesEncoded()++;
+  }
+  static std::atomic<int64_t>& SlicesEncoded() {
+    static std::atomic<int64_t> n{0};
+    return n;
+  }
+  static void DecodeAnswer(CollectiveWork* w, float* slice) {
+    Decompress(w->staging, w->compression->key, w->round, slice);
+  }
+  static void Forget(SliceCompression* c) {
+    delete static_cast<KeyState*>(c->state);
+    c->state = nullptr;
+  }
+  // Tests turn it on to run the engine's compression-where-the-slice-lives path.
+  static std::atomic<bool>& CompressesSlices() {
+    static std::atomic<bool> on{false};
+    return on;
+  }
+
+ private:
   const int local_size_;
   std::mutex mu_;
   std::vector<uint64_t> next_;
@@ -211,9 +263,15 @@ class EmulatedCollectives : public Collectives {
   Status ReduceScatter(CollectiveWork* w) override { return PostPhase(w, EmulatedCommunicator::kReduceScatter); }
   Status Upload(CollectiveWork* w) override {
     const int64_t off = std::min(w->count, static_cast<int64_t>(rank_) * w->slice);
-    if (w->own_count > 0) std::memcpy(w->output + off * DataTypeSize(w->dtype), w->staging, w->own_count * DataTypeSize(w->dtype));
+    if (w->own_count > 0 && w->compression) {
+      EmulatedCommunicator::DecodeAnswer(w, reinterpret_cast<float*>(w->output + off * DataTypeSize(w->dtype)));
+    } else if (w->own_count > 0) {
+      std::memcpy(w->output + off * DataTypeSize(w->dtype), w->staging, w->own_count * DataTypeSize(w->dtype));
+    }
     return Status::OK();
   }
+  bool CompressesSlices(const CodecHeader& push) const override { return EmulatedCommunicator::CompressesSlices(); }
+  void ForgetCompression(SliceCompression* c) override { EmulatedCommunicator::Forget(c); }
   Status AllGather(CollectiveWork* w) override { return PostPhase(w, EmulatedCommunicator::kAllGather); }
   Status AllReduce(CollectiveWork* w, void* stream) override { return PostPhase(w, EmulatedCommunicator::kAllReduce); }
   bool ScalesAverage(DataType dtype) const override {
