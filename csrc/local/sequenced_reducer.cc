@@ -60,9 +60,18 @@ Status MakeSequencedReducer(const Config& config, std::unique_ptr<Collectives> c
 // Partitions in units of lcm(local sizes) * 16 elements: every machine's
 // equal NCCL slices of a full partition are then whole multiples of 16, and
 // all machines cut the same partitions (with equal machines, L * 16 as before).
+// With one local rank on every machine the unit is 16 elements, which the
+// host plan keeps too: a device tensor is then cut exactly as a host tensor
+// is, so a GPU machine and a CPU machine of one job meet at the same keys
+// (issue 39; the host plan also spreads a tensor's bytes evenly over the
+// servers).
 std::vector<Range> SequencedLocalReducer::PlanPartitions(int64_t count, int64_t elem_size, int64_t partition_bytes,
                                                          int num_servers, const std::vector<int>& job_local_sizes) const {
-  return PlanEqualSlicePartitions(count, elem_size, partition_bytes, static_cast<int>(LocalSizesLcm(job_local_sizes)));
+  const int64_t unit = LocalSizesLcm(job_local_sizes);
+  if (unit == 1) {
+    return bps::PlanPartitions(count, elem_size, partition_bytes, NetworkSliceStride(job_local_sizes), num_servers);
+  }
+  return PlanEqualSlicePartitions(count, elem_size, partition_bytes, static_cast<int>(unit));
 }
 
 // NCCL's equal slices of a machine of L ranks (the last partition padded).

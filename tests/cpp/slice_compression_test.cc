@@ -8,6 +8,7 @@
 // two apart, which is what lets CPU and GPU machines share a job.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -32,7 +33,10 @@ struct Outcome {
   std::string error;
 };
 
-Outcome RunRounds(const JobShape& shape, const std::string& spec, bool on_reducer, int rounds) {
+// `host_ranks`: ranks whose tensors are host memory (device -1); the others'
+// are "device" tensors through the emulated device reducer.
+Outcome RunRounds(const JobShape& shape, const std::string& spec, bool on_reducer, int rounds,
+                  std::vector<int> host_ranks = {}, int64_t n = 20000) {
   EmulatedCommunicator::CompressesSlices() = on_reducer;
   const int64_t encoded_before = EmulatedCommunicator::SlicesEncoded();
   Outcome outcome;
@@ -44,8 +48,8 @@ Outcome RunRounds(const JobShape& shape, const std::string& spec, bool on_reduce
     outcome.error = st.message();
     return outcome;
   }
-  const int64_t n = 20000;  // 80 KB: above BYTEPS_MIN_COMPRESS_BYTES, many partitions
-  for (int r = 0; r < job.size(); ++r) {
+  // n = 20000 floats: 80 KB, above BYTEPS_MIN_COMPRESS_BYTES, many partitions.
+  for (int r = 0; r < job.size() && !spec.empty(); ++r) {
     st = job.rank(r).DeclareCompression("grads", spec, {});
     if (!st.ok()) outcome.error = st.message();
   }
@@ -62,7 +66,7 @@ Outcome RunRounds(const JobShape& shape, const std::string& spec, bool on_reduce
       t.data = in[r].data();
       t.dtype = static_cast<int32_t>(DataType::kFloat32);
       t.num_elements = n;
-      t.device = 0;
+      t.device = std::count(host_ranks.begin(), host_ranks.end(), r) ? -1 : 0;
       st = job.rank(r).Submit(t, out[r].data(), "grads", 0, ReduceOp::kSum, Completion::Callback, &done[r]);
       if (!st.ok()) Completion::Callback(&done[r], static_cast<int>(st.code()), st.message().c_str());
     }
@@ -78,10 +82,13 @@ Outcome RunRounds(const JobShape& shape, const std::string& spec, bool on_reduce
   for (int r = 0; r < job.size(); ++r) {
     if (job.rank(r).StatsJson().find("\"compressed_pushes\": 0,") != std::string::npos) outcome.compressed = false;
   }
+  if (spec.empty()) outcome.compressed = false;
   outcome.encoded_on_reducer = EmulatedCommunicator::SlicesEncoded() - encoded_before;
   for (int r = 0; r < job.size(); ++r) {
     const bool counted = job.rank(r).StatsJson().find("\"pushes_compressed_on_reducer\": 0,") == std::string::npos;
-    if (counted != on_reducer) outcome.error = "rank " + std::to_string(r) + ": pushes_compressed_on_reducer says " +
+    const bool host = std::count(host_ranks.begin(), host_ranks.end(), r) > 0;
+    const bool expected = on_reducer && !host && !spec.empty();
+    if (counted != expected) outcome.error = "rank " + std::to_string(r) + ": pushes_compressed_on_reducer says " +
                                                (counted ? "some" : "none");
   }
   job.Stop();
@@ -147,6 +154,57 @@ INSTANTIATE_TEST_SUITE_P(
       }
       return name;
     });
+
+// A CPU machine and a GPU machine in one job: the host tensors of machine 0
+// and the device tensors of machine 1 are cut into the same partitions and
+// meet at the same keys, uncompressed and compressed (the device machine's
+// slices compressed where they live), and every result is the all-host
+// job's. A size the device's equal-slice plan cut differently before.
+class MixedMachines : public ::testing::TestWithParam<std::string> {
+ protected:
+  void TearDown() override { EmulatedCommunicator::CompressesSlices() = false; }
+};
+
+TEST_P(MixedMachines, AHostMachineAndADeviceMachineGiveTheAllHostJobsResults) {
+  const std::string spec = GetParam();
+  JobShape shape = Shape(2, 1);
+  const int64_t n = 30001;  // 120 KB in 8 partitions of 16 KB: the two plans differ here
+  const auto host_plan = PlanPartitions(n, 4, shape.partition_bytes, 1, 2);
+  const auto equal_slices = PlanEqualSlicePartitions(n, 4, shape.partition_bytes, 1);
+  bool plans_differ = host_plan.size() != equal_slices.size();
+  for (size_t i = 0; !plans_differ && i < host_plan.size(); ++i) plans_differ = host_plan[i].count != equal_slices[i].count;
+  ASSERT_TRUE(plans_differ) << "the size no longer tells the two plans apart";
+  Outcome all_host = RunRounds(shape, spec, false, 3, {0, 1}, n);
+  ASSERT_TRUE(all_host.error.empty()) << all_host.error;
+  Outcome mixed = RunRounds(shape, spec, /*on_reducer=*/true, 3, {0}, n);
+  ASSERT_TRUE(mixed.error.empty()) << mixed.error;
+  if (!spec.empty()) EXPECT_GT(mixed.encoded_on_reducer, 0);
+  int64_t differing = 0;
+  for (size_t round = 0; round < all_host.outputs.size(); ++round) {
+    for (size_t r = 0; r < 2; ++r) {
+      const auto& a = all_host.outputs[round][r];
+      const auto& b = mixed.outputs[round][r];
+      for (size_t i = 0; i < a.size(); ++i) {
+        if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0 && differing++ == 0) {
+          ADD_FAILURE() << "'" << spec << "' round " << round << " rank " << r << " element " << i << ": all-host "
+                        << a[i] << ", mixed " << b[i];
+        }
+      }
+    }
+  }
+  EXPECT_EQ(differing, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Codecs, MixedMachines,
+                         ::testing::Values(std::string(), std::string("onebit"), std::string("topk:ratio=0.05"),
+                                           std::string("randomk:ratio=0.05")),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param.empty() ? "uncompressed" : info.param;
+                           for (char& ch : name) {
+                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           }
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace bps
