@@ -228,7 +228,8 @@ BPS_EXPORT const char* bps_build_info(void);
 
 /* What this build can do, as BPS_CAP_* bits: faces test a bit here instead
  * of searching bps_build_info's prose. */
-#define BPS_CAP_CUDA 1u /* device tensors: CUDA, NCCL among local ranks, pinned staging */
+#define BPS_CAP_CUDA 1u /* device tensors: CUDA, pinned staging */
+#define BPS_CAP_NCCL 2u /* NCCL among a machine's local ranks (device tensors' local reduce) */
 BPS_EXPORT uint32_t bps_capabilities(void);
 
 #ifdef __cplusplus

@@ -236,7 +236,10 @@ size_t bps_stats_json(char* buf, size_t cap) {
 
 uint32_t bps_capabilities(void) {
 #ifdef BPS_WITH_CUDA
-  return BPS_CAP_CUDA;
+  // setup.py compiles csrc/gpu only when it finds both the CUDA toolkit and
+  // NCCL, so one build flag answers both bits; they stay two bits because a
+  // face asks two questions (device tensors at all, NCCL for them).
+  return BPS_CAP_CUDA | BPS_CAP_NCCL;
 #else
   return 0;
 #endif
