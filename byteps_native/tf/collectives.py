@@ -14,6 +14,7 @@ marks (JOIN_MARK; byteps_native/tf/join_protocol.py).
 import numpy as np
 import tensorflow as tf
 
+from byteps_native._runtime import rank_agreement as agreement
 from byteps_native.algorithms import alltoall as alltoall_algorithm
 from byteps_native.algorithms import gather, objects, reducescatter as reducescatter_algorithm, rounds
 from byteps_native.compression import apply_to
@@ -103,7 +104,6 @@ def grouped_allgather(tensors, name=None, process_set=None):
 # fixed name compares them first, with the engine's rows and comparison
 # (csrc/core/rank_agreement.h through csrc/tf/ranks_agree_op.cc), and fails
 # every rank with Horovod's FailedPreconditionError naming each rank's tensor.
-_AGREE_SLOTS = 16  # BPS_AGREEMENT_SLOTS
 _FAIL_AFTER_JOIN = ("allgather", "alltoall", "broadcast")  # Horovod fails them once a rank joined
 
 
@@ -114,7 +114,7 @@ def check_ranks_agree(kind, value, any_first_dim=False, extra=0):
         return None
     row = _raw.byteps_agreement_row(tf.shape(value, out_type=tf.int64), kind=kind, dtype=value.dtype.name,
                                     any_first_dim=bool(any_first_dim and value.shape.rank), extra=int(extra))
-    table = tf.scatter_nd([[me]], tf.reshape(row, [1, _AGREE_SLOTS]), [n, _AGREE_SLOTS])
+    table = tf.scatter_nd([[me]], tf.reshape(row, [1, agreement.SLOTS]), [n, agreement.SLOTS])
     mark = JOIN_MARK if kind in _FAIL_AFTER_JOIN else ""  # Horovod's rule, without a round of its own
     rows = sum_over_ranks(table, f"bps.tf.agree.{kind}.{n}", mark)
     checked = _raw.byteps_check_ranks_agree(rows, kind=kind, rank=me)

@@ -31,6 +31,11 @@ def test_the_kind_hash_is_crc32(kind):
     assert len(row) == agreement.SLOTS == 16
 
 
+def test_the_row_size_is_the_c_headers():
+    with open(os.path.join(REPO, "csrc", "c_api", "byteps_c.h")) as f:
+        assert f"#define BPS_AGREEMENT_SLOTS {agreement.SLOTS}\n" in f.read()
+
+
 def test_agreeing_rows_pass_and_an_absent_rank_is_skipped():
     mine = agreement.row("allreduce", "float32", [2, 3], extra=1)
     assert _disagreement("allreduce", _table(mine, mine), 1) is None
