@@ -78,11 +78,11 @@ def build_info():
     return engine().bps_build_info().decode(errors="replace")
 
 
-CAPABILITY_BITS = {"cuda": 1}  # BPS_CAP_* of byteps_c.h
+CAPABILITY_BITS = {"cuda": 1, "nccl": 2}  # BPS_CAP_* of byteps_c.h
 
 
 def capabilities():
-    """What this build can do, by name: {"cuda": True, ...} (bps_capabilities)."""
+    """What this build can do, by name: {"cuda": True, "nccl": True} (bps_capabilities)."""
     bits = engine().bps_capabilities()
     return {name: bool(bits & bit) for name, bit in CAPABILITY_BITS.items()}
 

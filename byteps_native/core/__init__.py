@@ -13,6 +13,7 @@ from byteps_native.core.api import (
     BytePSError,
     Handle,
     build_info,
+    capabilities,
     declare_compression,
     init,
     initialized,
@@ -26,5 +27,5 @@ from byteps_native.core.api import (
     stats,
 )
 
-__all__ = ["BytePSError", "Handle", "build_info", "declare_compression", "init", "initialized", "local_rank", "local_size", "push_pull",
+__all__ = ["BytePSError", "Handle", "build_info", "capabilities", "declare_compression", "init", "initialized", "local_rank", "local_size", "push_pull",
            "push_pull_async", "rank", "shutdown", "size", "stats"]

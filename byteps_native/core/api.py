@@ -81,6 +81,12 @@ def build_info():
     return library.build_info()
 
 
+def capabilities():
+    """What this build can do, by name ({"cuda": bool, "nccl": bool}): test
+    these instead of build_info()'s words, which are for people."""
+    return library.capabilities()
+
+
 def stats():
     """Counters of this process: bytes pushed/pulled, per-stage seconds, queue depth."""
     return json.loads(library.stats_json())

@@ -11,11 +11,10 @@ After a join() the gathers fail on the ranks still training, as in Horovod:
 their first round (lengths, splits, rank agreement) is one the joined rank
 marks (JOIN_MARK; byteps_native/tf/join_protocol.py).
 """
-import zlib
-
 import numpy as np
 import tensorflow as tf
 
+from byteps_native._runtime import rank_agreement as agreement
 from byteps_native.algorithms import alltoall as alltoall_algorithm
 from byteps_native.algorithms import gather, objects, reducescatter as reducescatter_algorithm, rounds
 from byteps_native.compression import apply_to
@@ -102,11 +101,9 @@ def grouped_allgather(tensors, name=None, process_set=None):
 # An unnamed collective is named after its dtype and shape, so ranks that
 # disagree on them would wait for each other until BYTEPS_TIMEOUT ends the
 # engine. As in torch (byteps_native/torch/ops.py), one small round under a
-# fixed name compares them first and fails every rank with Horovod's
-# FailedPreconditionError naming each rank's tensor (row layout: see
-# csrc/tf/ranks_agree_op.cc).
-_AGREE_SLOTS = 16
-_AGREE_DIMS = _AGREE_SLOTS - 4
+# fixed name compares them first, with the engine's rows and comparison
+# (csrc/core/rank_agreement.h through csrc/tf/ranks_agree_op.cc), and fails
+# every rank with Horovod's FailedPreconditionError naming each rank's tensor.
 _FAIL_AFTER_JOIN = ("allgather", "alltoall", "broadcast")  # Horovod fails them once a rank joined
 
 
@@ -115,19 +112,11 @@ def check_ranks_agree(kind, value, any_first_dim=False, extra=0):
     n, me = engine.size(), engine.rank()
     if n == 1:
         return None
-    shape = tf.shape(value, out_type=tf.int64)
-    if any_first_dim and value.shape.rank:
-        shape = tf.concat([tf.constant([-2], tf.int64), shape[1:]], 0)
-    shape = shape[:_AGREE_DIMS]
-    dims = tf.pad(shape, [[0, _AGREE_DIMS - tf.size(shape, out_type=tf.int32)]])
-    head = tf.stack([tf.constant(1 + zlib.crc32(kind.encode()) % 1000, tf.int64),
-                     tf.constant(value.dtype.as_datatype_enum, tf.int64), tf.cast(tf.rank(value), tf.int64),
-                     tf.constant(int(extra), tf.int64)])
-    row = tf.concat([head, dims], 0)
-    table = tf.scatter_nd([[me]], tf.reshape(row, [1, _AGREE_SLOTS]), [n, _AGREE_SLOTS])
+    row = _raw.byteps_agreement_row(tf.shape(value, out_type=tf.int64), kind=kind, dtype=value.dtype.name,
+                                    any_first_dim=bool(any_first_dim and value.shape.rank), extra=int(extra))
+    table = tf.scatter_nd([[me]], tf.reshape(row, [1, agreement.SLOTS]), [n, agreement.SLOTS])
     mark = JOIN_MARK if kind in _FAIL_AFTER_JOIN else ""  # Horovod's rule, without a round of its own
     rows = sum_over_ranks(table, f"bps.tf.agree.{kind}.{n}", mark)
-    # A real op (csrc/tf/ranks_agree_op.cc): FailedPreconditionError in graphs too.
     checked = _raw.byteps_check_ranks_agree(rows, kind=kind, rank=me)
     return None if tf.executing_eagerly() else checked
 

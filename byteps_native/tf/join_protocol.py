@@ -6,15 +6,12 @@ and in TF 1 graphs (run through a session): there the eager protocol runs as a
 stateful tf.py_function, which automatic control dependencies order after the
 collectives before it.
 
-The protocol is the torch adapter's (byteps_native/torch/join_protocol.py;
-the joined rank's side, shared, is byteps_native/join_log.py), over the same kind of store (torchrun's TCPStore): every rank counts the
-engine operations it submits; a rank that joins announces its count; the
-others then publish each operation past that count; the joined rank follows
-the log of the lowest rank still training and submits zeros of the same name,
-dtype and shape. What differs is where operations are counted: TF ops run in
-C++ (inside tf.function and TF 1 graphs too, where Python only traced them),
-so the op library logs each submission (csrc/tf/submission_log.h) and a
-watcher thread here publishes that log once some rank has joined.
+The protocol is byteps_native/join_protocol.py, shared with torch, over the
+same kind of store (torchrun's TCPStore). What is TF's own is where
+operations are counted: TF ops run in C++ (inside tf.function and TF 1 graphs
+too, where Python only traced them), so the op library logs each submission
+(csrc/tf/submission_log.h) and the shared watcher publishes that log once
+some rank has joined; and how a joined rank stands in for one (_stand_in).
 
 Gathers (allgather, alltoall, the *_object calls) and broadcasts fail on
 the ranks still training, as in Horovod, through the data they sum anyway:
@@ -28,37 +25,22 @@ Needs torchrun's store; under bpslaunch, join() is a barrier that returns the
 last rank to arrive, and every rank must issue the same collectives first.
 """
 import ctypes
-import threading
 
 import numpy as np
 import tensorflow as tf
 
-from byteps_native import join_log
+from byteps_native import join_protocol
 from byteps_native._runtime import config, lifecycle
 from byteps_native.tf import engine
 from byteps_native.tf._library import OPS_PATH
 from byteps_native.tf.ops import push_pull_list, sum_over_ranks
 
-_POLL_S = 0.02
 _REDUCE_AVERAGE = 1  # BPS_REDUCE_AVERAGE (csrc/c_api/byteps_c.h)
 # In the engine name of a round that must fail once a rank joined (kJoinMark
 # in csrc/tf/joined_ranks_check.h); naming.sanitize never produces '#'.
 JOIN_MARK = "#fails-if-joined"
 
 
-class _State:
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.epoch = 0          # one per join(): store keys are per epoch
-        self.base = 0           # submission count when this epoch began
-        self.publishing = False  # some rank joined: publish every submission
-        self.published = 0      # operations of this epoch published so far
-        self.joined = False     # this rank is inside join()
-        self.watcher = None
-        self.stop = threading.Event()
-
-
-_state = _State()
 _lib = None
 
 
@@ -98,59 +80,11 @@ def _store():
     return dist.PrefixStore(f"byteps_native_tf/{config.restart_count()}/join/", found)
 
 
-def start_watcher():
-    """Runs with the engine (an on_init hook; torchrun jobs of 2 or more):
-    from then on this rank publishes its submissions as soon as another rank joins."""
-    if _state.watcher is not None or engine.size() == 1 or _store() is None:
-        return
-    _state.stop.clear()
-    _state.watcher = threading.Thread(target=_watch, name="byteps-tf-join-watcher", daemon=True)
-    _state.watcher.start()
-
-
-def stop_watcher():
-    """The watcher uses the store: it must stop before the store goes."""
-    _state.stop.set()
-    if _state.watcher is not None:
-        _state.watcher.join(timeout=5)
-        _state.watcher = None
-
-
-lifecycle.on_init(start_watcher, stop=stop_watcher)
-
-
-def _publish_locked(store):
-    """Publish this epoch's submissions not yet published (lock held)."""
-    me = engine.rank()
-    current = _submitted() - _state.base
-    for index in range(_state.published, current):
-        store.set(join_log.key(_state.epoch, "op", me, index), _submission(_state.base + index))
-    _state.published = max(_state.published, current)
-
-
-def _watch():
-    store = _store()
-    while not _state.stop.wait(_POLL_S):
-        try:
-            with _state.lock:
-                if _state.joined:
-                    continue
-                if _state.publishing:
-                    _publish_locked(store)
-                    continue
-                epoch = _state.epoch
-            if int(store.add(join_log.key(epoch, "joined"), 0)) == 0:
-                continue
-            counts = [int(store.get(join_log.key(epoch, "count", r))) for r in range(engine.size())
-                      if store.check([join_log.key(epoch, "count", r)])]
-            with _state.lock:
-                if _state.epoch != epoch or _state.joined or not counts:
-                    continue
-                _state.published = min(counts)
-                _state.publishing = True
-                _publish_locked(store)
-        except Exception:  # the job is ending (store or engine gone): nothing to publish for
-            return
+_protocol = join_protocol.JoinProtocol("byteps-tf-join-watcher", _store, engine.rank, engine.size, _submitted,
+                                       _submission)
+# Runs with the engine (torchrun jobs of 2 or more); the watcher uses the
+# store, so it stops before the store goes.
+lifecycle.on_init(_protocol.start_watcher, stop=_protocol.stop_watcher)
 
 
 def _stand_in(line):
@@ -188,22 +122,7 @@ def join():
 
 
 def _join_now():
-    store = _store()
-    me, size = engine.rank(), engine.size()
-    with _state.lock:
-        if _state.publishing:  # the others' stand-ins must see every operation before the final count
-            _publish_locked(store)
-        _state.joined = True
-        epoch, position = _state.epoch, _submitted() - _state.base
-    last = join_log.follow(store, epoch, me, size, position, _stand_in)
-    join_log.leave_epoch(store, epoch, size)
-    with _state.lock:
-        _state.epoch += 1
-        _state.base = _submitted()
-        _state.publishing = False
-        _state.published = 0
-        _state.joined = False
-    return last
+    return _protocol.join(_stand_in)
 
 
 def _join_as_barrier():

@@ -1,19 +1,13 @@
-"""Horovod's ``join()``: a rank that ran out of data joins; the others'
-collectives go on, the joined rank contributing zeros, until every rank has
-joined. join() returns the rank that joined last.
+"""Horovod's ``join()`` for torch: the protocol is byteps_native/join_protocol.py
+(shared with TF); this module says where torch counts operations and how a
+joined rank stands in for one.
 
-The engine reduces by name and needs every rank's push for each round, so a
-joined rank must learn which engine operations the others still issue. Every
-engine call of the Horovod API goes through ``push_pull_async`` /
-``broadcast_async`` below, which count them (and keep the recent ones). Once a
-rank announces in the c10d store that it joined (with its count), a watcher
-thread on every other rank publishes the operations past that count, and from
-then on each new one before it is submitted. The joined rank follows the log of
-the lowest rank still training and submits zeros of the same name, dtype and
-shape (byteps_native/join_log.py, shared with TF). All ranks issue the same
-sequence until they join, so operation i is the same on every rank. Gathers (allgather, alltoall, allgather_object) fail on
-the ranks still training, as in Horovod: the joined rank answers their length
-round with -1 in its slot.
+Every engine call of the Horovod API goes through ``push_pull_async`` /
+``broadcast_async`` below, which count them (and keep the recent ones as
+records) and, once some rank has joined, publish each one before it is
+submitted. Gathers (allgather, alltoall, allgather_object) fail on the ranks
+still training, as in Horovod: the joined rank answers their length round
+with -1 in its slot.
 
 Needs the c10d store (torchrun); under bpslaunch join() is a barrier that
 returns the last rank to arrive, and every rank must issue the same
@@ -21,57 +15,35 @@ collectives before joining.
 """
 import collections
 import pickle
-import threading
 import time
 
 import torch
 import torch.distributed as dist
 
-from byteps_native import join_log
+from byteps_native import join_protocol
 from byteps_native._runtime import lifecycle
 from byteps_native.torch import engine
 from byteps_native.torch.extension import _c10d
 
-_POLL_S = 0.02
 _KEEP = 100000  # operations kept for a rank that joins later than the others' watchers look
 
 
-class _Log:
+class _Records:
+    """This process's engine operations: how many ever, and the recent ones."""
+
     def __init__(self):
-        self.lock = threading.Lock()
-        self.epoch = 0           # one per join(): keys are per epoch
-        self.count = 0           # engine operations issued in this epoch
+        self.count = 0
         self.recent = collections.deque(maxlen=_KEEP)
-        self.publishing = False  # some rank joined: publish each operation first
-        self.joined = False      # this rank is inside join()
-        self.watcher = None
-        self.stop = threading.Event()
+
+    def submission(self, index):
+        first = self.count - len(self.recent)
+        if index < first:
+            raise RuntimeError(f"join(): engine operation {index} is no longer kept (the last {_KEEP} are); "
+                               f"a rank joined more than {_KEEP} operations after another")
+        return pickle.dumps(self.recent[index - first])
 
 
-_log = _Log()
-
-
-def start_watcher():
-    """Runs with the engine (an on_init hook) once torch.distributed is up,
-    else at the first operation (an engine started by
-    init_process_group('byteps') starts before the default group exists):
-    from then on this rank publishes its operations once another rank joins."""
-    if _log.watcher is not None or not dist.is_initialized() or engine.size() <= 1:
-        return
-    _log.stop.clear()
-    _log.watcher = threading.Thread(target=_watch, name="byteps-join-watcher", daemon=True)
-    _log.watcher.start()
-
-
-def stop_watcher():
-    """The watcher calls into the c10d store: it must be gone before the store is."""
-    _log.stop.set()
-    if _log.watcher is not None:
-        _log.watcher.join(timeout=5)
-        _log.watcher = None
-
-
-lifecycle.on_init(start_watcher, stop=stop_watcher)
+_records = _Records()
 
 
 def _store():
@@ -80,43 +52,32 @@ def _store():
     return dist.PrefixStore("byteps_native/join/", dist.distributed_c10d._get_default_store())
 
 
+_protocol = join_protocol.JoinProtocol("byteps-join-watcher", _store, engine.rank, engine.size,
+                                       lambda: _records.count, _records.submission)
+
+
+def start_watcher():
+    """Runs with the engine (an on_init hook) once torch.distributed is up,
+    else at the first operation (an engine started by
+    init_process_group('byteps') starts before the default group exists)."""
+    if dist.is_initialized():
+        _protocol.start_watcher()
+
+
+lifecycle.on_init(start_watcher, stop=_protocol.stop_watcher)
+
+
 def _record(descriptor):
     """Count (and, once some rank joined, publish) one engine operation."""
-    with _log.lock:
-        if _log.joined:
+    with _protocol.lock:
+        if _protocol.joined:
             return
-        index = _log.count
-        _log.count += 1
-        _log.recent.append(descriptor)
-        if _log.publishing:
-            _store().set(join_log.key(_log.epoch, "op", engine.rank(), index), pickle.dumps(descriptor))
-        elif _log.watcher is None:
+        _records.count += 1
+        _records.recent.append(descriptor)
+        if _protocol.publishing:
+            _protocol.publish_locked()
+        elif _protocol.watcher is None:
             start_watcher()
-
-
-def _watch():
-    """Starts publishing this rank's operations once another rank has joined."""
-    store = _store()
-    while not _log.stop.wait(_POLL_S):
-        with _log.lock:
-            if _log.publishing or _log.joined:
-                continue
-            epoch = _log.epoch
-        try:
-            if int(store.add(join_log.key(epoch, "joined"), 0)) == 0:
-                continue
-            counts = [int(store.get(join_log.key(epoch, "count", r))) for r in range(engine.size())
-                      if store.check([join_log.key(epoch, "count", r)])]
-        except Exception:  # the job is ending (store gone): nothing to publish for
-            return
-        with _log.lock:
-            if _log.epoch != epoch or _log.joined or not counts:
-                continue
-            start = min(counts)
-            backlog = list(_log.recent)[len(_log.recent) - (_log.count - start):] if _log.count > start else []
-            for offset, descriptor in enumerate(backlog):
-                store.set(join_log.key(epoch, "op", engine.rank(), start + offset), pickle.dumps(descriptor))
-            _log.publishing = True
 
 
 def push_pull_async(tensor, name, priority, average, wire_dtype=None, mark_stride=None):
@@ -168,27 +129,15 @@ def _stand_in(descriptor):
 
 
 def join(device=-1):
-    """Horovod's join (see the module docstring); returns the last rank to join."""
-    store = _store()
-    me, size = engine.rank(), engine.size()
-    if store is None or size == 1:
+    """Horovod's join (byteps_native/join_protocol.py); returns the last rank to join."""
+    if _store() is None or engine.size() == 1:
         return _join_as_barrier()
-    with _log.lock:
-        _log.joined = True
-        epoch, position = _log.epoch, _log.count
     pending = []  # stand-ins are submitted as the log is read, and waited for at the end
-    last = join_log.follow(store, epoch, me, size, position,
-                           lambda record: pending.append(_stand_in(pickle.loads(record))))
-    for future in pending:
-        future.wait()
-    join_log.leave_epoch(store, epoch, size)
-    with _log.lock:
-        _log.epoch += 1
-        _log.count = 0
-        _log.recent.clear()
-        _log.publishing = False
-        _log.joined = False
-    return last
+
+    def finish():
+        for future in pending:
+            future.wait()
+    return _protocol.join(lambda record: pending.append(_stand_in(pickle.loads(record))), finish)
 
 
 def _join_as_barrier():

@@ -9,6 +9,7 @@ import zlib
 
 import torch
 
+from byteps_native._runtime import rank_agreement as agreement
 from byteps_native._runtime.errors import HorovodInternalError
 from byteps_native.compression import apply_to
 from byteps_native.torch.compression import Compression, wire_dtype_for, wire_name
@@ -156,69 +157,45 @@ def push_pull_inplace(tensor, average=True, name=None, version=0, priority=0, co
 # ranks that disagree on them would submit different names and wait for each
 # other until BYTEPS_TIMEOUT, which ends the engine. Horovod's coordinator
 # reports such a mismatch as an error instead; here one small round under a
-# fixed name does the same before the collective is submitted. Named
-# collectives need no round: the engine compares a name's shape at first use.
-
-_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64, torch.uint8,
-           torch.int8, torch.int16, torch.bool, torch.complex64, torch.complex128]
-_SIGNATURE_SLOTS = 16  # per rank: kind, dtype, ndim, extra, then up to 12 dims
-_MAX_DIMS = _SIGNATURE_SLOTS - 4
-# The dtype slot also says CPU or GPU: Horovod fails a collective whose ranks
-# mix CPU and GPU tensors (here they would take different paths and wait).
-_DEVICE_STRIDE = 100
+# fixed name does the same before the collective is submitted, with the
+# engine's rows and comparison (byteps_native/_runtime/rank_agreement.py, the
+# same as TF's). Named collectives need no round: the engine compares a
+# name's shape at first use.
 
 
-def _describe(row):
-    if int(row[1]) == 0:
-        return "a group of tensors"
-    code, on_gpu = int(row[1]) % _DEVICE_STRIDE, int(row[1]) >= _DEVICE_STRIDE
-    dtype = str(_DTYPES[code - 1]).replace("torch.", "") if code <= len(_DTYPES) else "?"
-    dtype = ("non-CPU " if on_gpu else "") + dtype
-    dims = [int(d) for d in row[4:4 + min(int(row[2]), _MAX_DIMS)]]
-    return f"{dtype} {['*' if d == -2 else d for d in dims]}"
+def _dtype_name(dtype):
+    return str(dtype).replace("torch.", "")
 
 
 def check_ranks_agree(kind, tensors, extra=0, any_first_dim=False, fail_if_joined=False):
     """Raise RuntimeError on every rank when the ranks' unnamed `kind`
-    collectives disagree on dtype, shape (the first dimension not compared when
-    `any_first_dim`: gathers) or `extra` (a root rank, an op). Costs one round
-    trip of size() * 16 int64. With `fail_if_joined`, a rank that called
-    join() makes it fail (Horovod's rule for broadcast after join)."""
+    collectives disagree on device, dtype, shape (the first dimension not
+    compared when `any_first_dim`: gathers) or `extra` (a root rank, an op).
+    Costs one round trip of size() * 16 int64. With `fail_if_joined`, a rank
+    that called join() makes it fail (Horovod's rule for broadcast after join)."""
     _require_init(kind)
     n, me = size(), rank()
     if n == 1:
         return
     tensors = list(tensors) if isinstance(tensors, (list, tuple)) else [tensors]
-    rows = torch.zeros(n, _SIGNATURE_SLOTS, dtype=torch.int64)
-    row = rows[me]
-    row[0] = 1 + (sum(ord(c) for c in kind) % 1000)
+    rows = torch.zeros(n, agreement.SLOTS, dtype=torch.int64)
     if len(tensors) == 1:
         t = tensors[0]
-        row[1] = (1 + _DTYPES.index(t.dtype) if t.dtype in _DTYPES else len(_DTYPES) + 1) + \
-            (_DEVICE_STRIDE if t.device.type != "cpu" else 0)
-        row[2] = t.dim()
-        dims = list(t.shape)
-        if any_first_dim and dims:
-            dims[0] = -2
-        for i, d in enumerate(dims[:_MAX_DIMS]):
-            row[4 + i] = d
+        mine = agreement.row(kind, _dtype_name(t.dtype), list(t.shape), on_device=t.device.type != "cpu",
+                             any_first_dim=any_first_dim, extra=extra)
     else:  # a group: count and a digest of every (dtype, shape)
-        row[2] = len(tensors)
-        row[4] = zlib.crc32(repr([(str(t.dtype), t.device.type, tuple(t.shape[1:] if any_first_dim else t.shape))
+        digest = zlib.crc32(repr([(str(t.dtype), t.device.type, tuple(t.shape[1:] if any_first_dim else t.shape))
                                   for t in tensors]).encode())
-    row[3] = int(extra)
+        mine = agreement.group_row(kind, len(tensors), digest, extra=extra)
+    rows[me] = torch.tensor(mine, dtype=torch.int64)
     name = f"agree.{kind}.{n}"
     try:
         _join.push_pull_async(rows.view(-1), name, 0, False, None,
-                              _SIGNATURE_SLOTS if fail_if_joined else None).wait()
+                              agreement.SLOTS if fail_if_joined else None).wait()
     except RuntimeError as e:
         raise HorovodInternalError(str(e)) from e
     if fail_if_joined:
-        _join.check_not_joined(rows[:, 0], f"{kind}")
-    present = [r for r in range(n) if int(rows[r, 0]) != 0]  # a joined rank stands in with zeros
-    if any(not torch.equal(rows[r], rows[me]) for r in present):
-        what = ", ".join(f"rank {r}: {_describe(rows[r])}" + (f" ({int(rows[r, 3])})" if int(rows[r, 3]) else "")
-                         for r in present)
-        raise RuntimeError(f"{kind}: ranks disagree on the tensor's device, dtype or shape (or root rank / op): "
-                           f"{what}; every rank must pass the same device type, dtype and shape (gathers: all "
-                           "but the first dimension)")
+        _join.check_not_joined(rows[:, agreement.KIND_SLOT], f"{kind}")
+    error = agreement.disagreement(kind, rows.contiguous().data_ptr(), n, me)
+    if error:
+        raise RuntimeError(error)

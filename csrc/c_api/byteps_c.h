@@ -228,8 +228,26 @@ BPS_EXPORT const char* bps_build_info(void);
 
 /* What this build can do, as BPS_CAP_* bits: faces test a bit here instead
  * of searching bps_build_info's prose. */
-#define BPS_CAP_CUDA 1u /* device tensors: CUDA, NCCL among local ranks, pinned staging */
+#define BPS_CAP_CUDA 1u /* device tensors: CUDA, pinned staging */
+#define BPS_CAP_NCCL 2u /* NCCL among a machine's local ranks (device tensors' local reduce) */
 BPS_EXPORT uint32_t bps_capabilities(void);
+
+/* Rank agreement (csrc/core/rank_agreement.h): before an unnamed collective,
+ * every face writes this rank's row into a [ranks, BPS_AGREEMENT_SLOTS] int64
+ * table of zeros, sums it over ranks in a round of its own, and asks
+ * bps_ranks_disagreement. One layout and one hash of `kind` for every face.
+ *
+ * bps_agreement_row: `dtype` is the Python name ("float32"); `shape` holds
+ * `ndim` sizes; `extra` is 1 + root rank or reduce op, 0 for none. A NULL
+ * `dtype` describes a group: `ndim` tensors whose digest is shape[0].
+ * Writes BPS_AGREEMENT_SLOTS values to `row`. */
+#define BPS_AGREEMENT_SLOTS 16
+BPS_EXPORT void bps_agreement_row(const char* kind, const char* dtype, int32_t on_device, const int64_t* shape,
+                                  int32_t ndim, int32_t any_first_dim, int64_t extra, int64_t* row);
+/* 0 when every present rank's row equals rows[rank]; otherwise the length
+ * (incl. NUL) of the error naming each rank's tensor, written up to cap bytes. */
+BPS_EXPORT size_t bps_ranks_disagreement(const char* kind, const int64_t* rows, int32_t ranks, int32_t rank,
+                                         char* buf, size_t cap);
 
 #ifdef __cplusplus
 }

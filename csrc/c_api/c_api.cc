@@ -1,14 +1,17 @@
 // The C ABI: translates plain C calls into the engine and Status into codes
 // plus a thread-local message. Nothing here may throw across the boundary.
+#include <algorithm>
 #include <cstring>
 #include <exception>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "c_api/abi_types.h"
 #include "c_api/byteps_c.h"
 #include "c_api/process_engine.h"
 #include "core/placed_sum.h"
+#include "core/rank_agreement.h"
 #include "c_api/roles.h"
 #include "transport/framing.h"
 #ifdef BPS_WITH_CUDA
@@ -236,10 +239,41 @@ size_t bps_stats_json(char* buf, size_t cap) {
 
 uint32_t bps_capabilities(void) {
 #ifdef BPS_WITH_CUDA
-  return BPS_CAP_CUDA;
+  // setup.py compiles csrc/gpu only when it finds both the CUDA toolkit and
+  // NCCL, so one build flag answers both bits; they stay two bits because a
+  // face asks two questions (device tensors at all, NCCL for them).
+  return BPS_CAP_CUDA | BPS_CAP_NCCL;
 #else
   return 0;
 #endif
+}
+
+static_assert(BPS_AGREEMENT_SLOTS == bps::kAgreementSlots, "the C ABI's agreement row is the engine's");
+
+void bps_agreement_row(const char* kind, const char* dtype, int32_t on_device, const int64_t* shape, int32_t ndim,
+                       int32_t any_first_dim, int64_t extra, int64_t* row) {
+  const std::string kind_text = kind ? kind : "";
+  std::vector<int64_t> out;
+  if (dtype == nullptr) {
+    out = bps::AgreementGroupRow(kind_text, ndim, ndim > 0 && shape ? shape[0] : 0, extra);
+  } else {
+    std::vector<int64_t> dims(shape, shape + (shape ? std::max(ndim, 0) : 0));
+    out = bps::AgreementRow(kind_text, dtype, on_device != 0, dims, any_first_dim != 0, extra);
+  }
+  std::copy(out.begin(), out.end(), row);
+}
+
+size_t bps_ranks_disagreement(const char* kind, const int64_t* rows, int32_t ranks, int32_t rank, char* buf,
+                              size_t cap) {
+  if (rows == nullptr || rank < 0 || rank >= ranks) return 0;
+  const std::string s = bps::RanksDisagreement(kind ? kind : "", rows, ranks, rank);
+  if (s.empty()) return 0;
+  if (buf && cap > 0) {
+    size_t n = std::min(cap - 1, s.size());
+    memcpy(buf, s.data(), n);
+    buf[n] = '\0';
+  }
+  return s.size() + 1;
 }
 
 const char* bps_build_info(void) {

@@ -23,7 +23,7 @@ PACKAGE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.pa
 # Longest matching prefix wins. A module that matches none fails the test: place it.
 LAYERS = {
     0: ["byteps_native._runtime", "byteps_native._build_record", "byteps_native.install_facts",
-        "byteps_native.join_log", "byteps_native.reduce_ops", "byteps_native.compression",
+        "byteps_native.join_protocol", "byteps_native.reduce_ops", "byteps_native.compression",
         "byteps_native.horovod_basics", "byteps_native.elastic_state", "byteps_native.trace",
         "byteps_native.core._core", "byteps_native.torch._c10d", "byteps_native.torch.extension",
         "byteps_native.tf._library"],

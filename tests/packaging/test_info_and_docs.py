@@ -64,10 +64,23 @@ def test_gpu_docs_script_runs_what_the_docs_say():
 
 def test_capabilities_agree_with_the_build_and_the_faces():
     """Issue 40: one capabilities query (bps_capabilities) instead of searching
-    the build description's text; the torch face's cuda_built() reads it."""
+    the build description's text; the torch face's cuda_built() and the core
+    face's capabilities() read it."""
     from byteps_native._runtime import library
     from byteps_native.torch import basics
+    import byteps_native.core as core
     caps = library.capabilities()
-    assert set(caps) == {"cuda"} and all(isinstance(v, bool) for v in caps.values())
+    assert set(caps) == {"cuda", "nccl"} and all(isinstance(v, bool) for v in caps.values())
     assert caps["cuda"] == ("cuda: yes" in library.build_info())
+    assert caps["nccl"] == ("; nccl: " in library.build_info())  # the CUDA build names NCCL's version
     assert basics.cuda_built() is caps["cuda"]
+    assert core.capabilities() == caps
+
+
+def test_capability_bits_are_the_c_headers():
+    """library.CAPABILITY_BITS repeats byteps_c.h's BPS_CAP_* values (ctypes
+    cannot read a #define); a bit added or renumbered there fails here."""
+    from byteps_native._runtime import library
+    header = _read("csrc", "c_api", "byteps_c.h")
+    declared = {name.lower(): int(value) for name, value in re.findall(r"#define BPS_CAP_(\w+) (\d+)u", header)}
+    assert declared == library.CAPABILITY_BITS
