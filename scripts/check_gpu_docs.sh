@@ -4,7 +4,7 @@
 # non-zero at the first one that fails:
 #   1. the CUDA build (README), with the README's compiler fix when the
 #      environment's CC/CXX link libstdc++ statically and the build refuses them;
-#   2. `python -m byteps_native.info` must say "cuda: yes";
+#   2. the engine's capabilities must include CUDA (`python -m byteps_native.info` logged beside);
 #   3. DDP on every GPU of this machine (README);
 #   4. the multi-machine GPU recipes (quickstart: --master_addr; at_scale: c10d
 #      rendezvous), emulated on this one host: two "machines" of one GPU each,
@@ -95,7 +95,8 @@ done
 # 2. The engine has its GPU path.
 run info "$INFO" || fail "$INFO"
 cat "$LOG/info.log"
-grep -q "cuda: yes" "$LOG/info.log" || fail "the engine was built without CUDA ($INFO says no 'cuda: yes')"
+python -c "from byteps_native._runtime import library; import sys; sys.exit(0 if library.capabilities()['cuda'] else 1)" \
+  || fail "the engine was built without CUDA (its capabilities say so; $INFO has the build text)"
 
 # 3. DDP on all GPUs of this machine.
 run ddp "$DDP" || fail "$DDP"

@@ -9,7 +9,7 @@
 #   GPU_SUITE_PYTEST_ARGS="-k cupy" scripts/gpu_suite.sh --no-bench
 #
 # Logs go to $OUT (the device tool's folder) or out/gpu/. Exits non-zero when
-# the build says anything but "cuda: yes" or a test fails.
+# the engine's capabilities lack CUDA or a test fails.
 set -uo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
@@ -71,7 +71,9 @@ if ! "$PY" -X faulthandler -m byteps_native.info >"$LOG/info.txt" 2>"$LOG/info.e
   exit 1
 fi
 cat "$LOG/info.txt"
-grep -q "cuda: yes" "$LOG/info.txt" || { echo "engine built without CUDA"; exit 1; }
+# The engine's capability bits, not its human-readable build text (issue 40).
+"$PY" -c "from byteps_native._runtime import library; import sys; sys.exit(0 if library.capabilities()['cuda'] else 1)" \
+  || { echo "engine built without CUDA (capabilities: no cuda)"; exit 1; }
 nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader | tee -a "$LOG/info.txt"
 echo "build: $(( $(date +%s) - start )) s"
 
