@@ -67,9 +67,17 @@ def follow(store, epoch, me, size, position, stand_in):
 
 def leave_epoch(store, epoch, size):
     """Every rank has joined and stood in up to the longest log. A small
-    barrier keeps a fast rank's next epoch from mixing with this one."""
+    barrier keeps a fast rank's next epoch from mixing with this one. A rank
+    whose join() failed never arrives: after BYTEPS_TIMEOUT the others fail
+    too, saying so, instead of waiting forever."""
     store.add(key(epoch, "left"), 1)
+    patience = float(os.environ.get("BYTEPS_TIMEOUT", "300"))
+    deadline = time.monotonic() + patience
     while int(store.add(key(epoch, "left"), 0)) < size:
+        if time.monotonic() > deadline:
+            left = int(store.add(key(epoch, "left"), 0))
+            raise RuntimeError(f"join(): only {left} of {size} ranks finished join() within {patience:.0f} s "
+                               "(BYTEPS_TIMEOUT); another rank's join() failed or it stopped: see its error")
         time.sleep(0.001)
 
 
@@ -123,6 +131,17 @@ class JoinProtocol:
             store.set(key(self.epoch, "op", me, index), self._submission(self.base + index))
         self.published = max(self.published, current)
 
+    def _start_publishing_if_joined_locked(self, store):
+        """If a rank joined this epoch, publish from the lowest count announced."""
+        epoch = self.epoch
+        if int(store.add(key(epoch, "joined"), 0)) == 0:
+            return
+        counts = [int(store.get(key(epoch, "count", r))) for r in range(self._size())
+                  if store.check([key(epoch, "count", r)])]
+        if counts:
+            self.published = min(counts)
+            self.publishing = True
+
     def _watch(self):
         store = self._store()
         while not self.stop.wait(self.POLL_S):
@@ -155,6 +174,12 @@ class JoinProtocol:
         store = self._store()
         me, size = self._rank(), self._size()
         with self.lock:
+            if not self.publishing:
+                # Another rank may have joined since the watcher last looked
+                # (it polls every POLL_S): without this look, the operations
+                # this rank submitted past that rank's count were never
+                # published, and the other rank's join() failed naming them.
+                self._start_publishing_if_joined_locked(store)
             if self.publishing:  # the others' stand-ins must see every operation before the final count
                 self.publish_locked(store)
             self.joined = True

@@ -68,3 +68,45 @@ def test_the_first_rank_to_join_stands_in_for_the_others_operations():
     finally:
         for rank in ranks:
             rank.protocol.stop_watcher()
+
+
+def test_a_rank_that_joins_before_its_watcher_looked_still_publishes_what_the_other_needs():
+    """The late rank submits past the early rank's count and joins before its
+    watcher's next poll (here: never): join() itself must see that a rank
+    joined and publish those operations, or the early rank's join fails."""
+    store = dist.HashStore()
+    ranks = [_Rank(store, r, 2) for r in range(2)]
+    ranks[1].protocol.POLL_S = 3600  # the late rank's watcher never looks in time
+    for rank in ranks:
+        for op in ("a", "b"):
+            rank.submit(op)
+        rank.protocol.start_watcher()
+    results, errors = {}, []
+
+    def run(rank, stand_in):
+        try:
+            results[rank] = ranks[rank].protocol.join(stand_in)
+        except Exception as e:  # noqa: BLE001 -- reported below
+            errors.append(f"rank {rank}: {e}")
+
+    early = threading.Thread(target=run, args=(0, lambda record: ranks[0].stood_in.append(record.decode())),
+                             daemon=True)
+    late = threading.Thread(target=run, args=(1, lambda record: errors.append(f"rank 1 stood in for {record}")),
+                            daemon=True)
+    try:
+        early.start()
+        while int(store.add(join_protocol.key(0, "joined"), 0)) == 0:
+            threading.Event().wait(0.001)
+        assert not ranks[1].protocol.publishing
+        for op in ("c", "d"):
+            ranks[1].submit(op)
+        late.start()
+        early.join(timeout=30)
+        late.join(timeout=30)
+        assert not early.is_alive() and not late.is_alive(), f"join() hung; errors so far: {errors}"
+        assert errors == []
+        assert results == {0: 1, 1: 1}
+        assert ranks[0].stood_in == ["c", "d"]
+    finally:
+        for rank in ranks:
+            rank.protocol.stop_watcher()
