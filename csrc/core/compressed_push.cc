@@ -65,7 +65,7 @@ CompressedSlice* Engine::CompressionFor(const TensorOp& op, uint64_t key, uint64
   return slot.get();
 }
 
-SliceCompression* Engine::SliceCompressionFor(const TensorOp& op, const PartitionTask& t) {
+SliceCompression* Engine::SliceCompressionFor(const TensorOp& op, PartitionTask& t) {
   LocalReducer* R = op.reducer;
   // Equal machines only: this rank's one network slice is then its local
   // slice, which the reducer holds (with machines of different sizes the
@@ -74,10 +74,12 @@ SliceCompression* Engine::SliceCompressionFor(const TensorOp& op, const Partitio
       config_.distinct_local_sizes().size() != 1) {
     return nullptr;
   }
-  const int L = config_.local_size;
-  const Range s = R->SliceOfLayout(t.range.count, L, config_.local_rank);
-  if (s.count == 0) return nullptr;
-  const uint64_t key = MixKey(op.name_hash, t.index, static_cast<uint32_t>(config_.local_rank));
+  // The push that Push will send: the same key and slice, so the same slot.
+  PlanPushes(t);
+  if (t.pushes.size() != 1) return nullptr;
+  const NetworkPush& push = t.pushes[0];
+  const uint64_t key = push.key;
+  const Range& s = push.slice;
   CompressedSlice* z = CompressionFor(op, key, static_cast<uint64_t>(t.range.offset + s.offset),
                                       static_cast<uint64_t>(s.count));
   if (!z) return nullptr;

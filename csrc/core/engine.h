@@ -166,7 +166,7 @@ class Engine {
   CompressedSlice* CompressionFor(const TensorOp& op, uint64_t key, uint64_t offset, uint64_t count);
   // The partition's push compressed by its reducer where the slice lives
   // (device tensors, equal machines, a codec the reducer has), else null.
-  SliceCompression* SliceCompressionFor(const TensorOp& op, const PartitionTask& t);
+  SliceCompression* SliceCompressionFor(const TensorOp& op, PartitionTask& t);
 
   // Failures of ops (op_failure.cc).
   void FailOp(TensorOp* op, const Status& st);
