@@ -25,6 +25,8 @@ BPS_SAME_VALUE(StatusCode::kTimeout, BPS_TIMEOUT);
 BPS_SAME_VALUE(StatusCode::kShutdown, BPS_SHUTDOWN);
 BPS_SAME_VALUE(StatusCode::kInternal, BPS_INTERNAL);
 BPS_SAME_VALUE(StatusCode::kNotInitialized, BPS_NOT_INITIALIZED);
+BPS_SAME_VALUE(StatusCode::kDeadlineExceeded, BPS_DEADLINE_EXCEEDED);
+BPS_SAME_VALUE(StatusCode::kCancelled, BPS_CANCELLED);
 
 BPS_SAME_VALUE(DataType::kFloat32, BPS_FLOAT32);
 BPS_SAME_VALUE(DataType::kFloat64, BPS_FLOAT64);

@@ -39,6 +39,8 @@ typedef enum {
   BPS_SHUTDOWN = 5,         /* engine shut down while the op was pending */
   BPS_INTERNAL = 6,
   BPS_NOT_INITIALIZED = 7,
+  BPS_DEADLINE_EXCEEDED = 8, /* the op's own deadline passed */
+  BPS_CANCELLED = 9,         /* the op was cancelled (bps_cancel) */
 } bps_status_code;
 
 typedef enum {
@@ -125,6 +127,38 @@ BPS_EXPORT int bps_push_pull_async(const bps_tensor* input, void* output,
                                    const char* name, int32_t priority,
                                    int32_t reduce_op, bps_done_fn done,
                                    void* user_data);
+
+/* bps_push_pull_async (host tensors; device tensors ordered on `cuda_stream`
+ * as bps_push_pull_async_on_stream) with a deadline and a handle.
+ * `timeout_seconds` > 0: if the op has not completed that many seconds after
+ * it was accepted, it fails with BPS_DEADLINE_EXCEEDED naming what it waited
+ * for. `*op_id` (when not NULL) receives the op's handle for bps_cancel.
+ * A deadline that passes or a cancel fails the op like a mismatch does: on
+ * every rank whose op of that round is still pending (the servers and the
+ * machine's shared memory tell them, each naming the cause and the rank it
+ * came from), and the name stays usable: its next op starts a fresh round
+ * on every rank. An op whose device collective already runs on one machine
+ * cannot be taken back: its deadline or cancel fails the job instead. */
+BPS_EXPORT int bps_push_pull_async_with_deadline(const bps_tensor* input, void* output, const char* name,
+                                                 int32_t priority, int32_t reduce_op, double timeout_seconds,
+                                                 void* cuda_stream, bps_done_fn done, void* user_data,
+                                                 uint64_t* op_id);
+
+/* Fails the accepted op `op_id` with BPS_CANCELLED and `why` (as a passed
+ * deadline does, above). 0 when the request was taken: the op's done then
+ * reports the cancel, or its result if it completed first. Asynchronous:
+ * done runs on the engine's thread once no byte can land in its buffers. */
+BPS_EXPORT int bps_cancel(uint64_t op_id, const char* why);
+
+/* The engine's clock for a face's own waits (e.g. TF's local replicas
+ * meeting before one submission): `fn(user_data)` runs once, on the clock's
+ * thread, `seconds` from now, unless bps_alarm_cancel took it back first. It
+ * must not block. Returns the alarm's id (never 0). */
+typedef void (*bps_alarm_fn)(void* user_data);
+BPS_EXPORT uint64_t bps_alarm_after(double seconds, bps_alarm_fn fn, void* user_data);
+/* 1 when the alarm was taken back before it ran (fn will never run); 0 when
+ * it has run or is running (fn owns user_data then). */
+BPS_EXPORT int bps_alarm_cancel(uint64_t alarm);
 
 /* From its next push_pull on, tensor `name` (float32, at least
  * BYTEPS_MIN_COMPRESS_BYTES) travels compressed through the servers:

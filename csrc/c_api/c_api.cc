@@ -13,6 +13,7 @@
 #include "core/placed_sum.h"
 #include "core/rank_agreement.h"
 #include "c_api/roles.h"
+#include "common/alarm_clock.h"
 #include "transport/framing.h"
 #ifdef BPS_WITH_CUDA
 #include "gpu/nccl_collectives.h"
@@ -120,6 +121,42 @@ int bps_push_pull_async(const bps_tensor* input, void* output, const char* name,
     return SubmitToEngine(*input, output, name, priority, reduce_op, done, user_data);
   });
 }
+
+int bps_push_pull_async_with_deadline(const bps_tensor* input, void* output, const char* name, int32_t priority,
+                                      int32_t reduce_op, double timeout_seconds, void* cuda_stream, bps_done_fn done,
+                                      void* user_data, uint64_t* op_id) {
+  return Guarded([&] {
+    if (!input || !name) return bps::Status::Invalid("push_pull: null tensor or name");
+    auto engine = bps::ProcessEngine::Get().engine();
+    if (!engine) return NotInitialised();
+    bps::SubmitOptions options;
+    options.stream = cuda_stream;
+    options.timeout_seconds = timeout_seconds;
+    return engine->Submit(bps::ViewOf(*input), output, name, priority, bps::ReduceOpOf(reduce_op), done, user_data,
+                          options, op_id);
+  });
+}
+
+int bps_cancel(uint64_t op_id, const char* why) {
+  return Guarded([&] {
+    auto engine = RunningEngine();
+    if (!engine) return NotInitialised();
+    return engine->Cancel(op_id, why ? why : "");
+  });
+}
+
+// The faces' alarms: one clock for the process, never destroyed (an alarm
+// may still be due while statics are torn down at exit).
+static bps::AlarmClock& FaceAlarms() {
+  static bps::AlarmClock* clock = new bps::AlarmClock();
+  return *clock;
+}
+
+uint64_t bps_alarm_after(double seconds, bps_alarm_fn fn, void* user_data) {
+  return FaceAlarms().After(seconds, [fn, user_data] { fn(user_data); });
+}
+
+int bps_alarm_cancel(uint64_t alarm) { return FaceAlarms().Cancel(alarm) ? 1 : 0; }
 
 int bps_declare_compression(const char* name, const char* spec) {
   return Guarded([&] {

@@ -20,6 +20,8 @@ enum class StatusCode : int32_t {
   kShutdown = 5,         // engine shut down while the op was pending
   kInternal = 6,
   kNotInitialized = 7,
+  kDeadlineExceeded = 8,  // an op's own deadline passed (bps_push_pull_async_with_deadline)
+  kCancelled = 9,         // an op was cancelled (bps_cancel)
 };
 
 class Status {
@@ -33,6 +35,8 @@ class Status {
   static Status Timeout(std::string m) { return Status(StatusCode::kTimeout, std::move(m)); }
   static Status Shutdown(std::string m) { return Status(StatusCode::kShutdown, std::move(m)); }
   static Status Internal(std::string m) { return Status(StatusCode::kInternal, std::move(m)); }
+  static Status DeadlineExceeded(std::string m) { return Status(StatusCode::kDeadlineExceeded, std::move(m)); }
+  static Status Cancelled(std::string m) { return Status(StatusCode::kCancelled, std::move(m)); }
 
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }

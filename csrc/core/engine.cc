@@ -105,7 +105,14 @@ Status Engine::StartSteps() {
 }
 
 Status Engine::Submit(const TensorView& input, void* output, const std::string& name, int32_t priority,
-                      ReduceOp reduce_op, DoneCallback done, void* user_data, void* stream, void* result_stream) {
+                      ReduceOp reduce_op, DoneCallback done, void* user_data, const SubmitOptions& options,
+                      uint64_t* op_id) {
+  void* stream = options.stream;
+  void* result_stream = options.result_stream;
+  if (!(options.timeout_seconds >= 0)) {  // NaN too
+    return Status::Invalid("push_pull of '" + name + "': a deadline must be >= 0 seconds (0: none), got " +
+                           std::to_string(options.timeout_seconds));
+  }
   if (!initialized_) return Status(StatusCode::kNotInitialized, "byteps is not initialised: call init() first");
   BPS_RETURN_IF_ERROR(failure_.status());
   BPS_RETURN_IF_ERROR(ValidatePushPull(input, output, name, reduce_op, done));
@@ -167,6 +174,14 @@ Status Engine::Submit(const TensorView& input, void* output, const std::string& 
       return Status(StatusCode::kNotInitialized, "byteps is not initialised: call init() first");
     }
     op->seq = next_seq_++;
+    if (options.timeout_seconds > 0) {
+      op->deadline_seconds = options.timeout_seconds;
+      const uint64_t seq = op->seq;
+      op->deadline_alarm = alarms_.After(options.timeout_seconds, [this, seq] {
+        PostFailRequest(FailRequest{seq, StatusCode::kDeadlineExceeded, ""});
+      });
+    }
+    if (op_id) *op_id = op->seq + 1;
     submitted_.push_back(std::move(op));
     stats_.queue_depth++;
     // Under the lock: a Shutdown that stopped accepting after this op cannot
@@ -174,6 +189,24 @@ Status Engine::Submit(const TensorView& input, void* output, const std::string& 
     Ring();
   }
   return Status::OK();
+}
+
+Status Engine::Cancel(uint64_t op_id, const std::string& why) {
+  std::lock_guard<std::mutex> lock(submit_mu_);
+  if (!accepting_) return Status(StatusCode::kNotInitialized, "byteps is not running: nothing to cancel");
+  if (op_id == 0 || op_id > next_seq_) {
+    return Status::Invalid("cancel: no operation with id " + std::to_string(op_id) + " was accepted");
+  }
+  fail_requests_.push_back(FailRequest{op_id - 1, StatusCode::kCancelled, why.empty() ? "cancelled by the caller" : why});
+  Ring();
+  return Status::OK();
+}
+
+void Engine::PostFailRequest(FailRequest request) {
+  std::lock_guard<std::mutex> lock(submit_mu_);
+  if (!accepting_) return;  // shutting down: every op fails anyway
+  fail_requests_.push_back(std::move(request));
+  Ring();
 }
 
 void Engine::Ring() {
@@ -189,17 +222,22 @@ void Engine::Loop() {
   while (true) {
     uint32_t seen = reducer_ ? reducer_->Doorbell() : local_doorbell_.load();
     std::deque<std::unique_ptr<TensorOp>> fresh;
+    std::deque<FailRequest> requests;
     {
+      // Together: a cancel is posted after its op was submitted, so the op
+      // is active by the time its request is carried out.
       std::lock_guard<std::mutex> lock(submit_mu_);
       fresh.swap(submitted_);
+      requests.swap(fail_requests_);
     }
     for (auto& op : fresh) Activate(std::move(op));
+    for (auto& request : requests) FailRequested(request);
     FailTensorsReportedByServers();
     // Failed partitions stay active until their I/O stopped and their round
     // closed, so this also waits for every buffer to be released.
     if (!running_ && active_.empty()) break;
 
-    bool moved = !fresh.empty();
+    bool moved = !fresh.empty() || !requests.empty();
     const bool stopping = failure_.failed() || !running_;
     if (stopping) {
       const Status st = failure_.failed() ? failure_.status()
@@ -254,6 +292,7 @@ void Engine::Loop() {
   }
   for (auto& op : late) {
     stats_.queue_depth--;
+    if (op->deadline_alarm) alarms_.Cancel(op->deadline_alarm);
     ReleaseResultHold(op.get());
     const std::string msg = "push_pull of '" + op->name + "' failed: byteps shut down while the operation was pending";
     op->done(op->user_data, static_cast<int>(StatusCode::kShutdown), msg.c_str());

@@ -24,6 +24,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/alarm_clock.h"
 #include "common/completion.h"
 #include "common/reduce_op.h"
 #include "common/tensor_view.h"
@@ -63,6 +64,15 @@ struct EngineOptions {
   DeviceReducerFactory device_reducer = GetDeviceReducerFactory();
   // The timeline (off unless the bootstrap read BYTEPS_TRACE_ON=1).
   TraceSettings trace;
+};
+
+// What a caller may add to a submission beyond the tensor.
+struct SubmitOptions {
+  // Device tensors: the caller's stream, and a result stream (see Submit).
+  void* stream = nullptr;
+  void* result_stream = nullptr;
+  // > 0: the op's own deadline, from acceptance (bps_push_pull_async_with_deadline).
+  double timeout_seconds = 0;
 };
 
 // One worker rank. Built from a parsed Config, the job's rendezvous Store and
@@ -107,7 +117,21 @@ class Engine {
   // Submit returns sees the result; `done` then only confirms, and a failure
   // latches the engine (the caller has moved on: its next call raises it).
   Status Submit(const TensorView& input, void* output, const std::string& name, int32_t priority, ReduceOp reduce_op,
-                DoneCallback done, void* user_data, void* stream = nullptr, void* result_stream = nullptr);
+                DoneCallback done, void* user_data, void* stream = nullptr, void* result_stream = nullptr) {
+    SubmitOptions options;
+    options.stream = stream;
+    options.result_stream = result_stream;
+    return Submit(input, output, name, priority, reduce_op, done, user_data, options, nullptr);
+  }
+  // As above, with a deadline; `op_id` (when not null) receives the op's
+  // handle for Cancel. A passed deadline or a cancel fails the op on every
+  // rank still waiting in its round, naming the cause, and moves its name to
+  // fresh keys everywhere (as a mismatch does): the name stays usable.
+  Status Submit(const TensorView& input, void* output, const std::string& name, int32_t priority, ReduceOp reduce_op,
+                DoneCallback done, void* user_data, const SubmitOptions& options, uint64_t* op_id);
+  // Fails accepted op `op_id` with kCancelled and `why`, unless it completes
+  // first. Asynchronous: its done() reports the outcome.
+  Status Cancel(uint64_t op_id, const std::string& why);
   // One machine, device tensors: the result is ordered on the submitting
   // stream when Submit returns (the fused path), as ProcessGroupNCCL does.
   bool DeviceStreamOrdered() const;
@@ -170,8 +194,20 @@ class Engine {
 
   // Failures of ops (op_failure.cc).
   void FailOp(TensorOp* op, const Status& st);
-  // A mismatch failed `op`: new keys for its name, and the other machines told.
-  void OnTensorMismatch(TensorOp* op);
+  // Failures of a round itself (a mismatch, a passed deadline, a cancel):
+  // every rank of the round fails it and moves the name to fresh keys.
+  static bool AbandonsRound(StatusCode code);
+  // Such a failure failed `op`: new keys for its name, and the other machines told.
+  void OnRoundAbandoned(TensorOp* op);
+  // A deadline or cancel for op `seq`, posted from any thread (Cancel, the
+  // alarm) and carried out on the engine thread.
+  struct FailRequest {
+    uint64_t seq = 0;
+    StatusCode code = StatusCode::kCancelled;
+    std::string why;  // a cancel's reason
+  };
+  void PostFailRequest(FailRequest request);
+  void FailRequested(const FailRequest& request);
   void FailTensorsReportedByServers();
   // A partition of a failed op closes its round once its I/O stopped and its
   // turn came: the next op of that name then runs (issue 13, bug 2).
@@ -210,6 +246,7 @@ class Engine {
   std::mutex submit_mu_;
   bool accepting_ = false;  // under submit_mu_: Submit enqueues only while set
   std::deque<std::unique_ptr<TensorOp>> submitted_;
+  std::deque<FailRequest> fail_requests_;  // under submit_mu_, taken with submitted_
   std::mutex compression_mu_;
   std::unordered_map<uint64_t, CompressionSpec> compression_by_name_;  // by name hash, under compression_mu_
   uint64_t next_seq_ = 0;
@@ -230,6 +267,10 @@ class Engine {
   EngineStats stats_;
   Timeline timeline_;
   std::chrono::steady_clock::time_point last_stats_log_;
+
+  // Per-op deadlines. Last: destroyed (its thread joined) first, so no alarm
+  // runs into a half-destroyed engine.
+  AlarmClock alarms_;
 };
 
 }  // namespace bps

@@ -1,8 +1,9 @@
 // What happens to an op that fails: its partitions cancel their I/O, close
 // their rounds with the local reducer (so the other local ranks fail that
 // round too) and wait until no byte can move in their buffers; then done()
-// reports the cause. A mismatch also moves the name to fresh keys and tells
-// the other machines. A fatal failure latches the whole rank.
+// reports the cause. A failure of the round itself (a mismatch, a passed
+// deadline, a cancel) also moves the name to fresh keys and tells the other
+// machines. A fatal failure latches the whole rank.
 #include "common/hashing.h"
 #include "common/logging.h"
 #include "core/engine.h"
@@ -32,7 +33,7 @@ void Engine::FailOp(TensorOp* op, const Status& st) {
   std::string msg = st.message();
   if (msg.find("'" + op->name + "'") == std::string::npos) msg = "push_pull of '" + op->name + "' failed: " + msg;
   op->failure = Status(st.code(), msg);
-  if (st.code() == StatusCode::kMismatch) OnTensorMismatch(op);
+  if (AbandonsRound(st.code())) OnRoundAbandoned(op);
   // Its caller completed at once and moved on: only the latch can tell it
   // (its next call fails with this cause). A shutdown is no failure.
   if (op->caller_moved_on && st.code() != StatusCode::kShutdown) SetFatal(op->failure);
@@ -47,14 +48,50 @@ void Engine::FailOp(TensorOp* op, const Status& st) {
   }
 }
 
-void Engine::OnTensorMismatch(TensorOp* op) {
-  // Every rank's op of this round fails with the mismatch (the servers and
+bool Engine::AbandonsRound(StatusCode code) {
+  return code == StatusCode::kMismatch || code == StatusCode::kDeadlineExceeded || code == StatusCode::kCancelled;
+}
+
+void Engine::OnRoundAbandoned(TensorOp* op) {
+  // Every rank's op of this round fails with the same cause (the servers and
   // shared memory tell them all), so every rank moves to the same generation.
   ++mismatch_generation_[HashName(op->name)];
   if (op->mismatch_from_server) return;  // the server already told everyone
   // Tell the other machines through every server: ranks that wait there for
   // this round fail now, naming it, instead of timing out.
-  if (servers_) servers_->RelayTensorError(op->name_hash, op->name_op, op->failure.message());
+  if (servers_) servers_->RelayTensorError(op->name_hash, op->name_op, op->failure);
+}
+
+void Engine::FailRequested(const FailRequest& request) {
+  TensorOp* op = nullptr;
+  for (auto& o : ops_) {
+    if (o->seq == request.seq) op = o.get();
+  }
+  // Completed (or failed) before the request arrived: its done() said so.
+  if (!op || op->failed || op->remaining == 0 || !op->done) return;
+  const std::string on_rank = " on rank " + std::to_string(rank());
+  std::string text;
+  if (request.code == StatusCode::kDeadlineExceeded) {
+    const PartitionTask* waiting = nullptr;
+    for (auto& t : op->parts) {
+      if (t->stage != Stage::kDone) {
+        waiting = t.get();
+        break;
+      }
+    }
+    text = "push_pull of '" + op->name + "' passed its deadline of " + FormatSeconds(op->deadline_seconds) + " s" +
+           on_rank + (waiting ? ": " + DescribeWait(*waiting) : std::string());
+  } else {
+    text = "push_pull of '" + op->name + "' was cancelled" + on_rank + ": " + request.why;
+  }
+  if (op->fused) {
+    // One machine's device collective is issued at submission and its peers
+    // run it with this rank's buffers: nothing of it can be taken back.
+    SetFatal(Status(request.code, text + " (its device collective was already issued on this machine, so it cannot "
+                                         "be taken back: the job fails)"));
+    return;
+  }
+  FailOp(op, Status(request.code, text));
 }
 
 void Engine::FailTensorsReportedByServers() {
@@ -66,8 +103,8 @@ void Engine::FailTensorsReportedByServers() {
       // machine's ranks disagreed on failed the op before it on the other).
       if (op->failed || op->name_hash != error.name_hash || op->name_op < error.first_op) continue;
       op->mismatch_from_server = true;
-      FailOp(op.get(), Status::Mismatch("tensor '" + op->name + "' (" + DataTypeName(op->dtype) + " " + op->shape +
-                                        " on rank " + std::to_string(rank()) + "): " + error.why));
+      FailOp(op.get(), Status(error.code, "tensor '" + op->name + "' (" + DataTypeName(op->dtype) + " " + op->shape +
+                                              " on rank " + std::to_string(rank()) + "): " + error.why));
     }
   }
 }
@@ -111,6 +148,7 @@ void Engine::CompleteFailedOp(TensorOp* op) {
   op->ready_event = nullptr;
   // After every partition settled: nothing writes the output any more.
   ReleaseResultHold(op);
+  if (op->deadline_alarm) alarms_.Cancel(op->deadline_alarm);
   DoneCallback done = op->done;
   op->done = nullptr;  // marks the op complete
   done(op->user_data, static_cast<int>(op->failure.code()), op->failure.message().c_str());

@@ -13,6 +13,37 @@ namespace {
 // tag in the high half, the failed op's TensorOp::name_op in the low half.
 constexpr uint64_t kRelayedOpTag = 0x42505352ull << 32;  // "BPSR"
 
+// A relayed failure's code rides at the head of its text, which the servers
+// pass on (and keep, to answer later pushes of the poisoned name) as is: no
+// header field of the protocol changes. A text without it is a server's own
+// finding: a mismatch.
+constexpr char kCodeTag[] = "[bps code ";
+
+std::string WithCode(const Status& failure) {
+  return kCodeTag + std::to_string(static_cast<int>(failure.code())) + "] " + failure.message();
+}
+
+// The text without its code tag, and the code it carried (kMismatch if none).
+std::string TakeCode(const std::string& text, StatusCode* code) {
+  *code = StatusCode::kMismatch;
+  const size_t tag = sizeof(kCodeTag) - 1;
+  if (text.compare(0, tag, kCodeTag) != 0) return text;
+  const size_t close = text.find("] ", tag);
+  if (close == std::string::npos || close == tag || close > tag + 3) return text;
+  int value = 0;
+  for (size_t i = tag; i < close; ++i) {
+    if (text[i] < '0' || text[i] > '9') return text;
+    value = value * 10 + (text[i] - '0');
+  }
+  switch (static_cast<StatusCode>(value)) {
+    case StatusCode::kMismatch:
+    case StatusCode::kDeadlineExceeded:
+    case StatusCode::kCancelled: *code = static_cast<StatusCode>(value); break;
+    default: return text;  // not a code a tensor's round is abandoned with
+  }
+  return text.substr(close + 2);
+}
+
 }  // namespace
 
 ServerClient::ServerClient(const Config& config, std::shared_ptr<Store> store,
@@ -121,8 +152,8 @@ std::shared_ptr<PendingPull> ServerClient::Push(const PushRequest& r, std::funct
   return pull;
 }
 
-void ServerClient::RelayTensorError(uint64_t name_hash, uint32_t name_op, const std::string& text) {
-  auto payload = std::make_shared<std::string>(text.substr(0, kMaxErrorPayloadBytes));
+void ServerClient::RelayTensorError(uint64_t name_hash, uint32_t name_op, const Status& failure) {
+  auto payload = std::make_shared<std::string>(WithCode(failure).substr(0, kMaxErrorPayloadBytes));
   for (auto& conns : conns_) {
     if (conns.empty()) continue;
     MessageHeader h;
@@ -163,7 +194,9 @@ void ServerClient::OnUnexpected(transport::Connection* conn, const MessageHeader
     // finding concerns every pending op of the name.
     const bool relayed = (h.key & ~uint64_t{0xffffffff}) == kRelayedOpTag;
     std::lock_guard<std::mutex> lock(mu_);
-    tensor_errors_.push_back(TensorError{h.name_hash, relayed ? static_cast<uint32_t>(h.key) : 0, payload});
+    TensorError error{h.name_hash, relayed ? static_cast<uint32_t>(h.key) : 0, StatusCode::kMismatch, ""};
+    error.why = TakeCode(payload, &error.code);
+    tensor_errors_.push_back(std::move(error));
   }
   if (h.key == 0) {
     callbacks_.fail(Status::PeerFailure(payload + " (reported by " + conn->peer_name() + ")"));
@@ -176,7 +209,7 @@ void ServerClient::OnUnexpected(transport::Connection* conn, const MessageHeader
     if (it != pending_.end()) pull = it->second;
   }
   if (!pull) return;
-  pull->error = payload;
+  pull->error = TakeCode(payload, &pull->error_code);
   pull->state.store(2, std::memory_order_release);
   pull->conn->CancelReceive(h.key);  // its callback releases the pull
   callbacks_.ring();

@@ -41,6 +41,7 @@ struct PendingPull {
   uint32_t round = 0;
   std::atomic<int> state{0};  // 0 waiting, 1 arrived, 2 failed
   std::string error;
+  StatusCode error_code = StatusCode::kMismatch;  // with `error`: a mismatch, a deadline, a cancel
   transport::Connection* conn = nullptr;  // where the receive is posted
   std::shared_ptr<PartitionIo> io;
   std::atomic<bool> released{false};
@@ -85,6 +86,7 @@ struct PushRequest {
 struct TensorError {
   uint64_t name_hash = 0;
   uint32_t first_op = 0;
+  StatusCode code = StatusCode::kMismatch;  // a server's own finding: a mismatch
   std::string why;
 };
 
@@ -116,8 +118,9 @@ class ServerClient {
   // machines' pushes, which may wait for credits this machine holds.
   std::shared_ptr<PendingPull> Push(const PushRequest& r, std::function<void()> on_received);
   // Tells the other machines, through every server, that op `name_op` of a
-  // tensor failed here (a mismatch), so they fail instead of timing out.
-  void RelayTensorError(uint64_t name_hash, uint32_t name_op, const std::string& text);
+  // tensor failed here (a mismatch, a deadline, a cancel: `failure`), so
+  // they fail with its code and text instead of timing out.
+  void RelayTensorError(uint64_t name_hash, uint32_t name_op, const Status& failure);
   // Tensor errors the servers reported since the last call.
   std::vector<TensorError> TakeTensorErrors();
   // Every server hears goodbye, or, after a failure, its cause (which the

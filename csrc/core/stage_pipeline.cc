@@ -261,8 +261,9 @@ Engine::Step Engine::AwaitAnswer(PartitionTask& t) {
     if (state == 0) return Step::kWait;
     if (state == 2) {
       op->mismatch_from_server = true;
-      FailOp(op, Status::Mismatch("tensor '" + op->name + "' (" + DataTypeName(op->dtype) + " " + op->shape +
-                                  " on rank " + std::to_string(rank()) + "): " + push.pull->error));
+      FailOp(op, Status(push.pull->error_code, "tensor '" + op->name + "' (" + DataTypeName(op->dtype) + " " +
+                                                   op->shape + " on rank " + std::to_string(rank()) +
+                                                   "): " + push.pull->error));
       return Step::kMoved;
     }
   }
@@ -327,6 +328,7 @@ void Engine::FinishPartition(PartitionTask& t) {
     if (op->ready_event) op->reducer->ReturnReady(op->ready_event);
     op->ready_event = nullptr;
     ReleaseResultHold(op);
+    if (op->deadline_alarm) alarms_.Cancel(op->deadline_alarm);
     op->done(op->user_data, static_cast<int>(StatusCode::kOk), "");
   }
 }

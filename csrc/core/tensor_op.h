@@ -128,6 +128,10 @@ struct TensorOp {
   void* result_hold = nullptr;
   DoneCallback done = nullptr;
   void* user_data = nullptr;
+  // Its own deadline (bps_push_pull_async_with_deadline): the engine's alarm
+  // that fails it, taken back when it completes first. 0: none.
+  double deadline_seconds = 0;
+  uint64_t deadline_alarm = 0;
   int remaining = 0;
   bool failed = false;
   bool mismatch_from_server = false;  // a server reported it to every rank
