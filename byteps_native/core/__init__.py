@@ -10,6 +10,8 @@ Arrays: NumPy or any object exposing a writable C-contiguous buffer (DLPack
 CPU arrays via numpy.from_dlpack). bfloat16 arrays (ml_dtypes) are accepted.
 """
 from byteps_native.core.api import (
+    CANCELLED,
+    DEADLINE_EXCEEDED,
     BytePSError,
     Handle,
     build_info,
@@ -27,5 +29,5 @@ from byteps_native.core.api import (
     stats,
 )
 
-__all__ = ["BytePSError", "Handle", "build_info", "capabilities", "declare_compression", "init", "initialized", "local_rank", "local_size", "push_pull",
+__all__ = ["CANCELLED", "DEADLINE_EXCEEDED", "BytePSError", "Handle", "build_info", "capabilities", "declare_compression", "init", "initialized", "local_rank", "local_size", "push_pull",
            "push_pull_async", "rank", "shutdown", "size", "stats"]

@@ -155,7 +155,7 @@ def _cuda_view(array, what):
     return int(cai["data"][0]), device, int(stream), shape, array
 
 
-def _push_pull_device_async(array, name, average, priority, output):
+def _push_pull_device_async(array, name, average, priority, output, timeout):
     code = _dtype_code(array)
     ptr, device, stream, shape, array = _cuda_view(array, f"array '{name}'")
     out_ptr, out_array = ptr, None
@@ -167,7 +167,7 @@ def _push_pull_device_async(array, name, average, priority, output):
             raise ValueError(f"push_pull: output of '{name}' must have the input's size and be on cuda:{device}")
     numel = int(np.prod(shape)) if shape else 1
     return _core.push_pull_device_async(ptr, out_ptr, numel, code, device, list(shape), str(name), bool(average),
-                                        int(priority), stream, (array, out_array))
+                                        int(priority), stream, (array, out_array), timeout)
 
 
 def declare_compression(name, compression, segments=None):
@@ -179,10 +179,29 @@ def declare_compression(name, compression, segments=None):
     _compression.declare_compression(str(name), compression, segments)
 
 
-def push_pull_async(array, name, average=True, priority=0, output=None, compression=None):
+# BytePSError.code of an op whose deadline passed, or that was cancelled.
+DEADLINE_EXCEEDED = _core.DEADLINE_EXCEEDED
+CANCELLED = _core.CANCELLED
+
+
+def _deadline(timeout):
+    if timeout is None:
+        return 0.0
+    seconds = float(timeout)
+    if not seconds > 0:
+        raise ValueError(f"push_pull: timeout must be None or > 0 seconds, got {timeout!r}")
+    return seconds
+
+
+def push_pull_async(array, name, average=True, priority=0, output=None, compression=None, timeout=None):
     """Start a sum (average=True: mean) of `array` over all ranks.
 
     compression: as declare_compression (declared for `name` before this push).
+    timeout: seconds (None: only BYTEPS_TIMEOUT, which fails the job). If the
+    op has not completed by then, it fails (BytePSError, code
+    DEADLINE_EXCEEDED) on every rank still waiting in its round, naming the
+    rank whose deadline passed and what it waited for; the job and the name
+    stay usable. Handle.cancel(why) fails it the same way (code CANCELLED).
 
     The result goes into `output` (same size and dtype) or, by default, into
     `array` itself. Returns a Handle with .poll() and .wait(); keep the arrays
@@ -197,15 +216,16 @@ def push_pull_async(array, name, average=True, priority=0, output=None, compress
     if compression is not None:
         declare_compression(name, compression)
     if _on_gpu(array):
-        return _push_pull_device_async(array, name, average, priority, output)
+        return _push_pull_device_async(array, name, average, priority, output, _deadline(timeout))
     code = _dtype_code(array)
     if output is not None and _dtype_code(output) != code:
         raise TypeError(f"push_pull: output dtype {output.dtype} differs from input dtype {array.dtype}")
     out = None if output is None else _as_buffer(output)
-    return _core.push_pull_async(_as_buffer(array, output is None), str(name), bool(average), int(priority), code, out)
+    return _core.push_pull_async(_as_buffer(array, output is None), str(name), bool(average), int(priority), code, out,
+                                 _deadline(timeout))
 
 
-def push_pull(array, name, average=True, priority=0, output=None, compression=None):
+def push_pull(array, name, average=True, priority=0, output=None, compression=None, timeout=None):
     """Blocking push_pull; returns the array holding the result."""
-    push_pull_async(array, name, average, priority, output, compression).wait()
+    push_pull_async(array, name, average, priority, output, compression, timeout).wait()
     return array if output is None else output

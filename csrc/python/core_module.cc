@@ -43,6 +43,7 @@ class Handle {
   std::string message;
   py::object keepalive;  // the arrays, alive until the op completes
   std::vector<int64_t> shape;
+  uint64_t op_id = 0;    // for cancel()
 
   // The last reference may be dropped on an engine thread (an op nobody
   // waited for): Python objects are released under the GIL.
@@ -70,6 +71,11 @@ class Handle {
     std::lock_guard<std::mutex> lock(mu);
     return done;
   }
+
+  // Asks the engine to fail the op (on every rank still waiting in its
+  // round); wait() then raises with code BPS_CANCELLED, or returns if the op
+  // completed first.
+  void Cancel(const std::string& why) { Check(bps_cancel(op_id, why.c_str())); }
 
   // The engine guarantees completion (success, error or BYTEPS_TIMEOUT), so
   // an unbounded wait cannot hang.
@@ -128,7 +134,7 @@ void CheckContiguous(const py::buffer_info& info, const std::string& name) {
 }
 
 std::shared_ptr<Handle> Submit(py::object array, const std::string& name, bool average, int priority,
-                               int dtype_override, py::object output) {
+                               int dtype_override, py::object output, double timeout_seconds) {
   py::buffer buf = py::reinterpret_borrow<py::buffer>(array);
   py::buffer_info info = buf.request(output.is_none());
   void* out_ptr = info.ptr;
@@ -157,8 +163,9 @@ std::shared_ptr<Handle> Submit(py::object array, const std::string& name, bool a
   t.ndim = static_cast<int32_t>(info.ndim);
   t.shape = h->shape.data();
   SubmitOwned(h, [&](void* owner) {
-    return bps_push_pull_async(&t, out_ptr, name.c_str(), priority, average ? BPS_REDUCE_AVERAGE : BPS_REDUCE_SUM,
-                               &OnHandleDone, owner);
+    return bps_push_pull_async_with_deadline(&t, out_ptr, name.c_str(), priority,
+                                             average ? BPS_REDUCE_AVERAGE : BPS_REDUCE_SUM, timeout_seconds,
+                                             /*cuda_stream=*/nullptr, &OnHandleDone, owner, &h->op_id);
   });
   return h;
 }
@@ -168,7 +175,7 @@ std::shared_ptr<Handle> Submit(py::object array, const std::string& name, bool a
 // device memory when the handle completes.
 std::shared_ptr<Handle> SubmitDevice(uintptr_t data, uintptr_t output, int64_t num_elements, int dtype, int device,
                                      std::vector<int64_t> shape, const std::string& name, bool average, int priority,
-                                     uintptr_t stream, py::object keepalive) {
+                                     uintptr_t stream, py::object keepalive, double timeout_seconds) {
   auto h = std::make_shared<Handle>();
   h->keepalive = std::move(keepalive);
   h->shape = std::move(shape);
@@ -181,9 +188,9 @@ std::shared_ptr<Handle> SubmitDevice(uintptr_t data, uintptr_t output, int64_t n
   t.shape = h->shape.empty() ? nullptr : h->shape.data();
   SubmitOwned(h, [&](void* owner) {
     py::gil_scoped_release release;  // the first GPU call sets up NCCL with the other local ranks
-    return bps_push_pull_async_on_stream(&t, reinterpret_cast<void*>(output), name.c_str(), priority,
-                                         average ? BPS_REDUCE_AVERAGE : BPS_REDUCE_SUM,
-                                         reinterpret_cast<void*>(stream), &OnHandleDone, owner);
+    return bps_push_pull_async_with_deadline(&t, reinterpret_cast<void*>(output), name.c_str(), priority,
+                                             average ? BPS_REDUCE_AVERAGE : BPS_REDUCE_SUM, timeout_seconds,
+                                             reinterpret_cast<void*>(stream), &OnHandleDone, owner, &h->op_id);
   });
   return h;
 }
@@ -201,13 +208,17 @@ PYBIND11_MODULE(_core, m) {
 
   py::class_<Handle, std::shared_ptr<Handle>>(m, "Handle")
       .def("poll", &Handle::Poll, "True once the operation completed (successfully or not).")
-      .def("wait", &Handle::Wait, "Block until done; raises BytePSError on failure.");
+      .def("wait", &Handle::Wait, "Block until done; raises BytePSError on failure.")
+      .def("cancel", &Handle::Cancel, py::arg("why") = "cancelled by the caller",
+           "Fail the operation on every rank still waiting in its round (BytePSError, code CANCELLED), "
+           "unless it completes first; the name stays usable.");
 
   m.def("push_pull_async", &Submit, py::arg("array"), py::arg("name"), py::arg("average") = true,
-        py::arg("priority") = 0, py::arg("dtype") = -1, py::arg("output") = py::none());
+        py::arg("priority") = 0, py::arg("dtype") = -1, py::arg("output") = py::none(),
+        py::arg("timeout_seconds") = 0.0);
   m.def("push_pull_device_async", &SubmitDevice, py::arg("data"), py::arg("output"), py::arg("num_elements"),
         py::arg("dtype"), py::arg("device"), py::arg("shape"), py::arg("name"), py::arg("average"),
-        py::arg("priority"), py::arg("stream"), py::arg("keepalive"));
+        py::arg("priority"), py::arg("stream"), py::arg("keepalive"), py::arg("timeout_seconds") = 0.0);
   m.attr("FLOAT32") = static_cast<int>(BPS_FLOAT32);
   m.attr("FLOAT64") = static_cast<int>(BPS_FLOAT64);
   m.attr("FLOAT16") = static_cast<int>(BPS_FLOAT16);
@@ -215,4 +226,9 @@ PYBIND11_MODULE(_core, m) {
   m.attr("INT32") = static_cast<int>(BPS_INT32);
   m.attr("INT64") = static_cast<int>(BPS_INT64);
   m.attr("UINT8") = static_cast<int>(BPS_UINT8);
+  // BytePSError.code values a caller may act on.
+  m.attr("MISMATCH") = static_cast<int>(BPS_MISMATCH);
+  m.attr("TIMEOUT") = static_cast<int>(BPS_TIMEOUT);
+  m.attr("DEADLINE_EXCEEDED") = static_cast<int>(BPS_DEADLINE_EXCEEDED);
+  m.attr("CANCELLED") = static_cast<int>(BPS_CANCELLED);
 }

@@ -4,6 +4,7 @@
 #ifndef BYTEPS_NATIVE_TF_ENGINE_BRIDGE_H_
 #define BYTEPS_NATIVE_TF_ENGINE_BRIDGE_H_
 
+#include <cstdio>
 #include <string>
 
 #include "c_api/byteps_c.h"
@@ -33,8 +34,16 @@ inline bool ToEngineDtype(tensorflow::DataType dtype, int32_t* out) {
 // for: a dead peer is Unavailable (retryable by a supervisor), disagreement
 // between ranks is InvalidArgument, an uninitialised engine is a
 // FailedPrecondition that names the missing call.
+// `timeout_seconds`: this process's deadline for the op (0: none), named in
+// a deadline's error as TensorFlow's CommunicationOptions field.
+inline std::string FormatTimeout(double seconds) {
+  char text[32];
+  snprintf(text, sizeof(text), "%g", seconds);
+  return text;
+}
+
 inline absl::Status FromEngineStatus(int code, const std::string& tensor_name,
-                                     const char* engine_message) {
+                                     const char* engine_message, double timeout_seconds = 0) {
   const std::string what = "BytePS push_pull of tensor '" + tensor_name +
                            "' failed: " +
                            (engine_message && *engine_message
@@ -46,6 +55,16 @@ inline absl::Status FromEngineStatus(int code, const std::string& tensor_name,
     case BPS_MISMATCH: return tensorflow::errors::InvalidArgument(what);
     case BPS_PEER_FAILURE: return tensorflow::errors::Unavailable(what);
     case BPS_TIMEOUT: return tensorflow::errors::DeadlineExceeded(what);
+    case BPS_DEADLINE_EXCEEDED:
+      // In the words of TensorFlow's own collective timeout.
+      return tensorflow::errors::DeadlineExceeded(
+          "Collective has timed out waiting for other processes: ", what,
+          timeout_seconds > 0 ? " (timeout_seconds=" + FormatTimeout(timeout_seconds) + " on this process)" : "",
+          ". Not every process submitted it in time (CommunicationOptions.timeout_seconds): a collective "
+          "that only some processes call (uneven step counts, evaluate/predict/save on some processes only, "
+          "a branch on the rank), a shape that differs between processes inside a traced function, or a "
+          "stalled peer. The engine failed the round on every process; the name can be used again.");
+    case BPS_CANCELLED: return tensorflow::errors::Cancelled(what);
     case BPS_SHUTDOWN: return tensorflow::errors::Aborted(what);
     case BPS_NOT_INITIALIZED:
       return tensorflow::errors::FailedPrecondition(

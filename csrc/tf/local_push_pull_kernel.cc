@@ -15,10 +15,10 @@
 // `wait_seconds` (the Python face passes the engine's BYTEPS_TIMEOUT, the
 // same limit the engine puts on a collective no peer completes), then every
 // instance that came fails with DeadlineExceeded naming the replicas that did
-// not. The clock is the adapter's one DeadlineWatcher thread (no clock of its
-// own). `timeout_seconds` (CommunicationOptions) also bounds the engine part,
-// abandoning the engine operation as BytepsPushPull does (buffers kept until
-// the engine's callback).
+// not. The clock is the engine's (bps_alarm_after; the adapter keeps none).
+// `timeout_seconds` (CommunicationOptions) also bounds the engine part: it is
+// the engine op's own deadline (bps_push_pull_async_with_deadline), which
+// fails the round on every process.
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -34,7 +34,7 @@
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/framework/types.h"
-#include "tf/deadline_watcher.h"
+#include "tf/engine_alarm.h"
 #include "tf/engine_bridge.h"
 #include "tf/submission_log.h"
 
@@ -119,7 +119,7 @@ class RoundTable {
   std::unordered_map<std::string, std::shared_ptr<LocalRound>> waiting;
 };
 
-class LocalRound : public Expirable, public std::enable_shared_from_this<LocalRound> {
+class LocalRound : public std::enable_shared_from_this<LocalRound> {
  public:
   struct Slot {
     LocalRound* round;
@@ -152,8 +152,7 @@ class LocalRound : public Expirable, public std::enable_shared_from_this<LocalRo
     std::lock_guard<std::mutex> lock(mu_);
     if (answered_ || completing_) return;
     wait_seconds_ = seconds;
-    deadline_ = DeadlineWatcher::Get().Add(seconds, weak_from_this());
-    has_deadline_ = true;
+    wait_.Start(seconds, weak_from_this());
   }
 
   // Every replica arrived (the round has left the table).
@@ -161,8 +160,7 @@ class LocalRound : public Expirable, public std::enable_shared_from_this<LocalRo
     {
       std::lock_guard<std::mutex> lock(mu_);
       completing_ = true;
-      if (has_deadline_) DeadlineWatcher::Get().Cancel(deadline_);
-      has_deadline_ = false;
+      wait_.Cancel();
     }
     if (answered_) return;  // the wait expired just before the last arrival
     absl::Status status = Agree();
@@ -174,8 +172,8 @@ class LocalRound : public Expirable, public std::enable_shared_from_this<LocalRo
     Submit();
   }
 
-  // The local wait (or the whole op's timeout_seconds) passed.
-  void Expire() override {
+  // The wait for the other local replicas passed.
+  void Expire() {
     bool everyone_arrived = false;
     {
       RoundTable& table = RoundTable::Get();
@@ -187,32 +185,19 @@ class LocalRound : public Expirable, public std::enable_shared_from_this<LocalRo
     std::string missing;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      // The last replica arrived as the wait ran out, or the wait's deadline
-      // fired while Complete() cancelled it: Complete() answers.
-      if ((everyone_arrived && !completing_) || (completing_ && !engine_deadline_)) return;
-      if (!completing_) {
-        for (size_t r = 0; r < arrivals_.size(); ++r) {
-          if (!arrivals_[r].arrived) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-        }
+      // The last replica arrived as the wait ran out: Complete() answers.
+      if (everyone_arrived || completing_) return;
+      for (size_t r = 0; r < arrivals_.size(); ++r) {
+        if (!arrivals_[r].arrived) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
       }
     }
-    char seconds[32];
-    snprintf(seconds, sizeof(seconds), "%g", wait_seconds_);
-    if (!missing.empty()) {
-      Finish(::tensorflow::errors::DeadlineExceeded(
-          "BytePS per-replica all-reduce '", key_, "': local replica(s) ", missing, " of ", arrivals_.size(),
-          " of this process did not call it within ", seconds,
-          " s (BYTEPS_TIMEOUT, or CommunicationOptions.timeout_seconds when smaller). Every local replica "
-          "must call CrossDeviceOps._all_reduce / ReplicaContext.all_reduce for each value, in the same "
-          "order; a replica that skips a call (a branch on the replica id, an early return) leaves the "
-          "others waiting."));
-    } else {
-      Finish(::tensorflow::errors::DeadlineExceeded(
-          "Collective has timed out waiting for other processes: BytePS per-replica all-reduce '", key_,
-          "' did not complete within timeout_seconds=", seconds,
-          " (CommunicationOptions): not every process submitted it in time. The engine keeps the "
-          "operation pending; restart the job."));
-    }
+    Finish(::tensorflow::errors::DeadlineExceeded(
+        "BytePS per-replica all-reduce '", key_, "': local replica(s) ", missing, " of ", arrivals_.size(),
+        " of this process did not call it within ", FormatTimeout(wait_seconds_),
+        " s (BYTEPS_TIMEOUT, or CommunicationOptions.timeout_seconds when smaller). Every local replica "
+        "must call CrossDeviceOps._all_reduce / ReplicaContext.all_reduce for each value, in the same "
+        "order; a replica that skips a call (a branch on the replica id, an early return) leaves the "
+        "others waiting."));
   }
 
   static void EngineDone(void* user_data, int code, const char* message) {
@@ -221,7 +206,8 @@ class LocalRound : public Expirable, public std::enable_shared_from_this<LocalRo
     if (code != BPS_OK) {
       std::lock_guard<std::mutex> lock(self->mu_);
       if (self->status_.ok()) {
-        self->status_ = FromEngineStatus(code, self->arrivals_[0].call.names[slot->index], message);
+        self->status_ = FromEngineStatus(code, self->arrivals_[0].call.names[slot->index], message,
+                                         self->arrivals_[0].call.timeout_seconds);
       }
     }
     self->Release();
@@ -330,9 +316,9 @@ class LocalRound : public Expirable, public std::enable_shared_from_this<LocalRo
       input.ndim = static_cast<int32_t>(shapes_[i].size());
       input.shape = shapes_[i].empty() ? nullptr : shapes_[i].data();
       const int32_t priority = call.priorities.empty() ? 0 : static_cast<int32_t>(call.priorities[i]);
-      const int code = bps_push_pull_async(&input, const_cast<char*>(results_[i].tensor_data().data()),
-                                           call.names[i].c_str(), priority, reduce_op, &LocalRound::EngineDone,
-                                           &slots_[i]);
+      const int code = bps_push_pull_async_with_deadline(
+          &input, const_cast<char*>(results_[i].tensor_data().data()), call.names[i].c_str(), priority, reduce_op,
+          call.timeout_seconds, /*cuda_stream=*/nullptr, &LocalRound::EngineDone, &slots_[i], /*op_id=*/nullptr);
       if (code != BPS_OK) {  // not accepted: no callback will come
         {
           std::lock_guard<std::mutex> lock(mu_);
@@ -343,13 +329,6 @@ class LocalRound : public Expirable, public std::enable_shared_from_this<LocalRo
         RecordSubmission({call.names[i], source.dtype(), shapes_[i], priority, reduce_op});
       }
     }
-    if (call.timeout_seconds > 0) {
-      std::lock_guard<std::mutex> lock(mu_);
-      wait_seconds_ = call.timeout_seconds;
-      deadline_ = DeadlineWatcher::Get().Add(call.timeout_seconds, weak_from_this());
-      has_deadline_ = true;
-      engine_deadline_ = true;
-    }
     Release();  // the submission guard
   }
 
@@ -358,8 +337,6 @@ class LocalRound : public Expirable, public std::enable_shared_from_this<LocalRo
     absl::Status status;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (has_deadline_) DeadlineWatcher::Get().Cancel(deadline_);
-      has_deadline_ = false;
       status = status_;
     }
     std::shared_ptr<LocalRound> self = std::move(self_);  // the buffers go with the last reference
@@ -367,7 +344,7 @@ class LocalRound : public Expirable, public std::enable_shared_from_this<LocalRo
   }
 
   // Finishes every replica that arrived, once, on its device's worker pool
-  // (never inline on an engine or watcher thread: `done` may run kernels).
+  // (never inline on an engine or clock thread: `done` may run kernels).
   void Finish(const absl::Status& status) {
     if (answered_.exchange(true)) return;
     auto self = shared_from_this();
@@ -403,10 +380,8 @@ class LocalRound : public Expirable, public std::enable_shared_from_this<LocalRo
   std::mutex mu_;
   absl::Status status_;
   bool completing_ = false;
-  bool has_deadline_ = false;
-  bool engine_deadline_ = false;  // the deadline now running bounds the engine part
   double wait_seconds_ = 0;
-  DeadlineWatcher::Key deadline_;
+  EngineAlarm<LocalRound> wait_;  // for the other local replicas; under mu_
 };
 
 }  // namespace

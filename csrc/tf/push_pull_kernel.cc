@@ -1,17 +1,15 @@
 // Kernels of BytepsPushPull: hand every input tensor to the engine without
 // blocking a TensorFlow thread, and finish the op when the engine's last
-// completion callback arrives, or when the op's deadline passes.
+// completion callback arrives.
 //
 // Threading: bps_push_pull_async calls back on an engine thread that must not
 // block for long, while calling TensorFlow's `done` may run downstream kernels
 // inline. So `done` always moves onto the device's CPU worker pool.
 //
-// Deadlines (attr timeout_seconds, CommunicationOptions.timeout_seconds): the
-// engine has no per-op deadline and no cancel call, and it owns the buffers
-// until its callback. So an op past its deadline finishes TensorFlow's side
-// with DeadlineExceeded and abandons the engine operation: the pending object
-// keeps references to every input and output buffer (TensorFlow does not reuse
-// them) and lives on until the engine's last callback, which it then ignores.
+// Deadlines (attr timeout_seconds, CommunicationOptions.timeout_seconds) are
+// the engine's (bps_push_pull_async_with_deadline): a passed deadline fails
+// the engine op on every process, and its callback reports it like any other
+// failure.
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -23,7 +21,6 @@
 #include "c_api/byteps_c.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
-#include "tf/deadline_watcher.h"
 #include "tf/engine_bridge.h"
 #include "tf/joined_ranks_check.h"
 #include "tf/submission_log.h"
@@ -41,9 +38,8 @@ namespace {
 
 // Everything one op execution needs until its last engine callback. Keeps
 // itself alive (self_) until then; TensorFlow's `done` runs exactly once,
-// from whichever comes first: the engine's last callback or the deadline.
-class PendingPushPull : public Expirable,
-                        public std::enable_shared_from_this<PendingPushPull> {
+// after the engine's last callback.
+class PendingPushPull : public std::enable_shared_from_this<PendingPushPull> {
  public:
   struct Slot {
     PendingPushPull* group;
@@ -52,9 +48,11 @@ class PendingPushPull : public Expirable,
 
   static std::shared_ptr<PendingPushPull> Create(OpKernelContext* ctx,
                                                  AsyncOpKernel::DoneCallback done,
-                                                 std::vector<std::string> names) {
+                                                 std::vector<std::string> names,
+                                                 double timeout_seconds) {
     std::shared_ptr<PendingPushPull> p(
         new PendingPushPull(ctx, std::move(done), std::move(names)));
+    p->timeout_seconds_ = timeout_seconds;
     p->self_ = p;
     return p;
   }
@@ -63,8 +61,7 @@ class PendingPushPull : public Expirable,
   std::vector<int64_t>* shape(int i) { return &shapes_[i]; }
   const std::string& name(int i) const { return names_[i]; }
 
-  // Buffers the engine reads or writes stay allocated until its callback,
-  // even if TensorFlow has been told the op failed.
+  // Buffers the engine reads or writes stay allocated until its callback.
   void KeepBuffers(int index, const Tensor& input, const Tensor& output) {
     kept_.push_back(input);
     kept_.push_back(output);
@@ -76,35 +73,21 @@ class PendingPushPull : public Expirable,
     if (status_.ok()) status_ = status;  // the first failure is the cause
   }
 
-  // Called once every tensor was submitted (the guard still held).
-  void StartDeadline(double seconds) {
-    timeout_seconds_ = seconds;
-    deadline_ = DeadlineWatcher::Get().Add(seconds, weak_from_this());
-    has_deadline_ = true;
-  }
-
   // Tensor `index` is finished (or was never submitted; -1: the submission
   // guard). `from_engine`: called on an engine thread.
   void Release(int index, bool from_engine) {
-    if (index >= 0) {
-      std::lock_guard<std::mutex> lock(mu_);
-      finished_tensors_[index] = 1;
-    }
     if (remaining_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-    if (has_deadline_) DeadlineWatcher::Get().Cancel(deadline_);
     std::shared_ptr<PendingPushPull> self = std::move(self_);
-    if (!answered_.exchange(true)) {
-      absl::Status status;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        status = status_;
-      }
-      // A gather's first round: fail it when a joined rank marked its row.
-      for (const auto& marked : marked_outputs_) {
-        if (status.ok()) status = CheckNoRankJoined(names_[marked.first], marked.second);
-      }
-      Answer(status, from_engine);
+    absl::Status status;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      status = status_;
     }
+    // A gather's first round: fail it when a joined rank marked its row.
+    for (const auto& marked : marked_outputs_) {
+      if (status.ok()) status = CheckNoRankJoined(names_[marked.first], marked.second);
+    }
+    Answer(status, from_engine);
     // `self` drops the last engine-side reference here: the buffers go.
   }
 
@@ -112,15 +95,9 @@ class PendingPushPull : public Expirable,
     Slot* slot = static_cast<Slot*>(user_data);
     PendingPushPull* self = slot->group;
     if (code != BPS_OK) {
-      self->Fail(FromEngineStatus(code, self->names_[slot->index], message));
+      self->Fail(FromEngineStatus(code, self->names_[slot->index], message, self->timeout_seconds_));
     }
     self->Release(slot->index, /*from_engine=*/true);
-  }
-
-  // The deadline passed before the engine finished: fail the TF op now.
-  void Expire() override {
-    if (answered_.exchange(true)) return;
-    Answer(TimeoutStatus(), /*from_engine=*/true);
   }
 
  private:
@@ -133,8 +110,7 @@ class PendingPushPull : public Expirable,
         // while tensors are still being submitted.
         remaining_(static_cast<int>(names_.size()) + 1),
         slots_(names_.size()),
-        shapes_(names_.size()),
-        finished_tensors_(names_.size(), 0) {
+        shapes_(names_.size()) {
     const auto* threads = ctx->device()->tensorflow_cpu_worker_threads();
     pool_ = threads ? threads->workers : nullptr;
     for (size_t i = 0; i < names_.size(); ++i) {
@@ -142,8 +118,8 @@ class PendingPushPull : public Expirable,
     }
   }
 
-  // Runs TensorFlow's continuation once. Off engine and watcher threads: it
-  // may run downstream kernels inline.
+  // Runs TensorFlow's continuation once. Off engine threads: it may run
+  // downstream kernels inline.
   void Answer(absl::Status status, bool off_thread) {
     auto finish = [self = shared_from_this(), status] {
       if (!status.ok()) self->ctx_->SetStatus(status);
@@ -157,38 +133,11 @@ class PendingPushPull : public Expirable,
     }
   }
 
-  // Which collective waited, and the likely reasons, in the words of
-  // TensorFlow's own collective timeout ("Collective has timed out").
-  absl::Status TimeoutStatus() {
-    std::vector<std::string> waiting;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (size_t i = 0; i < names_.size(); ++i) {
-        if (!finished_tensors_[i]) waiting.push_back(names_[i]);
-      }
-    }
-    std::string list;
-    for (size_t i = 0; i < waiting.size() && i < 3; ++i) {
-      list += (i ? ", '" : "'") + waiting[i] + "'";
-    }
-    if (waiting.size() > 3) list += " and " + std::to_string(waiting.size() - 3) + " more";
-    char seconds[32];
-    snprintf(seconds, sizeof(seconds), "%g", timeout_seconds_);
-    return ::tensorflow::errors::DeadlineExceeded(
-        "Collective has timed out waiting for other processes: BytePS push_pull of tensor ", list,
-        " did not complete within timeout_seconds=", seconds,
-        " (CommunicationOptions). Not every process submitted it in time: a collective that only "
-        "some processes call (uneven step counts, evaluate/predict/save on some processes only, a "
-        "branch on the rank), a shape that differs between processes inside a traced function, or "
-        "a stalled peer. The engine keeps the operation pending; restart the job.");
-  }
-
   OpKernelContext* ctx_;
   AsyncOpKernel::DoneCallback done_;
   const std::vector<std::string> names_;  // engine names, valid until the engine is done
   tsl::thread::ThreadPool* pool_ = nullptr;
   std::atomic<int> remaining_;
-  std::atomic<bool> answered_{false};
   std::shared_ptr<PendingPushPull> self_;
   std::vector<Slot> slots_;
   std::vector<std::vector<int64_t>> shapes_;  // engine may read until done
@@ -196,10 +145,7 @@ class PendingPushPull : public Expirable,
   std::vector<std::pair<int, Tensor>> marked_outputs_;  // outputs of names with kJoinMark
   std::mutex mu_;
   absl::Status status_;
-  std::vector<char> finished_tensors_;
-  bool has_deadline_ = false;
-  double timeout_seconds_ = 0;
-  DeadlineWatcher::Key deadline_;
+  double timeout_seconds_ = 0;  // for its errors
 };
 
 }  // namespace
@@ -251,7 +197,7 @@ class BytepsPushPullKernel : public AsyncOpKernel {
     std::vector<std::string> names;
     OP_REQUIRES_OK_ASYNC(ctx, EngineNames(ctx, &names), done);
     std::shared_ptr<PendingPushPull> pending =
-        PendingPushPull::Create(ctx, std::move(done), std::move(names));
+        PendingPushPull::Create(ctx, std::move(done), std::move(names), timeout_seconds_);
     for (int i = 0; i < n; ++i) {
       const Tensor& input = inputs[i];
       Tensor* output = nullptr;
@@ -280,10 +226,11 @@ class BytepsPushPullKernel : public AsyncOpKernel {
       engine_input.shape = dims->empty() ? nullptr : dims->data();
       const int32_t priority =
           priorities_.empty() ? 0 : static_cast<int32_t>(priorities_[i]);
-      const int code = bps_push_pull_async(
+      const int code = bps_push_pull_async_with_deadline(
           &engine_input, const_cast<char*>(output->tensor_data().data()),
-          pending->name(i).c_str(), priority, reduce_op_,
-          &PendingPushPull::EngineDone, pending->slot(i));
+          pending->name(i).c_str(), priority, reduce_op_, timeout_seconds_,
+          /*cuda_stream=*/nullptr, &PendingPushPull::EngineDone, pending->slot(i),
+          /*op_id=*/nullptr);
       if (code != BPS_OK) {  // not accepted: the engine will not call back
         pending->Fail(FromEngineStatus(code, pending->name(i), bps_last_error()));
         pending->Release(i, /*from_engine=*/false);
@@ -291,7 +238,6 @@ class BytepsPushPullKernel : public AsyncOpKernel {
         RecordSubmission({pending->name(i), dtypes_[i], *dims, priority, reduce_op_});
       }
     }
-    if (timeout_seconds_ > 0) pending->StartDeadline(timeout_seconds_);
     pending->Release(-1, /*from_engine=*/false);  // drop the submission guard
   }
 
@@ -330,7 +276,7 @@ class BytepsPushPullKernel : public AsyncOpKernel {
   std::vector<int32_t> engine_dtypes_;
   std::vector<int> dtypes_;  // TensorFlow's, for the submission log
   int32_t reduce_op_ = BPS_REDUCE_SUM;
-  float timeout_seconds_ = 0;  // 0: no deadline of our own (BYTEPS_TIMEOUT still applies)
+  float timeout_seconds_ = 0;  // the engine's per-op deadline; 0: none (BYTEPS_TIMEOUT still applies)
 };
 
 REGISTER_KERNEL_BUILDER(Name("BytepsPushPull").Device(::tensorflow::DEVICE_CPU),
