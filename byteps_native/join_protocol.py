@@ -15,7 +15,7 @@ shape). All ranks issue the same sequence until they join, so operation i is
 the same on every rank.
 
 A face supplies only what is its framework's: where submissions are counted
-(torch in Python, TF in its op library, csrc/tf/submission_log.h), how a
+(torch in Python, TF through the engine's own log, csrc/core/submission_log.h), how a
 record becomes a stand-in, and its store (JoinProtocol's arguments):
 byteps_native/torch/join_protocol.py and byteps_native/tf/join_protocol.py.
 """

@@ -51,6 +51,9 @@ def engine():
             lib.bps_stats_json.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
             lib.bps_stats_json.restype = ctypes.c_size_t
             lib.bps_run_server_with_store.argtypes = [ctypes.c_void_p]
+            lib.bps_submission_count.restype = ctypes.c_int64
+            lib.bps_submission.restype = ctypes.c_int64
+            lib.bps_submission.argtypes = [ctypes.c_int64, ctypes.c_char_p, ctypes.c_int64]
             _engine = lib
         return _engine
 

@@ -30,7 +30,7 @@ class TensorFlow(Framework):
     def sum_failing_if_joined(self, table, name, what):
         # A joined rank standing in for it sends its row all -1, which no
         # training rank does; the op then fails with FailedPreconditionError
-        # naming them (csrc/tf/joined_ranks_check.h).
+        # naming them (the engine's rule: csrc/core/join_mark.h).
         return sum_over_ranks(table, name, JOIN_MARK)
 
     def table(self, row, width=None):

@@ -9,16 +9,17 @@ collectives before it.
 The protocol is byteps_native/join_protocol.py, shared with torch, over the
 same kind of store (torchrun's TCPStore). What is TF's own is where
 operations are counted: TF ops run in C++ (inside tf.function and TF 1 graphs
-too, where Python only traced them), so the op library logs each submission
-(csrc/tf/submission_log.h) and the shared watcher publishes that log once
-some rank has joined; and how a joined rank stands in for one (_stand_in).
+too, where Python only traced them), so the log is the engine's own record of
+every submission (bps_submission_count / bps_submission,
+csrc/core/submission_log.h), which the shared watcher publishes once some rank
+has joined; and how a joined rank stands in for one (_stand_in).
 
 Gathers (allgather, alltoall, the *_object calls) and broadcasts fail on
 the ranks still training, as in Horovod, through the data they sum anyway:
 their first round (named broadcasts and broadcast_variables: a small round of
 their own) is named with JOIN_MARK, a joined rank standing in for it fills its
 own row with -1, and the op fails with FailedPreconditionError
-(csrc/tf/joined_ranks_check.h). The joined rank stays in join() and the job
+(the engine's rule, csrc/core/join_mark.h). The joined rank stays in join() and the job
 goes on: the others may catch the error, go on training, and join.
 
 Needs torchrun's store; under bpslaunch, join() is a barrier that returns the
@@ -30,42 +31,30 @@ import numpy as np
 import tensorflow as tf
 
 from byteps_native import join_protocol
-from byteps_native._runtime import config, lifecycle
+from byteps_native._runtime import config, library, lifecycle
 from byteps_native.tf import engine
-from byteps_native.tf._library import OPS_PATH
 from byteps_native.tf.ops import push_pull_list, sum_over_ranks
 
 _REDUCE_AVERAGE = 1  # BPS_REDUCE_AVERAGE (csrc/c_api/byteps_c.h)
-# In the engine name of a round that must fail once a rank joined (kJoinMark
-# in csrc/tf/joined_ranks_check.h); naming.sanitize never produces '#'.
+# In the engine name of a round that must fail once a rank joined
+# (BPS_JOIN_MARK, csrc/core/join_mark.h); naming.sanitize never produces '#'.
 JOIN_MARK = "#fails-if-joined"
-
-
-_lib = None
-
-
-def _log():
-    global _lib
-    if _lib is None:
-        lib = ctypes.CDLL(OPS_PATH)  # already loaded by TensorFlow: a handle only
-        lib.byteps_tf_submission_count.restype = ctypes.c_int64
-        lib.byteps_tf_submission.restype = ctypes.c_int64
-        lib.byteps_tf_submission.argtypes = [ctypes.c_int64, ctypes.c_char_p, ctypes.c_int64]
-        _lib = lib
-    return _lib
+# bps_dtype values (csrc/c_api/byteps_c.h) as TensorFlow dtypes.
+_ENGINE_DTYPES = {0: tf.float32, 1: tf.float64, 2: tf.float16, 3: tf.bfloat16, 4: tf.int32, 5: tf.int64, 6: tf.uint8}
 
 
 def _submitted():
-    return _log().byteps_tf_submission_count()
+    return library.engine().bps_submission_count()
 
 
 def _submission(index):
-    """Submission `index` (since the library loaded) as the op library's text line."""
+    """Engine operation `index` (since the process started) as the engine's text line."""
+    lib = library.engine()
     buf = ctypes.create_string_buffer(256)
-    length = _log().byteps_tf_submission(index, buf, len(buf))
+    length = lib.bps_submission(index, buf, len(buf))
     if length >= len(buf):
         buf = ctypes.create_string_buffer(length + 1)
-        length = _log().byteps_tf_submission(index, buf, len(buf))
+        length = lib.bps_submission(index, buf, len(buf))
     if length < 0:
         raise RuntimeError(f"join(): engine operation {index} is no longer in this process's submission log; "
                            "a rank joined more than 131072 operations after another")
@@ -89,11 +78,11 @@ lifecycle.on_init(_protocol.start_watcher, stop=_protocol.stop_watcher)
 
 def _stand_in(line):
     """Submit this joined rank's zeros for another rank's operation."""
-    fields = line.split(b" ", 4)
-    dtype, reduce_op, priority, ndim = (int(f) for f in fields[:4])
-    rest = fields[4].split(b" ", ndim)
+    fields = line.split(b" ", 5)
+    dtype, reduce_op, priority, _device, ndim = (int(f) for f in fields[:5])
+    rest = fields[5].split(b" ", ndim)
     shape, name = [int(d) for d in rest[:ndim]], rest[ndim].decode()
-    contribution = np.zeros(shape, tf.dtypes.as_dtype(dtype).as_numpy_dtype)
+    contribution = np.zeros(shape, _ENGINE_DTYPES[dtype].as_numpy_dtype)
     marked = JOIN_MARK in name
     if marked:  # one row per rank: ours all -1 fails the op on the others
         contribution[engine.rank()] = -1

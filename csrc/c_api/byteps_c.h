@@ -283,6 +283,27 @@ BPS_EXPORT void bps_agreement_row(const char* kind, const char* dtype, int32_t o
 BPS_EXPORT size_t bps_ranks_disagreement(const char* kind, const int64_t* rows, int32_t ranks, int32_t rank,
                                          char* buf, size_t cap);
 
+/* join() (byteps_native/join_protocol.py): every operation this process's
+ * engine accepted, numbered from 0 in submission order (across engine
+ * restarts). bps_submission writes operation `index` as one line, "dtype
+ * reduce_op priority device ndim dims... name" (dtype: a bps_dtype; device:
+ * -1 host, else the CUDA ordinal), into `buf` (NUL-terminated when it fits)
+ * and returns its length (call again with a larger buffer when >= cap), or -1
+ * when `index` was never recorded or is no longer kept (the last 131072 are). */
+BPS_EXPORT int64_t bps_submission_count(void);
+BPS_EXPORT int64_t bps_submission(int64_t index, char* buf, int64_t cap);
+
+/* Horovod's rule after join(): gathers and broadcasts fail on the ranks still
+ * training. A face names such a collective's first round (one row per rank)
+ * with BPS_JOIN_MARK; a joined rank standing in for it fills its own row with
+ * -1. After the round, bps_joined_ranks_check(name, summed, dtype, rows,
+ * elements, ...) returns 0, or the length (incl. NUL) of the error naming the
+ * joined ranks, written up to cap bytes, when a row of the summed int32/int64
+ * table is all -1. */
+#define BPS_JOIN_MARK "#fails-if-joined"
+BPS_EXPORT size_t bps_joined_ranks_check(const char* name, const void* summed, int32_t dtype, int64_t rows,
+                                         int64_t elements, char* buf, size_t cap);
+
 #ifdef __cplusplus
 }
 #endif

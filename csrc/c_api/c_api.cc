@@ -10,6 +10,7 @@
 #include "c_api/abi_types.h"
 #include "c_api/byteps_c.h"
 #include "c_api/process_engine.h"
+#include "core/join_mark.h"
 #include "core/placed_sum.h"
 #include "core/rank_agreement.h"
 #include "c_api/roles.h"
@@ -157,6 +158,34 @@ uint64_t bps_alarm_after(double seconds, bps_alarm_fn fn, void* user_data) {
 }
 
 int bps_alarm_cancel(uint64_t alarm) { return FaceAlarms().Cancel(alarm) ? 1 : 0; }
+
+namespace {
+constexpr bool SameText(const char* a, const char* b) { return *a == *b && (*a == 0 || SameText(a + 1, b + 1)); }
+static_assert(SameText(BPS_JOIN_MARK, bps::kJoinMark), "BPS_JOIN_MARK must be core/join_mark.h's kJoinMark");
+}  // namespace
+
+int64_t bps_submission_count(void) { return bps::ProcessEngine::Get().submissions().count(); }
+
+int64_t bps_submission(int64_t index, char* buf, int64_t cap) {
+  std::string line;
+  if (!bps::ProcessEngine::Get().submissions().Line(index, &line)) return -1;
+  const int64_t length = static_cast<int64_t>(line.size());
+  if (buf != nullptr && cap > length) std::memcpy(buf, line.c_str(), line.size() + 1);
+  return length;
+}
+
+size_t bps_joined_ranks_check(const char* name, const void* summed, int32_t dtype, int64_t rows, int64_t elements,
+                              char* buf, size_t cap) {
+  bps::Status st = bps::CheckNoRankJoined(name ? name : "", summed, static_cast<bps::DataType>(dtype), rows, elements);
+  if (st.ok()) return 0;
+  const std::string& text = st.message();
+  if (buf != nullptr && cap > 0) {
+    const size_t n = std::min(cap - 1, text.size());
+    std::memcpy(buf, text.data(), n);
+    buf[n] = '\0';
+  }
+  return text.size() + 1;
+}
 
 int bps_declare_compression(const char* name, const char* spec) {
   return Guarded([&] {

@@ -117,6 +117,7 @@ Status ProcessEngine::InitSteps(const bps_init_options* options) {
   const bool have_store = options && options->store;
   std::shared_ptr<Store> store;
   EngineOptions engine_options;
+  engine_options.submissions = submissions_;
   engine_options.trace = TraceSettingsFromEnvironment();
   std::string route_to_scheduler;  // this host's address as the scheduler sees it
   if (have_store) {

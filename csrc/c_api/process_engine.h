@@ -30,6 +30,8 @@ class ProcessEngine {
   // The engine's counters (zeros and rank -1 without one), with the
   // colocated server's under "colocated_server" where this rank runs one.
   std::string StatsJson() const;
+  // Every operation this process's engines accepted (join(): c_api.cc).
+  const SubmissionLog& submissions() const { return *submissions_; }
 
  private:
   ProcessEngine() = default;
@@ -49,6 +51,7 @@ class ProcessEngine {
   void ReleaseSchedulerClients(bool failed);
 
   std::mutex mu_;  // serialises Init and Shutdown
+  const std::shared_ptr<SubmissionLog> submissions_ = std::make_shared<SubmissionLog>();
   std::shared_ptr<Engine> engine_;
   // Plain torchrun: local rank 0's machine server, started before the
   // engine's rendezvous (the workers look its address up there) and stopped

@@ -182,6 +182,20 @@ Status Engine::Submit(const TensorView& input, void* output, const std::string& 
       });
     }
     if (op_id) *op_id = op->seq + 1;
+    if (options_.submissions) {
+      Submission record;
+      record.name = name;
+      record.dtype = op->dtype;
+      if (input.shape) {
+        record.shape.assign(input.shape, input.shape + input.ndim);
+      } else if (input.num_elements != 1) {
+        record.shape = {input.num_elements};  // TensorView: no shape is 1-D
+      }
+      record.priority = priority;
+      record.reduce_op = reduce_op;
+      record.device = op->device;
+      options_.submissions->Record(std::move(record));
+    }
     submitted_.push_back(std::move(op));
     stats_.queue_depth++;
     // Under the lock: a Shutdown that stopped accepting after this op cannot

@@ -37,6 +37,7 @@
 #include "common/partitioner.h"
 #include "core/server_client.h"
 #include "core/stats.h"
+#include "core/submission_log.h"
 #include "core/tensor_op.h"
 #include "common/timeline.h"
 #include "local/local_reducer.h"
@@ -64,6 +65,9 @@ struct EngineOptions {
   DeviceReducerFactory device_reducer = GetDeviceReducerFactory();
   // The timeline (off unless the bootstrap read BYTEPS_TRACE_ON=1).
   TraceSettings trace;
+  // Where every accepted submission is recorded for join() (the process's
+  // log, which outlives an engine restart); null: not recorded.
+  std::shared_ptr<SubmissionLog> submissions;
 };
 
 // What a caller may add to a submission beyond the tensor.

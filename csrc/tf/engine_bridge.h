@@ -8,6 +8,7 @@
 #include <string>
 
 #include "c_api/byteps_c.h"
+#include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/types.pb.h"
 #include "tensorflow/core/platform/errors.h"
 #include "tensorflow/core/platform/status.h"
@@ -71,6 +72,18 @@ inline absl::Status FromEngineStatus(int code, const std::string& tensor_name,
           what, " (call byteps_native.tf.init() before running BytePS ops)");
     default: return tensorflow::errors::Internal(what);
   }
+}
+
+// The engine's join rule (bps_joined_ranks_check) on a summed round's output:
+// FailedPrecondition, as Horovod raises, naming the joined ranks.
+inline absl::Status CheckNoRankJoined(const std::string& engine_name, const tensorflow::Tensor& summed) {
+  int32_t dtype = 0;
+  if (summed.dims() == 0 || !ToEngineDtype(summed.dtype(), &dtype)) return absl::OkStatus();
+  char text[1024];
+  const size_t length = bps_joined_ranks_check(engine_name.c_str(), summed.tensor_data().data(), dtype,
+                                               summed.dim_size(0), summed.NumElements(), text, sizeof(text));
+  if (length == 0) return absl::OkStatus();
+  return absl::FailedPreconditionError(text);
 }
 
 }  // namespace tf_adapter

@@ -36,7 +36,6 @@
 #include "tensorflow/core/framework/types.h"
 #include "tf/engine_alarm.h"
 #include "tf/engine_bridge.h"
-#include "tf/submission_log.h"
 
 namespace byteps_native {
 namespace tf_adapter {
@@ -325,8 +324,6 @@ class LocalRound : public std::enable_shared_from_this<LocalRound> {
           if (status_.ok()) status_ = FromEngineStatus(code, call.names[i], bps_last_error());
         }
         Release();
-      } else {
-        RecordSubmission({call.names[i], source.dtype(), shapes_[i], priority, reduce_op});
       }
     }
     Release();  // the submission guard

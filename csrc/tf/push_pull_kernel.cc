@@ -22,8 +22,6 @@
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tf/engine_bridge.h"
-#include "tf/joined_ranks_check.h"
-#include "tf/submission_log.h"
 
 namespace byteps_native {
 namespace tf_adapter {
@@ -65,7 +63,7 @@ class PendingPushPull : public std::enable_shared_from_this<PendingPushPull> {
   void KeepBuffers(int index, const Tensor& input, const Tensor& output) {
     kept_.push_back(input);
     kept_.push_back(output);
-    if (HasJoinMark(names_[index])) marked_outputs_.emplace_back(index, output);
+    if (names_[index].find(BPS_JOIN_MARK) != std::string::npos) marked_outputs_.emplace_back(index, output);
   }
 
   void Fail(const absl::Status& status) {
@@ -83,7 +81,8 @@ class PendingPushPull : public std::enable_shared_from_this<PendingPushPull> {
       std::lock_guard<std::mutex> lock(mu_);
       status = status_;
     }
-    // A gather's first round: fail it when a joined rank marked its row.
+    // A gather's first round: fail it when a joined rank marked its row
+    // (the engine's rule: bps_joined_ranks_check).
     for (const auto& marked : marked_outputs_) {
       if (status.ok()) status = CheckNoRankJoined(names_[marked.first], marked.second);
     }
@@ -142,7 +141,7 @@ class PendingPushPull : public std::enable_shared_from_this<PendingPushPull> {
   std::vector<Slot> slots_;
   std::vector<std::vector<int64_t>> shapes_;  // engine may read until done
   std::vector<Tensor> kept_;
-  std::vector<std::pair<int, Tensor>> marked_outputs_;  // outputs of names with kJoinMark
+  std::vector<std::pair<int, Tensor>> marked_outputs_;  // outputs of names with BPS_JOIN_MARK
   std::mutex mu_;
   absl::Status status_;
   double timeout_seconds_ = 0;  // for its errors
@@ -179,7 +178,6 @@ class BytepsPushPullKernel : public AsyncOpKernel {
                   ::tensorflow::errors::InvalidArgument(
                       "BytepsPushPull tensor_names must not be empty"));
     }
-    dtypes_.assign(dtypes.begin(), dtypes.end());
     engine_dtypes_.resize(n);
     for (size_t i = 0; i < n; ++i) {
       OP_REQUIRES(c, ToEngineDtype(dtypes[i], &engine_dtypes_[i]),
@@ -234,8 +232,6 @@ class BytepsPushPullKernel : public AsyncOpKernel {
       if (code != BPS_OK) {  // not accepted: the engine will not call back
         pending->Fail(FromEngineStatus(code, pending->name(i), bps_last_error()));
         pending->Release(i, /*from_engine=*/false);
-      } else {
-        RecordSubmission({pending->name(i), dtypes_[i], *dims, priority, reduce_op_});
       }
     }
     pending->Release(-1, /*from_engine=*/false);  // drop the submission guard
@@ -274,7 +270,6 @@ class BytepsPushPullKernel : public AsyncOpKernel {
   std::vector<std::string> names_;
   std::vector<int64_t> priorities_;
   std::vector<int32_t> engine_dtypes_;
-  std::vector<int> dtypes_;  // TensorFlow's, for the submission log
   int32_t reduce_op_ = BPS_REDUCE_SUM;
   float timeout_seconds_ = 0;  // the engine's per-op deadline; 0: none (BYTEPS_TIMEOUT still applies)
 };
