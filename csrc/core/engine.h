@@ -33,6 +33,7 @@
 #include "common/status.h"
 #include "core/credit_window.h"
 #include "core/failure_latch.h"
+#include "core/name_rounds.h"
 #include "core/partition_queue.h"
 #include "common/partitioner.h"
 #include "core/server_client.h"
@@ -258,10 +259,7 @@ class Engine {
   // Engine-thread state.
   std::vector<std::unique_ptr<TensorOp>> ops_;
   PartitionQueue<PartitionTask> active_;  // scheduling order
-  std::unordered_map<uint64_t, uint32_t> next_round_;
-  std::unordered_map<uint64_t, uint32_t> done_round_;
-  std::unordered_map<uint64_t, uint32_t> mismatch_generation_;  // by plain name hash
-  std::unordered_map<uint64_t, uint32_t> ops_of_name_;
+  NameRounds rounds_;  // keys, generations and rounds per name
   std::unordered_map<uint64_t, std::unique_ptr<CompressedSlice>> compressed_slices_;  // by network key  // by (generation's) name hash: TensorOp::name_op
   CreditWindow credits_;  // bytes of pushes queued to the network
   std::chrono::steady_clock::time_point last_peer_check_;

@@ -20,9 +20,8 @@ void Engine::Activate(std::unique_ptr<TensorOp> op) {
   TensorOp* raw = op.get();
   // After a mismatch every rank uses fresh keys for the name (shared-memory
   // entries, server rounds): the failed round's leftovers cannot block it.
-  const auto generation = mismatch_generation_.find(raw->name_hash);
-  if (generation != mismatch_generation_.end()) raw->name_hash = MixKey(raw->name_hash, generation->second, 0xfffe);
-  raw->name_op = ops_of_name_[raw->name_hash]++;
+  raw->name_hash = rounds_.KeyedName(raw->name_hash);
+  raw->name_op = rounds_.TakeNameOp(raw->name_hash);
   for (size_t i = 0; i < ranges.size(); ++i) {
     auto t = std::make_unique<PartitionTask>();
     t->op = raw;
@@ -35,7 +34,7 @@ void Engine::Activate(std::unique_ptr<TensorOp> op) {
       t->entry = raw->fused_handle;
       t->stage = Stage::kGather;
     } else {
-      t->round = next_round_[t->local_key]++;
+      t->round = rounds_.TakeRound(t->local_key);
     }
     raw->parts.push_back(std::move(t));
   }

@@ -55,7 +55,7 @@ bool Engine::AbandonsRound(StatusCode code) {
 void Engine::OnRoundAbandoned(TensorOp* op) {
   // Every rank's op of this round fails with the same cause (the servers and
   // shared memory tell them all), so every rank moves to the same generation.
-  ++mismatch_generation_[HashName(op->name)];
+  rounds_.MoveToFreshKeys(HashName(op->name));
   if (op->mismatch_from_server) return;  // the server already told everyone
   // Tell the other machines through every server: ranks that wait there for
   // this round fail now, naming it, instead of timing out.
@@ -122,8 +122,7 @@ bool Engine::RetireFailed(PartitionTask& t) {
     op->unretired--;
     return true;
   }
-  uint32_t& closed = done_round_[t.local_key];
-  if (closed != t.round) return false;  // an earlier round of this name is still open
+  if (!rounds_.IsTurnOf(t.local_key, t.round)) return false;  // an earlier round of this name is still open
   if (R) {
     if (!t.closed_round) {
       R->CloseFailedRound(t.entry, t.local_key, t.range.count * DataTypeSize(op->dtype), op->dtype, t.round,
@@ -136,7 +135,7 @@ bool Engine::RetireFailed(PartitionTask& t) {
     if (t.entry) R->ReleasePartition(t.entry);
     t.entry = nullptr;
   }
-  closed = t.round + 1;
+  rounds_.Close(t.local_key, t.round);
   t.stage = Stage::kDone;
   op->unretired--;
   return true;

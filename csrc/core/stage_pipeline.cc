@@ -77,7 +77,7 @@ bool Engine::Advance(PartitionTask& t) {
 Engine::Step Engine::WaitTurn(PartitionTask& t) {
   TensorOp* op = t.op;
   // Rounds of one key run in submission order on this rank.
-  if (done_round_[t.local_key] != t.round) return Step::kWait;
+  if (!rounds_.IsTurnOf(t.local_key, t.round)) return Step::kWait;
   if (LocalReducer* R = op->reducer) {
     Status st = R->Acquire(t.local_key, t.range.count * DataTypeSize(op->dtype), op->dtype, &t.entry);
     if (!st.ok()) {
@@ -320,7 +320,7 @@ void Engine::FinishPartition(PartitionTask& t) {
   TensorOp* op = t.op;
   if (t.entry) op->reducer->ReleasePartition(t.entry);
   t.entry = nullptr;
-  if (!op->fused) done_round_[t.local_key] = t.round + 1;
+  if (!op->fused) rounds_.Close(t.local_key, t.round);
   stats_.partitions_completed++;
   if (--op->remaining == 0 && !op->failed) {
     stats_.ops_completed++;

@@ -12,8 +12,7 @@ std::string Engine::DescribeWait(const PartitionTask& t) {
                      std::to_string(t.round) + " ";
   switch (t.stage) {
     case Stage::kWaitTurn: {
-      auto closed = done_round_.find(t.local_key);
-      if (reducer_ && closed != done_round_.end() && closed->second == t.round) {
+      if (reducer_ && rounds_.IsTurnOf(t.local_key, t.round)) {
         return what + "waited for a free entry of the shared-memory key table (all " +
                std::to_string(config_.local_key_table_size) +
                " of BYTEPS_LOCAL_KEY_TABLE_SIZE are held by partitions in flight; raise it on every rank)";
