@@ -83,7 +83,7 @@ Status Engine::StartSteps() {
                          ? static_cast<uint64_t>(config_.scheduling_credit) * static_cast<uint64_t>(config_.partition_bytes)
                          : 0,
                      config_.scheduling_credit_per_server ? num_servers_ : 1);
-  last_peer_check_ = Clock::now();
+  watchdog_.Configure(config_.timeout_seconds, Clock::now());
   last_stats_log_ = Clock::now();
   timeline_.Configure("worker " + std::to_string(rank()), "rank" + std::to_string(rank()), options_.trace);
   running_ = true;

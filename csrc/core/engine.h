@@ -40,6 +40,7 @@
 #include "core/stats.h"
 #include "core/submission_log.h"
 #include "core/tensor_op.h"
+#include "core/watchdog.h"
 #include "common/timeline.h"
 #include "local/local_reducer.h"
 #include "local/shared_memory.h"
@@ -223,7 +224,7 @@ class Engine {
   void ReleaseResultHold(TensorOp* op);
   void SetFatal(const Status& st);
 
-  // The watchdog (watchdog.cc).
+  // The watchdog's checks (watchdog.cc; its rules: core/watchdog.h).
   void CheckTimeoutsAndPeers();
   std::string DescribeWait(const PartitionTask& t);
 
@@ -262,7 +263,7 @@ class Engine {
   NameRounds rounds_;  // keys, generations and rounds per name
   std::unordered_map<uint64_t, std::unique_ptr<CompressedSlice>> compressed_slices_;  // by network key  // by (generation's) name hash: TensorOp::name_op
   CreditWindow credits_;  // bytes of pushes queued to the network
-  std::chrono::steady_clock::time_point last_peer_check_;
+  Watchdog watchdog_;
 
   FailureLatch failure_;
 

@@ -1,11 +1,39 @@
 // The engine's watchdog: an op without progress for BYTEPS_TIMEOUT fails the
 // job with what it waited for; a dead local rank fails it at once.
+#include "core/watchdog.h"
+
+#include "common/config.h"
 #include "core/engine.h"
 
 namespace bps {
 namespace {
 using Clock = std::chrono::steady_clock;
 }  // namespace
+
+bool Watchdog::PeerCheckDue(Clock::time_point now) {
+  if (now - last_peer_check_ < kPeerCheckPeriod) return false;
+  last_peer_check_ = now;
+  return true;
+}
+
+const PartitionTask* Watchdog::Stalled(const PartitionQueue<PartitionTask>& active, Clock::time_point now,
+                                       double* idle_seconds) const {
+  for (const auto& entry : active) {
+    const PartitionTask* t = entry.second;
+    if (t->stage == Stage::kDone || t->op->failed) continue;
+    const double idle = std::chrono::duration<double>(now - t->last_progress).count();
+    if (idle > timeout_seconds_) {
+      *idle_seconds = idle;
+      return t;
+    }
+  }
+  return nullptr;
+}
+
+Status Watchdog::Timeout(double idle_seconds, const std::string& wait) const {
+  return Status::Timeout("no progress for " + std::to_string(static_cast<int>(idle_seconds)) + " s (BYTEPS_TIMEOUT=" +
+                         FormatSeconds(timeout_seconds_) + "): " + wait);
+}
 
 std::string Engine::DescribeWait(const PartitionTask& t) {
   std::string what = "tensor '" + t.op->name + "' partition " + std::to_string(t.index) + " round " +
@@ -46,9 +74,8 @@ std::string Engine::DescribeWait(const PartitionTask& t) {
 }
 
 void Engine::CheckTimeoutsAndPeers() {
-  auto now = Clock::now();
-  if (now - last_peer_check_ < std::chrono::milliseconds(200)) return;
-  last_peer_check_ = now;
+  const auto now = Clock::now();
+  if (!watchdog_.PeerCheckDue(now)) return;
   if (reducer_ && !failure_.failed()) {
     Status peers = reducer_->CheckPeers(/*check_alive=*/!active_.empty());
     if (!peers.ok()) SetFatal(peers);
@@ -57,15 +84,9 @@ void Engine::CheckTimeoutsAndPeers() {
     Status failed = device->CheckPeers(/*check_alive=*/false);
     if (!failed.ok() && !failure_.failed()) SetFatal(failed);
   }
-  for (auto& entry : active_) {
-    PartitionTask* t = entry.second;
-    if (t->stage == Stage::kDone || t->op->failed) continue;
-    double idle = std::chrono::duration<double>(now - t->last_progress).count();
-    if (idle > config_.timeout_seconds) {
-      SetFatal(Status::Timeout("no progress for " + std::to_string(static_cast<int>(idle)) + " s (BYTEPS_TIMEOUT=" +
-                               FormatSeconds(config_.timeout_seconds) + "): " + DescribeWait(*t)));
-      break;
-    }
+  double idle = 0;
+  if (const PartitionTask* stalled = watchdog_.Stalled(active_, now, &idle)) {
+    SetFatal(watchdog_.Timeout(idle, DescribeWait(*stalled)));
   }
 }
 
