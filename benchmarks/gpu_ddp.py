@@ -4,6 +4,7 @@
     python benchmarks/gpu_ddp.py --models bert_large --steps 10
     python benchmarks/gpu_ddp.py --machines 2             # 2 emulated machines on one host
     python benchmarks/gpu_ddp.py --models vgg16 --hook python   # the Python hook instead of the C++ one
+    python benchmarks/gpu_ddp.py --machines 2 --compression none onebit topk:ratio=0.01 --powersgd-ranks 4
 
 Models: torchvision ResNet-50 (224x224 images) and a BERT-large-sized
 transformer encoder built from its config (24 layers, d=1024, 16 heads,
@@ -30,6 +31,12 @@ The GPU machine has no iproute2: scripts/gpu_netns_tools.sh unpacks the
 carried Debian packages and puts `ip` and `tc` on PATH.
 
     sudo python benchmarks/gpu_ddp.py --machines 2 --shaped 25gbit --models bert_large
+
+--compression SPEC... runs byteps once per compressor (issue 39: "none",
+"onebit", "topk:ratio=0.01", "randomk:ratio=0.01", ...; the DDP hook
+compresses each bucket, on the GPU), and --powersgd-ranks R... adds torch's
+PowerSGD hook on the NCCL backend at each matrix rank R (the peer a PyTorch
+user with a slow link would pick), each its own run beside NCCL's variants.
 """
 import argparse
 import json
@@ -160,9 +167,18 @@ def worker(args):
         # the next forward waiting per module (docs/cross_barrier.md).
         optimizer = bps.CrossBarrier(model, optimizer, num_steps=None)
     elif args.backend == "byteps" and args.hook == "cpp":
-        bps.register_push_pull_hook(model)  # runs inside DDP's Reducer: no Python per bucket
+        # runs inside DDP's Reducer: no Python per bucket
+        bps.register_push_pull_hook(model, compression=None if args.compress == "none" else args.compress)
     elif args.backend == "byteps":
-        model.register_comm_hook(None, bps.push_pull_hook)
+        model.register_comm_hook(bps.PushPullHookState(compression=None if args.compress == "none" else args.compress),
+                                 bps.push_pull_hook)
+    elif args.powersgd_rank:
+        from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powersgd
+        # Compression from step 2 on (the warm-up steps cover the switch),
+        # with error feedback and warm start: torch's recommended settings.
+        state = powersgd.PowerSGDState(process_group=None, matrix_approximation_rank=args.powersgd_rank,
+                                       start_powerSGD_iter=2, use_error_feedback=True, warm_start=True)
+        model.register_comm_hook(state, powersgd.powerSGD_hook)
     marks = GpuStepMarks(model.module, enabled=False)
 
     def step():
@@ -254,20 +270,32 @@ NCCL_VARIANTS = {
 }
 
 
+def is_byteps(backend):
+    """"byteps" or "byteps:SPEC" (a compressed run)."""
+    return backend.split(":", 1)[0] == "byteps"
+
+
 def _backend_env(backend, args):
     """Extra environment of one run: an NCCL variant's variables, or --byteps-env."""
     if backend.startswith("nccl:"):
         return dict(NCCL_VARIANTS[backend[len("nccl:"):]])
-    if backend == "byteps":
+    if is_byteps(backend):
         return dict(kv.split("=", 1) for kv in args.byteps_env)
     return {}
 
 
 def _worker_args(model, backend, args):
+    extra = ["--cross-barrier"] if args.cross_barrier else []
+    if is_byteps(backend):
+        extra += ["--compress", backend.split(":", 1)[1] if ":" in backend else "none"]
+        backend = "byteps"
+    elif backend.startswith("powersgd:"):
+        extra += ["--powersgd-rank", backend.split(":", 1)[1]]
+        backend = "nccl"
     backend = "nccl" if backend.startswith("nccl") else backend
     return [os.path.abspath(__file__), "--worker", "--model", model, "--backend", backend,
             "--steps", str(args.steps), "--warmup", str(args.warmup), "--batch", str(args.batch),
-            "--hook", args.hook] + (["--cross-barrier"] if args.cross_barrier else [])
+            "--hook", args.hook] + extra
 
 
 def _summarize(outputs, machines, per_machine_gpus):
@@ -330,7 +358,7 @@ def run_config_shaped(cluster, model, backend, args, gpus):
                 DMLC_NUM_SERVER=M, DMLC_INTERFACE="eth0", BYTEPS_JOB_TOKEN=secrets.token_hex(16),
                 BYTEPS_JOB_ID=f"{cluster.tag}-{port}", BYTEPS_TIMEOUT=engine_timeout())
     others, workers = [], []
-    if backend == "byteps":
+    if is_byteps(backend):
         others.append(cluster.start(sched, f"{port}-scheduler", [sys.executable, "-m", "byteps_native.scheduler"],
                                     dict(dmlc, DMLC_ROLE="scheduler")))
         for s, host in enumerate(servers):
@@ -348,11 +376,11 @@ def run_config_shaped(cluster, model, backend, args, gpus):
             # delegate would otherwise bind to 127.0.0.1 (connection refused).
             env.update(NCCL_HOSTID=f"bench-machine-{m}", NCCL_SOCKET_IFNAME="eth0", NCCL_IB_DISABLE=1,
                        GLOO_SOCKET_IFNAME="eth0")
-            if backend == "byteps":
+            if is_byteps(backend):
                 env.update(dmlc, DMLC_ROLE="worker", DMLC_WORKER_ID=m, BYTEPS_LOCAL_RANK=local,
                            BYTEPS_LOCAL_SIZE=L)
             env.update(_backend_env(backend, args))
-            workers.append(cluster.start(host, f"{port}-{backend}-m{m}g{local}",
+            workers.append(cluster.start(host, f"{port}-{backend.replace(':', '_')}-m{m}g{local}",
                                          [sys.executable, *_worker_args(model, backend, args)], env))
     before = cluster.link_stats()
     samples = cluster.sample_links(0.005)
@@ -419,7 +447,13 @@ def main():
                              "(at least 120) when that is set, so a hang costs what the engine's own clock says")
     parser.add_argument("--logdir", help="with --shaped: keep every process's log here (default: only on failure)")
     parser.add_argument("--json", help="write all results here")
+    parser.add_argument("--compression", nargs="+", default=["none"], metavar="SPEC",
+                        help="byteps runs, one per compressor (issue 39): none, onebit, topk:ratio=0.01, ...")
+    parser.add_argument("--powersgd-ranks", nargs="*", type=int, default=[], metavar="R",
+                        help="torch's PowerSGD hook on NCCL at these matrix ranks, each its own run")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--compress", default="none", help=argparse.SUPPRESS)
+    parser.add_argument("--powersgd-rank", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)
     parser.add_argument("--backend", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -468,8 +502,23 @@ def main():
                 for v in variants:  # each printed at once: a failing byteps run must not lose it
                     nccl[v] = run("nccl:" + v)
                     print(f"{'':<11} nccl {v}: {nccl[v]['samples_per_s']:.1f} samples/s", flush=True)
-                byteps = run("byteps")
+                powersgd = {}
+                for r in args.powersgd_ranks:
+                    powersgd[r] = run(f"powersgd:{r}")
+                    print(f"{'':<11} nccl + PowerSGD rank {r}: {powersgd[r]['samples_per_s']:.1f} samples/s", flush=True)
+                compressed = {}
+                for spec in args.compression:
+                    compressed[spec] = run("byteps" if spec == "none" else f"byteps:{spec}")
+                byteps = compressed[args.compression[0]]
                 best = max(nccl, key=lambda v: nccl[v]["samples_per_s"]) if nccl else None
+                if len(compressed) > 1 or powersgd:
+                    best_powersgd = max(powersgd.values(), key=lambda r: r["samples_per_s"]) if powersgd else None
+                    for spec, r in compressed.items():
+                        vs = [f"NCCL best {r['samples_per_s'] / nccl[best]['samples_per_s']:.3f}"] if best else []
+                        if best_powersgd:
+                            vs.append(f"PowerSGD best {r['samples_per_s'] / best_powersgd['samples_per_s']:.3f}")
+                        print(f"{'':<11} byteps {spec}: {r['samples_per_s']:.1f} samples/s"
+                              + (f" ({', '.join(vs)})" if vs else ""), flush=True)
                 ratio = byteps["samples_per_s"] / nccl[best]["samples_per_s"] if best else float("nan")
                 pinned = max(byteps["pinned_staging_bytes_per_machine"]) / 1e6
                 print(f"{model:<11} {byteps['params'] / 1e6:>7.1f}M {byteps['batch']:>9} "
@@ -479,7 +528,10 @@ def main():
                     print(f"{'':<11} byteps / nccl: " + ", ".join(
                         f"{v} {byteps['samples_per_s'] / r['samples_per_s']:.3f}" for v, r in nccl.items())
                         + f"; best NCCL variant: {best}", flush=True)
-                runs = dict({f"nccl {v}": r for v, r in nccl.items()}, byteps=byteps)
+                runs = dict({f"nccl {v}": r for v, r in nccl.items()},
+                            **{f"nccl powersgd {k}": r for k, r in powersgd.items()},
+                            **{("byteps" if s == args.compression[0] else f"byteps {s}"): r
+                               for s, r in compressed.items()})
                 if cluster:
                     # Per machine, each way: link bytes per step x steps per second.
                     def rate(r):
@@ -525,7 +577,7 @@ def main():
                       f"{pinned * 1e6 / (byteps['gradient_bytes'] or 1):.3f} x the gradient bytes", flush=True)
                 rows.append({"model": model, "repeat": rep, "hook": args.hook, "gpus": gpus, "machines": args.machines,
                              "shaped": args.shaped, "nccl": nccl, "best_nccl": best, "byteps": byteps, "ratio": ratio,
-                             "byteps_env": args.byteps_env})
+                             "byteps_env": args.byteps_env, "compressed": compressed, "powersgd": powersgd})
     finally:
         if cluster:
             cluster.teardown()

@@ -59,6 +59,10 @@ struct Config {
   // device behind the waiting kernel (a pinned allocation, cudaMalloc) then
   // never returns. Kept for the design that copies inside the wait.
   bool gpu_stream_ordered = false;
+  // BYTEPS_GPU_COMPRESS_ON_DEVICE=0: a GPU tensor's compressed pushes are
+  // encoded by the host codecs from its staged copy, as before issue 39 (the
+  // A/B of benchmarks/gpu_compression_cost.py, and a way back); 1: on the GPU.
+  bool gpu_compress_on_device = true;
   double timeout_seconds = 300;  // BYTEPS_TIMEOUT: an op without progress fails after this
   double rendezvous_timeout_seconds = 300;  // BYTEPS_RENDEZVOUS_TIMEOUT
   std::string job_token;         // BYTEPS_JOB_TOKEN, else the contents of BYTEPS_JOB_TOKEN_FILE

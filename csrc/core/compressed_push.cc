@@ -70,7 +70,7 @@ SliceCompression* Engine::SliceCompressionFor(const TensorOp& op, PartitionTask&
   // Equal machines only: this rank's one network slice is then its local
   // slice, which the reducer holds (with machines of different sizes the
   // network slices cut local slices, and the host codec compresses them).
-  if (!R || op.device < 0 || !config_.distributed() || !op.compression.enabled() ||
+  if (!R || op.device < 0 || !config_.distributed() || !op.compression.enabled() || !config_.gpu_compress_on_device ||
       config_.distinct_local_sizes().size() != 1) {
     return nullptr;
   }
