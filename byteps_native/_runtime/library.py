@@ -54,6 +54,9 @@ def engine():
             lib.bps_submission_count.restype = ctypes.c_int64
             lib.bps_submission.restype = ctypes.c_int64
             lib.bps_submission.argtypes = [ctypes.c_int64, ctypes.c_char_p, ctypes.c_int64]
+            lib.bps_joined_ranks_check.restype = ctypes.c_size_t
+            lib.bps_joined_ranks_check.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64,
+                                                   ctypes.c_int64, ctypes.c_char_p, ctypes.c_size_t]
             _engine = lib
         return _engine
 

@@ -16,18 +16,24 @@ std::vector<int64_t> JoinedRows(const T* flat, int64_t rows, int64_t elements) {
   return joined;
 }
 
-// "allgather" from "bps.tf.agree.allgather.2" or "bps.tf.allgather/x.lengths"
-// (the names the faces give these rounds).
+// "allgather" from "bps.tf.agree.allgather.2", "bps.tf.allgather/x.lengths"
+// (TF) or "agree.broadcast.2", "joined.broadcast.2" (torch): the names the
+// faces give these rounds.
 std::string CollectiveOf(const std::string& round) {
-  const std::string agree = "agree.";
-  const size_t face = round.find('.');
-  if (round.compare(0, 4, "bps.") != 0 || face == std::string::npos) return "a collective";
-  std::string rest = round.substr(round.find('.', face + 1) + 1);
-  if (rest.compare(0, agree.size(), agree) == 0) {
-    rest = rest.substr(agree.size());
-    return rest.substr(0, rest.find('.'));
+  std::string rest = round;
+  if (rest.compare(0, 4, "bps.") == 0) {  // "bps.<face>."
+    const size_t face_end = rest.find('.', 4);
+    rest = face_end == std::string::npos ? std::string() : rest.substr(face_end + 1);
   }
-  return rest.substr(0, rest.find('/'));
+  for (const char* kind_prefix : {"agree.", "joined."}) {
+    const std::string p = kind_prefix;
+    if (rest.compare(0, p.size(), p) == 0) {
+      rest = rest.substr(p.size());
+      return rest.substr(0, rest.find('.'));
+    }
+  }
+  rest = rest.substr(0, rest.find_first_of("/."));
+  return rest.empty() ? "a collective" : rest;
 }
 
 }  // namespace

@@ -79,6 +79,10 @@ TEST(JoinMark, ARowOfMinusOnesInAMarkedRoundNamesTheJoinedRank) {
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("allgather cannot run while a rank has joined: rank(s) 1"), std::string::npos)
       << st.message();
+  Status torch_style = CheckNoRankJoined(std::string("agree.broadcast.2") + kJoinMark, table.data(), DataType::kInt64,
+                                        3, 6);
+  EXPECT_NE(torch_style.message().find("broadcast cannot run while a rank has joined"), std::string::npos)
+      << torch_style.message();
   std::vector<int32_t> partial = {-1, 4, 2, 2};  // no row all -1
   EXPECT_TRUE(CheckNoRankJoined(name, partial.data(), DataType::kInt32, 2, 4).ok());
   // Unmarked rounds and float tables are never checked.
