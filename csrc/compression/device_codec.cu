@@ -82,14 +82,35 @@ Status DeviceCompress(const CodecHeader& h, const float* x, const DeviceSliceSta
   return codec->Encode(h, c, state.cuts, key, round, state.residual, body, codec_scratch, stream_ptr);
 }
 
+Status DeviceCodec::Decode(const CodecHeader& h, const uint32_t* cuts, const char* body, uint64_t key, uint32_t round,
+                           float* out, void* scratch, void* stream) const {
+  BPS_RETURN_IF_ERROR(device_launch::Check(
+      cudaMemsetAsync(out, 0, uint64_t{h.count} * sizeof(float), static_cast<cudaStream_t>(stream)),
+      "the decoded slice's zeros"));
+  return DecodeAdd(h, cuts, body, key, round, out, scratch, stream);
+}
+
+namespace {
+
+// A payload's parts (its header is `h`): onebit's cuts, then the codec's body.
+struct PayloadParts {
+  const uint32_t* cuts;
+  const char* body;
+};
+PayloadParts PartsOf(const CodecHeader& h, const char* in) {
+  return {reinterpret_cast<const uint32_t*>(in + sizeof(CodecHeader)),
+          in + sizeof(CodecHeader) + uint64_t{h.cuts} * sizeof(uint32_t)};
+}
+
+}  // namespace
+
 Status DeviceDecompress(const CodecHeader& h, const char* in, uint64_t key, uint32_t round, float* out,
                         void* scratch, void* stream) {
   Status status;
   const DeviceCodec* codec = CodecOf(h, &status);
   if (!codec) return status;
-  const uint32_t* cuts = reinterpret_cast<const uint32_t*>(in + sizeof(CodecHeader));
-  const char* body = in + sizeof(CodecHeader) + uint64_t{h.cuts} * sizeof(uint32_t);
-  return codec->Decode(h, cuts, body, key, round, out, static_cast<char*>(scratch) + SteppedBytes(h), stream);
+  const PayloadParts p = PartsOf(h, in);
+  return codec->Decode(h, p.cuts, p.body, key, round, out, static_cast<char*>(scratch) + SteppedBytes(h), stream);
 }
 
 Status DeviceDecompressAdd(const CodecHeader& h, const char* in, uint64_t key, uint32_t round, float* acc,
@@ -97,9 +118,8 @@ Status DeviceDecompressAdd(const CodecHeader& h, const char* in, uint64_t key, u
   Status status;
   const DeviceCodec* codec = CodecOf(h, &status);
   if (!codec) return status;
-  const uint32_t* cuts = reinterpret_cast<const uint32_t*>(in + sizeof(CodecHeader));
-  const char* body = in + sizeof(CodecHeader) + uint64_t{h.cuts} * sizeof(uint32_t);
-  return codec->DecodeAdd(h, cuts, body, key, round, acc, static_cast<char*>(scratch) + SteppedBytes(h), stream);
+  const PayloadParts p = PartsOf(h, in);
+  return codec->DecodeAdd(h, p.cuts, p.body, key, round, acc, static_cast<char*>(scratch) + SteppedBytes(h), stream);
 }
 
 }  // namespace bps

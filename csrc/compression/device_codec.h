@@ -11,8 +11,8 @@
 // tests/cpp/CMakeLists.txt with BPS_WITH_CUDA); DeviceCompress and its
 // siblings (device_codec.cu) exist only there, so a caller sits under
 // BPS_WITH_CUDA. FindDeviceCodec exists in every build and answers null
-// without CUDA. Nothing in the engine calls these yet: the data path
-// (csrc/core, csrc/gpu) will, once it keeps compressed slices on the device.
+// without CUDA. The engine's device reducer calls them for a GPU tensor's
+// compressed pushes (csrc/gpu/slice_compression.*).
 //
 // Agreement with the host codec, for the same input and state: onebit's sign
 // bits, topk's indices and values, randomk's indices and values, and the
@@ -48,8 +48,11 @@ class DeviceCodec {
   // non-null) becomes c - decompress(body).
   virtual Status Encode(const CodecHeader& h, const float* c, const uint32_t* cuts, uint64_t key, uint32_t round,
                         float* residual, char* body, void* scratch, void* stream) const = 0;
+  // out = decompress(body). By default zeros, then DecodeAdd: what a sparse
+  // codec (topk, randomk) does; a dense one (onebit) writes every element.
+  // CUDA build only (device_codec.cu).
   virtual Status Decode(const CodecHeader& h, const uint32_t* cuts, const char* body, uint64_t key, uint32_t round,
-                        float* out, void* scratch, void* stream) const = 0;
+                        float* out, void* scratch, void* stream) const;
   virtual Status DecodeAdd(const CodecHeader& h, const uint32_t* cuts, const char* body, uint64_t key,
                            uint32_t round, float* acc, void* scratch, void* stream) const = 0;
 };

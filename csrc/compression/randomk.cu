@@ -64,14 +64,6 @@ class RandomKDeviceCodec : public DeviceCodec {
     return device_launch::Launched("randomk's encoding kernels");
   }
 
-  Status Decode(const CodecHeader& h, const uint32_t* cuts, const char* body, uint64_t key, uint32_t round,
-                float* out, void* scratch, void* stream) const override {
-    BPS_RETURN_IF_ERROR(device_launch::Check(
-        cudaMemsetAsync(out, 0, uint64_t{h.count} * sizeof(float), static_cast<cudaStream_t>(stream)),
-        "randomk's decoded slice"));
-    return DecodeAdd(h, cuts, body, key, round, out, scratch, stream);
-  }
-
   Status DecodeAdd(const CodecHeader& h, const uint32_t* cuts, const char* body, uint64_t key, uint32_t round,
                    float* acc, void* scratch, void* stream) const override {
     const uint32_t* indices = nullptr;
