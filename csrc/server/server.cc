@@ -9,7 +9,7 @@
 #include "common/net_util.h"
 #include "common/reduce_kernels.h"
 #include "compression/compressor.h"
-#include "server/round_agreement.h"
+#include "server/round_mismatch.h"
 
 namespace bps {
 
@@ -278,7 +278,7 @@ void Server::OnControl(Connection* conn, const MessageHeader& h, const std::stri
         // A worker saw this tensor's ranks disagree inside its machine: fail
         // the tensor on the other machines too, now, naming that cause.
         const std::string& why = text;
-        Poison(h.name_hash, why);
+        poisoned_.Poison(h.name_hash, why);
         TellEveryone(h.key, h.name_hash, why, conn);
         return;
       }
@@ -358,29 +358,24 @@ void Server::TellEveryone(uint64_t key, uint64_t name_hash, const std::string& m
   for (auto& c : everyone) SendError(c, key, name_hash, msg);
 }
 
-bool Server::PoisonedMessage(uint64_t name_hash, std::string* message) {
-  if (!any_poisoned_.load(std::memory_order_acquire)) return false;
-  std::lock_guard<std::mutex> lock(poison_mu_);
-  auto it = poisoned_.find(name_hash);
-  if (it == poisoned_.end()) return false;
-  *message = it->second;
-  return true;
-}
-
-void Server::Poison(uint64_t name_hash, const std::string& message) {
-  std::lock_guard<std::mutex> lock(poison_mu_);
-  poisoned_.emplace(name_hash, message);
-  any_poisoned_.store(true, std::memory_order_release);
-}
-
-bool Server::TakeBuffer(size_t bytes, const std::shared_ptr<Connection>& conn, const MessageHeader& h,
-                        std::shared_ptr<AlignedBuffer>* out) {
+bool Server::TakeBuffer(size_t bytes, const Push& push, std::shared_ptr<AlignedBuffer>* out) {
   *out = buffers_->Take(bytes);
   if ((*out)->data) return true;
-  SendError(conn, h.key, h.name_hash,
+  SendError(push.conn, push.h.key, push.h.name_hash,
             "server " + std::to_string(server_id_) + ": out of memory for a buffer of " + std::to_string(bytes) + " bytes");
   out->reset();
   return false;
+}
+
+void Server::Answer(const std::shared_ptr<Connection>& to, const MessageHeader& answer,
+                    const std::shared_ptr<AlignedBuffer>& wire) {
+  bytes_out_.fetch_add(answer.payload_bytes, std::memory_order_relaxed);
+  to->SendOwned(ToFrame(answer), wire, wire->data);
+}
+
+void Server::FailTensor(const MessageHeader& h, const std::string& why) {
+  poisoned_.Poison(h.name_hash, why);
+  TellEveryone(h.key, h.name_hash, why, nullptr);
 }
 
 // Before anything that can answer on this connection (a response or an
@@ -398,194 +393,80 @@ void Server::AcknowledgeReceipt(Connection& conn, const MessageHeader& push) {
   conn.SendOwned(ToFrame(h), nullptr, nullptr);
 }
 
+namespace {
+
+// The key's state fits the push: true when the push opens it (its first, or
+// the first since its tensor was resized).
+bool OpenKey(KeyState& ks, const Push& push, bool async) {
+  const MessageHeader& h = push.h;
+  if (ks.initialized && ks.contributions == 0 && !async &&
+      (h.payload_bytes != ks.payload_bytes || push.dtype != ks.dtype || push.compressed != ks.compressed)) {
+    // The tensor behind this key was resized (on every rank, or the round's
+    // signature check catches it): start over with fitting buffers.
+    ks.acc.reset();
+    ks.waiting.clear();
+    ks.initialized = false;
+  }
+  if (ks.initialized) return false;
+  ks.initialized = true;
+  ks.dtype = push.dtype;
+  ks.payload_bytes = h.payload_bytes;
+  ks.round = h.round;
+  return true;
+}
+
+// The round's first push sets the terms the others are checked against.
+void BeginRound(KeyState& ks, const Push& push) {
+  const MessageHeader& h = push.h;
+  ks.signature = h.signature;
+  ks.tensor_bytes = h.tensor_bytes;
+  ks.first_rank = h.sender_rank;
+  ks.round = h.round;
+  ks.compressed = push.compressed;
+  ks.codec = push.codec;
+  const uint32_t* cuts = push.compressed ? PayloadCuts(push.payload->data) : nullptr;
+  ks.cuts.assign(cuts, cuts + (push.compressed ? push.codec.cuts : 0));
+}
+
+}  // namespace
+
 void Server::HandlePush(const std::shared_ptr<Connection>& conn, const MessageHeader& h,
                         std::shared_ptr<AlignedBuffer> payload) {
   bytes_in_.fetch_add(h.payload_bytes, std::memory_order_relaxed);
   pushes_.fetch_add(1, std::memory_order_relaxed);
   AcknowledgeReceipt(*conn, h);
   std::string poisoned;
-  if (PoisonedMessage(h.name_hash, &poisoned)) {
+  if (poisoned_.Find(h.name_hash, &poisoned)) {
     SendError(conn, h.key, h.name_hash, poisoned);
     return;
   }
-  const DataType dtype = static_cast<DataType>(h.dtype);
-  const bool compressed = (h.flags & kFlagCompressed) != 0;
-  CodecHeader codec;
-  if (compressed) {
-    // Checked before anything decodes it: the indices it names are written.
-    std::string bad = dtype != DataType::kFloat32 ? std::string("a compressed push must carry float32 data")
-                                                  : ValidateCompressed(payload->data, h.payload_bytes);
+  Push push(conn, h, std::move(payload));
+  if (push.compressed) {
+    std::string bad = CompressedRound::Read(&push);
     if (!bad.empty()) {
       SendError(conn, h.key, h.name_hash, "server " + std::to_string(server_id_) + ": " + bad);
       return;
     }
-    memcpy(&codec, payload->data, sizeof(codec));
   }
-  const size_t count = compressed ? codec.count : h.payload_bytes / DataTypeSize(dtype);
-  const size_t acc_bytes = count * AccumulatorElementSize(dtype);
+  push.count = push.compressed ? push.codec.count : h.payload_bytes / DataTypeSize(push.dtype);
+  push.acc_bytes = push.count * AccumulatorElementSize(push.dtype);
   KeyState& ks = *keys_.Get(h.key);
   std::lock_guard<std::mutex> key_lock(ks.mu);
-  if (ks.initialized && ks.contributions == 0 && !config_.enable_async &&
-      (h.payload_bytes != ks.payload_bytes || dtype != ks.dtype || compressed != ks.compressed)) {
-    // The tensor behind this key was resized (on every rank, or the round's
-    // signature check below catches it): start over with fitting buffers.
-    ks.acc.reset();
-    ks.waiting.clear();
-    ks.initialized = false;
-  }
-  const bool fresh_key = !ks.initialized;
-  if (fresh_key) {
-    ks.initialized = true;
-    ks.dtype = dtype;
-    ks.payload_bytes = h.payload_bytes;
-    ks.round = h.round;
-  }
-  // Every contribution to a key must describe the same tensor: otherwise the
-  // sum would be silent garbage. Poison the tensor and tell every pusher.
-  std::string mismatch = CheckPushTerms(h, ks.waiting.empty() ? nullptr : &ks.waiting.front().second,
-                                        ServerTerms{server_id_, config_.enable_async});
-  if (mismatch.empty() && compressed && !ks.waiting.empty()) {
-    mismatch = CheckCodecTerms(h, codec, PayloadCuts(payload->data), ks.waiting.front().second, ks.codec,
-                               ks.cuts.data());
-  }
-  if (mismatch.empty() && config_.enable_async && !fresh_key &&
-      (h.signature != ks.signature || h.payload_bytes != ks.payload_bytes || dtype != ks.dtype)) {
-    // Async rounds never wait: compare with the key's last push instead.
-    mismatch = "ranks disagree on this tensor: rank " + std::to_string(ks.first_rank) + " pushed " +
-               DataTypeName(ks.dtype) + " data of " + std::to_string(ks.tensor_bytes) + " bytes in total, rank " +
-               std::to_string(h.sender_rank) + " pushed " + DataTypeName(dtype) + " data of " +
-               std::to_string(h.tensor_bytes) + " bytes (or another shape)";
-  }
+  push.opens_key = OpenKey(ks, push, config_.enable_async);
+  std::string mismatch = RoundMismatch(ks, push, ServerTerms{server_id_, config_.enable_async});
   if (!mismatch.empty()) {
-    Poison(h.name_hash, mismatch);
-    // Every worker, not only this round's pushers: ranks waiting on other
-    // partitions (or other keys of a different plan) of the tensor fail now.
-    TellEveryone(h.key, h.name_hash, mismatch, nullptr);
-    ks.waiting.clear();
-    ks.contributions = 0;
+    FailMismatchedRound(*this, ks, push, mismatch);
     return;
   }
-  if (ks.contributions == 0) {
-    ks.signature = h.signature;
-    ks.tensor_bytes = h.tensor_bytes;
-    ks.first_rank = h.sender_rank;
-    ks.round = h.round;
-    ks.compressed = compressed;
-    ks.codec = codec;
-    const uint32_t* cuts = compressed ? PayloadCuts(payload->data) : nullptr;
-    ks.cuts.assign(cuts, cuts + (compressed ? codec.cuts : 0));
-  }
-  if (compressed) {
-    // Async rounds never see one: workers with BYTEPS_ENABLE_ASYNC=1 do not
-    // compress, and CheckPushTerms refused the mix of modes above.
-    SumCompressed(ks, conn, h, std::move(payload), count);
-    return;
-  }
-
-  if (config_.enable_async) {
-    // Async: the key holds a running sum; every push is applied and answered.
-    bool starts_sum = fresh_key;
-    if (!ks.acc || ks.acc->size != acc_bytes) {
-      if (!TakeBuffer(acc_bytes, conn, h, &ks.acc)) return;
-      starts_sum = true;  // a new running sum starts from this push
-    }
-    Accumulate(ks.acc->data, payload->data, count, dtype, starts_sum);
-    payload.reset();
-    ks.contributions = 1;
-    std::shared_ptr<AlignedBuffer> snapshot;
-    if (!TakeBuffer(h.payload_bytes, conn, h, &snapshot)) return;
-    AccumulatorToWire(snapshot->data, ks.acc->data, count, dtype);
-    MessageHeader answer = h;
-    answer.type = static_cast<uint16_t>(MessageType::kResponse);
-    bytes_out_.fetch_add(h.payload_bytes, std::memory_order_relaxed);
-    conn->SendOwned(ToFrame(answer), snapshot, snapshot->data);
-    return;
-  }
-
-  const uint64_t w0 = timeline_.Tracing(h.round) ? Timeline::NowMicros() : 0;
-  if (ks.contributions == 0 && !IsHalfType(dtype) && payload->size == acc_bytes) {
-    // The first push of a round becomes the accumulator: its bytes landed in
-    // a buffer of the right size, so adopt it instead of copying.
-    ks.acc = std::move(payload);
-  } else {
-    if ((!ks.acc || ks.acc->size != acc_bytes) && !TakeBuffer(acc_bytes, conn, h, &ks.acc)) return;
-    Accumulate(ks.acc->data, payload->data, count, dtype, ks.contributions == 0);
-    payload.reset();  // back to the pool, warm for the next push of any key
-  }
-  if (w0) {
-    timeline_.Record("key" + std::to_string(h.key % 100000) + ".from" + std::to_string(h.sender_rank), h.partition,
-                     h.round, "server_sum", w0, Timeline::NowMicros());
-  }
-  ks.contributions++;
-  ks.waiting.emplace_back(conn, h);
-  if (ks.contributions < h.num_contributors) return;
-
-  // Round complete: answer every contributor from one buffer, which goes
-  // back to the pool once written to all of them (buffers circulate: push ->
-  // sum -> answer -> any key's next push). The key keeps none between rounds.
-  std::shared_ptr<AlignedBuffer> wire;
-  if (IsHalfType(dtype)) {
-    if (!TakeBuffer(h.payload_bytes, conn, h, &wire)) return;
-    AccumulatorToWire(wire->data, ks.acc->data, count, dtype);
-    ks.acc.reset();
-  } else {
-    // The accumulator goes out as the answer; the next round's first push
-    // becomes the next accumulator.
-    wire = std::move(ks.acc);
-  }
-  AnswerRound(ks, h, wire, h.payload_bytes);
+  if (ks.contributions == 0) BeginRound(ks, push);
+  HandlerOf(push).Add(ks, push);
 }
 
-void Server::SumCompressed(KeyState& ks, const std::shared_ptr<Connection>& conn, const MessageHeader& h,
-                           std::shared_ptr<AlignedBuffer> payload, size_t count) {
-  const size_t acc_bytes = count * sizeof(float);
-  if ((!ks.acc || ks.acc->size != acc_bytes) && !TakeBuffer(acc_bytes, conn, h, &ks.acc)) return;
-  float* acc = reinterpret_cast<float*>(ks.acc->data);
-  // The sum in float32 of what each machine's push decompresses to.
-  if (ks.contributions == 0) {
-    Decompress(payload->data, h.key, h.round, acc);
-  } else {
-    DecompressAdd(payload->data, h.key, h.round, acc);
-  }
-  payload.reset();
-  ks.contributions++;
-  ks.waiting.emplace_back(conn, h);
-  if (ks.contributions < h.num_contributors) return;
-  // Round complete: the sum, compressed by the same codec (with the key's
-  // error feedback when the codec asks for it), to every contributor from
-  // one buffer of the pool (topk's answer may be larger than a push: the
-  // exact sum of every machine's entries).
-  const CodecHeader answer = AnswerCodec(ks.codec, h.num_contributors);
-  const uint64_t answer_bytes = CompressedBytes(answer);
-  std::shared_ptr<AlignedBuffer> slot;
-  if (!TakeBuffer(answer_bytes, conn, h, &slot)) return;
-  float* residual = nullptr;
-  if (ServerErrorFeedback(ks.codec)) {
-    if (ks.residual.size() != count || memcmp(&ks.residual_codec, &ks.codec, sizeof(CodecHeader)) != 0) {
-      ks.residual.assign(count, 0.0f);
-      ks.residual_codec = ks.codec;
-    }
-    residual = ks.residual.data();
-  }
-  Compress(answer, acc, residual, h.key, h.round, slot->data, ks.cuts.data());
-  ks.acc.reset();
-  AnswerRound(ks, h, slot, answer_bytes);
-}
-
-void Server::AnswerRound(KeyState& ks, const MessageHeader& h, const std::shared_ptr<AlignedBuffer>& wire,
-                         uint64_t answer_bytes) {
-  // Every contributor gets the round's answer from one buffer.
-  for (auto& waiter : ks.waiting) {
-    MessageHeader answer = waiter.second;
-    answer.type = static_cast<uint16_t>(MessageType::kResponse);
-    answer.sender_rank = static_cast<uint32_t>(server_id_);
-    answer.payload_bytes = answer_bytes;
-    bytes_out_.fetch_add(answer_bytes, std::memory_order_relaxed);
-    waiter.first->SendOwned(ToFrame(answer), wire, wire->data);
-  }
-  ks.waiting.clear();
-  ks.contributions = 0;
-  ks.round++;
+RoundHandler& Server::HandlerOf(const Push& push) {
+  if (push.compressed) return compressed_round_;
+  if (config_.enable_async) return async_round_;
+  if (IsHalfType(push.dtype)) return half_precision_round_;
+  return sync_round_;
 }
 
 std::string Server::StatsJson() {

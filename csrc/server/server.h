@@ -14,6 +14,10 @@
 // server-wide lock for long: round state is sharded by key (KeyTable), the
 // buffer pool's lock covers a free-list lookup (buffer_pool.h), and the
 // server-wide mutex guards only connections arriving and leaving.
+//
+// Round modes: HandlePush reads a push, checks it against its key's round
+// (round_mismatch.h) and hands it to the handler of its mode: sync_round,
+// half_precision_round, async_round or compressed_round (round_handler.h).
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -22,20 +26,25 @@
 #include <mutex>
 #include <set>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "common/config.h"
 #include "common/timeline.h"
 #include "ps/protocol.h"
 #include "server/buffer_pool.h"
+#include "server/async_round.h"
+#include "server/compressed_round.h"
+#include "server/half_precision_round.h"
 #include "server/key_table.h"
+#include "server/poisoned_tensors.h"
+#include "server/round_handler.h"
+#include "server/sync_round.h"
 #include "store/store.h"
 #include "transport/transport.h"
 
 namespace bps {
 
-class Server {
+class Server final : private RoundServices {
  public:
   static constexpr int kFailureGraceSeconds = 2;
   // Partitions' worth of buffers the pool warms at start (within BYTEPS_SERVER_BUFFER_POOL).
@@ -44,7 +53,7 @@ class Server {
   // TransportOptionsFor(config).
   Server(Config config, std::shared_ptr<Store> store, int server_id, std::string listen_host,
          std::unique_ptr<transport::Transport> transport = nullptr);
-  ~Server();
+  ~Server() override;
   // A server's transport settings from its Config: the job's token, liveness
   // (BYTEPS_TIMEOUT), socket tuning and BYTEPS_SERVER_ENGINE_THREAD I/O threads.
   static transport::TransportOptions TransportOptionsFor(const Config& config, int server_id);
@@ -76,18 +85,14 @@ class Server {
   void AcknowledgeReceipt(Connection& conn, const MessageHeader& push);
   void HandlePush(const std::shared_ptr<Connection>& conn, const MessageHeader& h,
                   std::shared_ptr<AlignedBuffer> payload);
-  // A compressed push: decompressed into the key's float32 sum; a complete
-  // round is answered compressed (csrc/compression).
-  // The round of `ks` is complete: `wire` goes to every contributor, and the
-  // key moves to its next round.
-  // `answer_bytes`: the answer's payload (a compressed answer's may differ from the pushes').
-  void AnswerRound(KeyState& ks, const MessageHeader& h, const std::shared_ptr<AlignedBuffer>& wire,
-                   uint64_t answer_bytes);
-  void SumCompressed(KeyState& ks, const std::shared_ptr<Connection>& conn, const MessageHeader& h,
-                     std::shared_ptr<AlignedBuffer> payload, size_t count);
-  // A buffer of `bytes` from the pool; false (and the pusher told) when memory ran out.
-  bool TakeBuffer(size_t bytes, const std::shared_ptr<Connection>& conn, const MessageHeader& h,
-                  std::shared_ptr<AlignedBuffer>* out);
+  RoundHandler& HandlerOf(const Push& push);
+  // RoundServices, for the round handlers.
+  int server_id() const override { return server_id_; }
+  bool TakeBuffer(size_t bytes, const Push& push, std::shared_ptr<AlignedBuffer>* out) override;
+  void Answer(const std::shared_ptr<Connection>& to, const MessageHeader& answer,
+              const std::shared_ptr<AlignedBuffer>& wire) override;
+  void FailTensor(const MessageHeader& h, const std::string& why) override;
+  Timeline& timeline() override { return timeline_; }
   // `text`: the frame's payload, escaped by the transport.
   void OnControl(Connection* conn, const MessageHeader& h, const std::string& text);
   void OnLinkClosed(Connection* conn, const Status& reason);
@@ -96,8 +101,6 @@ class Server {
   void SendAbortFrame(const std::shared_ptr<Connection>& conn, const std::string& why);
   // A tensor-scoped error (name_hash) to every worker connection but `except`.
   void TellEveryone(uint64_t key, uint64_t name_hash, const std::string& msg, Connection* except);
-  bool PoisonedMessage(uint64_t name_hash, std::string* message);
-  void Poison(uint64_t name_hash, const std::string& message);
 
   Config config_;
   std::shared_ptr<Store> store_;
@@ -115,12 +118,11 @@ class Server {
   std::shared_ptr<BufferPool> buffers_;
 
   KeyTable keys_;
-
-  // Poisoned tensors (name_hash -> first error): rare, so the push path reads
-  // an atomic flag and locks only once something was poisoned.
-  std::atomic<bool> any_poisoned_{false};
-  std::mutex poison_mu_;
-  std::unordered_map<uint64_t, std::string> poisoned_;
+  PoisonedTensors poisoned_;
+  SyncRound sync_round_{this};
+  HalfPrecisionRound half_precision_round_{this};
+  AsyncRound async_round_{this};
+  CompressedRound compressed_round_{this};
 
   // Connections arriving and leaving; never taken on the push path.
   std::mutex mu_;
