@@ -44,11 +44,19 @@ class TopKCodec : public Codec {
     for (uint32_t i = 0; i < h.k; ++i) acc[indices[i]] += values[i];
   }
 
+  // Indices in range and ascending, as every encoder writes them (the
+  // servers' sparse sum merges them in order: topk_sum.h).
   std::string ValidateBody(const CodecHeader& h, const char* body) const override {
+    uint32_t previous = 0;
     for (uint32_t i = 0; i < h.k; ++i) {
       uint32_t index;
       memcpy(&index, body + uint64_t{i} * sizeof(uint32_t), sizeof(index));
       if (index >= h.count) return "topk push names element " + std::to_string(index) + " of " + std::to_string(h.count);
+      if (i > 0 && index <= previous) {
+        return "topk push names element " + std::to_string(index) + " after element " + std::to_string(previous) +
+               ": its indices must ascend";
+      }
+      previous = index;
     }
     return "";
   }

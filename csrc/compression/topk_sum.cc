@@ -2,7 +2,14 @@
 
 #include <cstring>
 
+#include "compression/codec.h"
+
 namespace bps {
+
+bool SumsSparsely(const CodecHeader& push) {
+  const Codec* codec = FindCodec(push.kind);
+  return codec && std::strcmp(codec->name(), "topk") == 0 && !ServerTopK(push) && !ServerErrorFeedback(push);
+}
 
 bool SparseTopKSum::Add(const char* body, uint32_t k, uint32_t count) {
   const char* indices = body;

@@ -27,6 +27,11 @@
 
 namespace bps {
 
+// Whether a server sums rounds of `push` with SparseTopKSum: topk answering
+// the exact sum (no server_topk, no server error feedback, which need the
+// dense sum).
+bool SumsSparsely(const CodecHeader& push);
+
 class SparseTopKSum {
  public:
   // Forgets the round's entries (keeps the memory).

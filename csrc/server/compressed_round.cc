@@ -13,6 +13,7 @@ std::string CompressedRound::Read(Push* push) {
 }
 
 void CompressedRound::Add(KeyState& ks, Push& push) {
+  if (SumsSparsely(ks.codec)) return AddSparse(ks, push);
   const MessageHeader& h = push.h;
   const size_t count = push.count;
   const size_t acc_bytes = count * sizeof(float);
@@ -44,6 +45,22 @@ void CompressedRound::Add(KeyState& ks, Push& push) {
   }
   Compress(answer, acc, residual, h.key, h.round, slot->data, ks.cuts.data());
   ks.acc.reset();
+  AnswerRound(ks, slot, answer_bytes);
+}
+
+void CompressedRound::AddSparse(KeyState& ks, Push& push) {
+  const MessageHeader& h = push.h;
+  if (ks.contributions == 0) ks.sparse.Clear();
+  // Read checked the indices (in range, ascending): Add takes every push.
+  ks.sparse.Add(push.payload->data + sizeof(CodecHeader), ks.codec.k, ks.codec.count);
+  push.payload.reset();
+  if (!JoinRound(ks, push)) return;
+  const CodecHeader answer = AnswerCodec(ks.codec, h.num_contributors);
+  const uint64_t answer_bytes = CompressedBytes(answer);
+  std::shared_ptr<AlignedBuffer> slot;
+  if (!server_->TakeBuffer(answer_bytes, push, &slot)) return;
+  memcpy(slot->data, &answer, sizeof(answer));
+  ks.sparse.WriteAnswer(answer, slot->data + sizeof(answer));
   AnswerRound(ks, slot, answer_bytes);
 }
 

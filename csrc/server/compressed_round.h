@@ -1,6 +1,7 @@
 // Compressed rounds (csrc/compression): each machine's push is decompressed
 // into the key's float32 sum, and the complete sum is compressed by the same
-// codec as the answer. Async rounds never see one: workers with
+// codec as the answer; topk's exact sum is kept sparse instead
+// (compression/topk_sum.h: the same answer in O(machines x k), not O(count)). Async rounds never see one: workers with
 // BYTEPS_ENABLE_ASYNC=1 do not compress, and the round's terms refuse the mix.
 #pragma once
 #include <string>
@@ -17,6 +18,9 @@ class CompressedRound final : public RoundHandler {
   // it may be summed, else what is wrong with it.
   static std::string Read(Push* push);
   void Add(KeyState& ks, Push& push) override;
+
+ private:
+  void AddSparse(KeyState& ks, Push& push);
 };
 
 }  // namespace bps

@@ -14,6 +14,7 @@
 
 #include "common/dtype.h"
 #include "compression/compressor.h"
+#include "compression/topk_sum.h"
 #include "server/buffer_pool.h"
 #include "ps/protocol.h"
 #include "transport/transport.h"
@@ -41,6 +42,8 @@ struct KeyState {
   // The round's sum (float32 for 16-bit types), from the pool; it goes out
   // as the answer (or is let go once converted into one). Async: the running sum.
   std::shared_ptr<AlignedBuffer> acc;
+  // topk's exact sum (SumsSparsely): the round's entries instead of `acc`.
+  SparseTopKSum sparse;
   std::vector<std::pair<std::shared_ptr<transport::Connection>, MessageHeader>> waiting;
 };
 
