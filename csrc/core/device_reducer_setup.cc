@@ -20,13 +20,17 @@ Status Engine::EnsureDeviceReducer(int device) {
                            " but this engine was built without CUDA (see `python -m byteps_native.info`)");
   }
   MachineLink link;
-  link.order = reducer_ ? reducer_->order_channel() : nullptr;
+  link.order = peers_ ? peers_->order_channel() : nullptr;
   link.ring = [this] { Ring(); };
-  BPS_RETURN_IF_ERROR(factory(config_, store_.get(), device, link, &device_reducer_).WithContext(
+  DeviceReducer made;
+  BPS_RETURN_IF_ERROR(factory(config_, store_.get(), device, link, &made).WithContext(
       "setting up the device reducer among the " + std::to_string(config_.local_size) + " local ranks of machine " +
       std::to_string(config_.worker_id)));
+  device_reducer_ = std::move(made.reducer);
+  device_liveness_ = std::move(made.liveness);
   device_ = device;
   device_reducer_live_ = device_reducer_.get();
+  device_liveness_live_ = device_liveness_.get();
   BPS_LOG(Info) << "device tensors on cuda:" << device << " reduce through '" << device_reducer_->name() << "' among "
                 << config_.local_size << " local ranks"
                 << (config_.distributed() ? ", then across machines through the servers" : "");

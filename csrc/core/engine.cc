@@ -71,7 +71,10 @@ Status Engine::StartSteps() {
   SetLogIdentity("worker " + std::to_string(config_.rank()));  // machines of different sizes: known now
   if (transport_) transport_->SetIdentityRank(config_.rank());  // the servers count ranks by it
   if (config_.local_size > 1) {
-    BPS_RETURN_IF_ERROR(options_.host_reducer(config_, store_.get(), &reducer_));
+    HostReducer host;
+    BPS_RETURN_IF_ERROR(options_.host_reducer(config_, store_.get(), &host));
+    reducer_ = std::move(host.reducer);
+    peers_ = std::move(host.peers);
   }
   ServerClient::Callbacks callbacks;
   callbacks.ring = [this] { Ring(); };
@@ -224,8 +227,8 @@ void Engine::PostFailRequest(FailRequest request) {
 }
 
 void Engine::Ring() {
-  if (reducer_) {
-    reducer_->Ring();
+  if (peers_) {
+    peers_->Ring();
   } else {
     local_doorbell_.fetch_add(1);
     FutexWakeAll(&local_doorbell_);
@@ -234,7 +237,7 @@ void Engine::Ring() {
 
 void Engine::Loop() {
   while (true) {
-    uint32_t seen = reducer_ ? reducer_->Doorbell() : local_doorbell_.load();
+    uint32_t seen = peers_ ? peers_->Doorbell() : local_doorbell_.load();
     std::deque<std::unique_ptr<TensorOp>> fresh;
     std::deque<FailRequest> requests;
     {
@@ -290,8 +293,8 @@ void Engine::Loop() {
       BPS_LOG(Info) << "stats " << StatsJson();
     }
     if (!moved) {
-      if (reducer_) {
-        reducer_->WaitDoorbell(seen, 50);
+      if (peers_) {
+        peers_->WaitDoorbell(seen, 50);
       } else if (local_doorbell_.load() == seen) {
         FutexWait(&local_doorbell_, seen, 50);
       }
@@ -355,14 +358,15 @@ void Engine::ReleaseResources() {
   {
     // Not under a SetFatal from another thread (op_failure.cc).
     std::lock_guard<std::mutex> lock(reducers_mu_);
-    // The device reducer first: its order channel lives in the host
-    // reducer's shared memory.
+    // The device reducer first: its order channel lives in the machine
+    // group's shared memory.
     device_reducer_live_ = nullptr;
+    device_liveness_live_ = nullptr;
     device_reducer_.reset();
-    if (reducer_) {
-      reducer_->Leave();
-      reducer_.reset();
-    }
+    device_liveness_.reset();
+    if (peers_) peers_->Leave();
+    reducer_.reset();
+    peers_.reset();
   }
   store_.reset();
   initialized_ = false;

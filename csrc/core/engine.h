@@ -235,11 +235,15 @@ class Engine {
   int num_servers_ = 0;
   std::shared_ptr<Store> store_;
   std::unique_ptr<LocalReducer> reducer_;  // host tensors; null with one local rank
-  // Device tensors' reducer (NCCL), made by the first device submission.
+  // The machine's other local ranks (doorbell, liveness, order channel); null with one local rank.
+  std::unique_ptr<MachinePeers> peers_;
+  // Device tensors' reducer (NCCL), made by the first device submission, and how its collectives fail.
   std::mutex device_mu_;
-  std::unique_ptr<LocalReducer> device_reducer_;
+  std::shared_ptr<LocalReducer> device_reducer_;
+  std::shared_ptr<PeerLiveness> device_liveness_;
   int device_ = -1;
   std::atomic<LocalReducer*> device_reducer_live_{nullptr};  // what the engine thread drives
+  std::atomic<PeerLiveness*> device_liveness_live_{nullptr};
   // Held by SetFatal while it reaches the reducers from any thread, and by
   // ReleaseResources while it frees them.
   std::mutex reducers_mu_;

@@ -21,9 +21,9 @@ void Engine::SetFatal(const Status& st) {
   // the same lock (issue 30: a worker's SIGSEGV at exit after a failed first
   // push_pull, the watcher ringing a freed reducer).
   std::lock_guard<std::mutex> lock(reducers_mu_);
-  if (reducer_) reducer_->FailMachine(st.message());
+  if (peers_) peers_->FailMachine(st.message());
   // No rank stays inside a device collective whose peers will not issue it.
-  if (LocalReducer* device = device_reducer_live_.load()) device->FailMachine(st.message());
+  if (PeerLiveness* device = device_liveness_live_.load()) device->FailMachine(st.message());
   Ring();
 }
 

@@ -76,11 +76,11 @@ std::string Engine::DescribeWait(const PartitionTask& t) {
 void Engine::CheckTimeoutsAndPeers() {
   const auto now = Clock::now();
   if (!watchdog_.PeerCheckDue(now)) return;
-  if (reducer_ && !failure_.failed()) {
-    Status peers = reducer_->CheckPeers(/*check_alive=*/!active_.empty());
+  if (peers_ && !failure_.failed()) {
+    Status peers = peers_->CheckPeers(/*check_alive=*/!active_.empty());
     if (!peers.ok()) SetFatal(peers);
   }
-  if (LocalReducer* device = device_reducer_live_.load()) {
+  if (PeerLiveness* device = device_liveness_live_.load()) {
     Status failed = device->CheckPeers(/*check_alive=*/false);
     if (!failed.ok() && !failure_.failed()) SetFatal(failed);
   }

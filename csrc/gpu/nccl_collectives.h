@@ -98,7 +98,7 @@ class NcclCollectives : public Collectives {
 
 // The device reducer factory the CUDA build registers (SetDeviceReducerFactory).
 Status MakeNcclLocalReducer(const Config& config, Store* store, int device, const MachineLink& link,
-                            std::unique_ptr<LocalReducer>* out);
+                            DeviceReducer* out);
 
 // "cuda: yes (runtime 13.0, driver 13.0); nccl: 2.28.9".
 std::string BuildInfo();

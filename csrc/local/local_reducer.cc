@@ -11,7 +11,7 @@ namespace {
 std::atomic<DeviceReducerFactory> g_device_reducer_factory{nullptr};
 }  // namespace
 
-Status CreateShmLocalReducer(const Config& config, Store* store, std::unique_ptr<LocalReducer>* out) {
+Status CreateShmLocalReducer(const Config& config, Store* store, HostReducer* out) {
   return ShmLocalReducer::Create(config, store, out);
 }
 

@@ -3,7 +3,12 @@
 // sum of slice q, SliceOf(count, L, q)), the engine moves that slice across
 // machines, and they all-gather it back. Every call is non-blocking: the
 // engine thread polls the steps of many partitions in its scheduling order
-// and sleeps on the reducer's doorbell when none moved.
+// and sleeps on the machine's doorbell when none moved.
+//
+// This is the data path only. The machine's group of local ranks (the
+// doorbell, liveness and failure, the order channel) is MachinePeers
+// (machine_peers.h): the factories below make both, and the engine uses each
+// through its own interface.
 //
 // Rounds: the n-th push_pull of a key is round n on every local rank; a
 // reducer serves a key's rounds in order. Errors that concern every local
@@ -40,14 +45,13 @@
 #include "common/partitioner.h"
 #include "common/status.h"
 #include "local/collectives.h"
+#include "local/machine_peers.h"
 #include "store/store.h"
 
 namespace bps {
 
 // A reducer's state of one partition key, opaque to the engine.
 struct LocalPartition;
-// The machine's order of collectives in shared memory (collective_order.h).
-struct CollectiveOrderShm;
 
 // What this rank brings to one round of one partition.
 struct LocalContribution {
@@ -176,35 +180,25 @@ class LocalReducer {
   // "2 of 4 local ranks staged": for the watchdog's message.
   virtual std::string DescribeStaging(LocalPartition* p, uint32_t round) = 0;
 
-  // The machine's doorbell: rung whenever a step may have become possible.
-  virtual uint32_t Doorbell() = 0;
-  virtual void Ring() = 0;
-  virtual void WaitDoorbell(uint32_t seen, int timeout_ms) = 0;
-  // Whether another local rank failed (its reason) or, with
-  // `check_alive`, died (checked only while this rank waits on them).
-  virtual Status CheckPeers(bool check_alive) = 0;
-  // This rank failed: the other local ranks learn `why` from CheckPeers.
-  virtual void FailMachine(const std::string& why) = 0;
-  // Leaves the machine's group (this rank no longer watched as alive).
-  virtual void Leave() = 0;
-
   virtual uint64_t staging_bytes() = 0;
   // Staging memory held, in use or pooled warm for the next key (>= staging_bytes),
   // and the part of it kept ahead of need (shm: BYTEPS_LOCAL_STAGING_RESERVE).
   virtual uint64_t staging_backed_bytes() { return staging_bytes(); }
   virtual uint64_t staging_reserve_bytes() { return 0; }
   virtual uint64_t keys_used() = 0;
-
-  // The machine's order channel in this reducer's shared control segment,
-  // for a device reducer of the same rank (MachineLink); null if none.
-  virtual CollectiveOrderShm* order_channel() { return nullptr; }
 };
 
+// Host tensors' reducer for this rank and the machine's group it joined.
+struct HostReducer {
+  std::unique_ptr<LocalReducer> reducer;
+  std::unique_ptr<MachinePeers> peers;
+};
 // Host tensors' reducer for this rank, joined with the machine's other local
 // ranks through `store` (after the job's rendezvous): EngineOptions takes one.
-using HostReducerFactory = Status (*)(const Config& config, Store* store, std::unique_ptr<LocalReducer>* out);
-// POSIX shared memory between the machine's processes (shm_reducer.h).
-Status CreateShmLocalReducer(const Config& config, Store* store, std::unique_ptr<LocalReducer>* out);
+using HostReducerFactory = Status (*)(const Config& config, Store* store, HostReducer* out);
+// POSIX shared memory between the machine's processes (shm_reducer.h,
+// shm_machine_peers.h).
+Status CreateShmLocalReducer(const Config& config, Store* store, HostReducer* out);
 
 // What a device reducer shares with the machine's host reducer: the order
 // channel in its shared control segment (null with one local rank) and the
@@ -214,13 +208,20 @@ struct MachineLink {
   std::function<void()> ring;
 };
 
+// Device tensors' reducer and how its collectives fail: one object (the
+// sequenced reducer), seen through both interfaces.
+struct DeviceReducer {
+  std::shared_ptr<LocalReducer> reducer;
+  std::shared_ptr<PeerLiveness> liveness;
+};
+
 // Device tensors' reducer, made when a rank first submits one (its GPU is
 // known then); a collective among the machine's local ranks. The CUDA build
 // registers NCCL's at load time (EngineOptions' default); the C++ tests pass
 // an emulation to their engines; without one, device tensors are refused
 // with a clear error.
 using DeviceReducerFactory = Status (*)(const Config& config, Store* store, int device, const MachineLink& link,
-                                        std::unique_ptr<LocalReducer>* out);
+                                        DeviceReducer* out);
 void SetDeviceReducerFactory(DeviceReducerFactory factory);
 DeviceReducerFactory GetDeviceReducerFactory();
 

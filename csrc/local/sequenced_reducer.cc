@@ -48,12 +48,14 @@ SequencedLocalReducer::~SequencedLocalReducer() {
 }
 
 Status MakeSequencedReducer(const Config& config, std::unique_ptr<Collectives> collectives, const MachineLink& link,
-                            std::unique_ptr<LocalReducer>* out, CollectiveOrder::Mode mode) {
+                            DeviceReducer* out, CollectiveOrder::Mode mode) {
   if (config.local_size > 1 && !link.order) {
     return Status::Invalid("a device reducer over " + std::to_string(config.local_size) +
                            " local ranks needs the machine's order channel (shared memory)");
   }
-  out->reset(new SequencedLocalReducer(config, std::move(collectives), link, mode));
+  auto reducer = std::make_shared<SequencedLocalReducer>(config, std::move(collectives), link, mode);
+  out->reducer = reducer;
+  out->liveness = std::move(reducer);
   return Status::OK();
 }
 

@@ -8,6 +8,12 @@
 //   Gather           done once the all-gather (machine order) finished
 // Progress issues the machine's order (collective_order.h); this is the only
 // place a collective is issued, on the engine thread.
+//
+// It is also how its collectives fail (PeerLiveness): a collective that
+// failed on the device is this rank's failure, and FailMachine ends this
+// rank's collectives so no kernel waits for a peer that will never issue its
+// side. The machine's doorbell and order channel are the host reducer's
+// group (MachinePeers), reached through the MachineLink.
 #pragma once
 #include <atomic>
 #include <map>
@@ -22,7 +28,7 @@
 
 namespace bps {
 
-class SequencedLocalReducer : public LocalReducer {
+class SequencedLocalReducer final : public LocalReducer, public PeerLiveness {
  public:
   SequencedLocalReducer(const Config& config, std::unique_ptr<Collectives> collectives, const MachineLink& link,
                         CollectiveOrder::Mode mode = CollectiveOrder::Mode::kMachineOrder);
@@ -60,16 +66,13 @@ class SequencedLocalReducer : public LocalReducer {
   void FailRound(LocalPartition* p, uint32_t round, const Status& why) override;
   std::string DescribeStaging(LocalPartition* p, uint32_t round) override;
 
-  // The engine's doorbell is the machine's (the host reducer's) or its own.
-  uint32_t Doorbell() override { return 0; }
-  void Ring() override { link_.ring(); }
-  void WaitDoorbell(uint32_t seen, int timeout_ms) override {}
-  Status CheckPeers(bool check_alive) override;
-  void FailMachine(const std::string& why) override;
-  void Leave() override {}
-
   uint64_t staging_bytes() override { return collectives_->staging_bytes(); }
   uint64_t keys_used() override { return keys_.load(); }  // read by the stats, any thread
+
+  // PeerLiveness: the collectives' own failure. `check_alive` is unused: the
+  // host reducer's group watches the local ranks' processes.
+  Status CheckPeers(bool check_alive) override;
+  void FailMachine(const std::string& why) override;
 
  private:
   struct Partition;
@@ -101,7 +104,6 @@ class SequencedLocalReducer : public LocalReducer {
 // The in-process registry of device reducer factories lives in
 // local_reducer.cc; this makes one over any Collectives.
 Status MakeSequencedReducer(const Config& config, std::unique_ptr<Collectives> collectives, const MachineLink& link,
-                            std::unique_ptr<LocalReducer>* out,
-                            CollectiveOrder::Mode mode = CollectiveOrder::Mode::kMachineOrder);
+                            DeviceReducer* out, CollectiveOrder::Mode mode = CollectiveOrder::Mode::kMachineOrder);
 
 }  // namespace bps

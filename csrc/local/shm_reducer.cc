@@ -1,7 +1,5 @@
 #include "local/shm_reducer.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,6 +11,7 @@
 #include "common/reduce_kernels.h"
 #include "common/partitioner.h"
 #include "common/process_alive.h"
+#include "local/shm_machine_peers.h"
 
 namespace bps {
 namespace {
@@ -30,17 +29,17 @@ uint32_t Relative(ShmEntry* e, uint32_t round) {
 
 }  // namespace
 
-Status ShmLocalReducer::Create(const Config& c, Store* store, std::unique_ptr<LocalReducer>* out) {
+Status ShmLocalReducer::Create(const Config& c, Store* store, HostReducer* out) {
   std::unique_ptr<ShmLocalReducer> r(new ShmLocalReducer());
   r->local_rank_ = c.local_rank;
   r->local_size_ = c.local_size;
   r->machine_ = c.worker_id;
-  r->stopped_limit_seconds_ = c.timeout_seconds / 2;
-  r->stopped_since_.resize(c.local_size);
   const std::string machine = std::to_string(c.worker_id);
+  std::unique_ptr<LocalSharedMemory> shm;
   if (c.local_rank == 0) {
     BPS_RETURN_IF_ERROR(LocalSharedMemory::Create(c.job_id, c.worker_id, c.local_size, 0,
-                                                  static_cast<uint32_t>(c.local_key_table_size), &r->shm_));
+                                                  static_cast<uint32_t>(c.local_key_table_size), &shm));
+    r->shm_ = std::move(shm);
     // A quarter of the arena at most: a small /dev/shm (docker's 64 MB)
     // keeps room for the slots themselves.
     const uint64_t wanted = static_cast<uint64_t>(c.local_staging_reserve_bytes) * static_cast<uint64_t>(c.local_size);
@@ -56,9 +55,11 @@ Status ShmLocalReducer::Create(const Config& c, Store* store, std::unique_ptr<Lo
   } else {
     std::string name;
     BPS_RETURN_IF_ERROR(store->Get("shm/" + machine, c.rendezvous_timeout_seconds, &name));
-    BPS_RETURN_IF_ERROR(LocalSharedMemory::Open(name, c.local_size, &r->shm_));
+    BPS_RETURN_IF_ERROR(LocalSharedMemory::Open(name, c.local_size, &shm));
+    r->shm_ = std::move(shm);
   }
-  r->shm_->control()->pids[c.local_rank] = getpid();
+  // Joins the machine's group now: a failed start leaves it again.
+  std::unique_ptr<MachinePeers> peers(new ShmMachinePeers(r->shm_, c));
   r->warmer_.reset(new StagingWarmer(r->shm_.get(), /*grows=*/c.local_rank == 0));
   int64_t opened = 0;
   BPS_RETURN_IF_ERROR(store->Add("shm_opened/" + machine, 1, &opened));
@@ -76,14 +77,9 @@ Status ShmLocalReducer::Create(const Config& c, Store* store, std::unique_ptr<Lo
     }
     r->shm_->Unlink();
   }
-  *out = std::move(r);
+  out->reducer = std::move(r);
+  out->peers = std::move(peers);
   return Status::OK();
-}
-
-ShmLocalReducer::~ShmLocalReducer() { Leave(); }
-
-void ShmLocalReducer::Leave() {
-  if (shm_) shm_->control()->pids[local_rank_] = 0;
 }
 
 Status ShmLocalReducer::Acquire(uint64_t key, uint64_t bytes, DataType dtype, LocalPartition** out) {
@@ -266,49 +262,6 @@ std::string ShmLocalReducer::DescribeStaging(LocalPartition* p, uint32_t round) 
     }
   }
   return text;
-}
-
-uint32_t ShmLocalReducer::Doorbell() { return shm_->control()->doorbell[local_rank_].load(); }
-
-Status ShmLocalReducer::CheckPeers(bool check_alive) {
-  ShmControl* ctl = shm_->control();
-  if (ctl->job_failed.load()) return Status::PeerFailure(std::string("a local rank failed: ") + ctl->job_error);
-  if (!check_alive) {
-    std::fill(stopped_since_.begin(), stopped_since_.end(), std::chrono::steady_clock::time_point{});
-    return Status::OK();
-  }
-  const auto now = std::chrono::steady_clock::now();
-  for (int q = 0; q < local_size_; ++q) {
-    int pid = ctl->pids[q];
-    if (q == local_rank_ || pid <= 0) continue;
-    auto who = [&] {
-      return "local rank " + std::to_string(q) + " (worker rank " + std::to_string(machine_ * local_size_ + q) +
-             ", pid " + std::to_string(pid) + ")";
-    };
-    if (!ProcessAlive(pid)) return Status::PeerFailure(who() + " died");
-    // A stopped rank is alive to every pid check and to its sockets (its
-    // kernel answers), so without this only BYTEPS_TIMEOUT would end the
-    // wait, naming no one (issue 30: torch rank 0 SIGSTOPped).
-    if (!ProcessStopped(pid)) {
-      stopped_since_[q] = {};
-      continue;
-    }
-    if (stopped_since_[q] == std::chrono::steady_clock::time_point{}) stopped_since_[q] = now;
-    const double stopped = std::chrono::duration<double>(now - stopped_since_[q]).count();
-    if (stopped >= stopped_limit_seconds_) {
-      char seconds[32];
-      snprintf(seconds, sizeof(seconds), "%.1f", stopped);
-      return Status::PeerFailure(who() + " is stopped (SIGSTOP, or a debugger holds it): stopped for " + seconds +
-                                 " s while this rank waited on it (half of BYTEPS_TIMEOUT)");
-    }
-  }
-  return Status::OK();
-}
-
-void ShmLocalReducer::FailMachine(const std::string& why) {
-  ShmControl* ctl = shm_->control();
-  if (ctl->job_failed.exchange(1) == 0) snprintf(ctl->job_error, sizeof(ctl->job_error), "%s", why.c_str());
-  shm_->Ring();
 }
 
 }  // namespace bps

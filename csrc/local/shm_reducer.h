@@ -13,8 +13,9 @@
 //              (released += 1)
 // Slots come warm from the arena's pool (StagingWarmer, staging_warmer.h),
 // and go back to it when their key is idle and this rank needs a new slot.
+// The machine's doorbell, liveness and order channel in the same segment are
+// ShmMachinePeers' (shm_machine_peers.h).
 #pragma once
-#include <chrono>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -29,8 +30,9 @@ class ShmLocalReducer : public LocalReducer {
  public:
   // Local rank 0 creates the segments, the others open them; once all have
   // mapped them rank 0 unlinks the names.
-  static Status Create(const Config& config, Store* store, std::unique_ptr<LocalReducer>* out);
-  ~ShmLocalReducer() override;
+  // Makes this rank's reducer and its machine's group (ShmMachinePeers),
+  // both over the segments.
+  static Status Create(const Config& config, Store* store, HostReducer* out);
 
   const char* name() const override { return "shm"; }
   int local_rank() const override { return local_rank_; }
@@ -50,18 +52,10 @@ class ShmLocalReducer : public LocalReducer {
   void FailRound(LocalPartition* p, uint32_t round, const Status& why) override;
   std::string DescribeStaging(LocalPartition* p, uint32_t round) override;
 
-  uint32_t Doorbell() override;
-  void Ring() override { shm_->Ring(); }
-  void WaitDoorbell(uint32_t seen, int timeout_ms) override { shm_->WaitDoorbell(local_rank_, seen, timeout_ms); }
-  Status CheckPeers(bool check_alive) override;
-  void FailMachine(const std::string& why) override;
-  void Leave() override;
-
   uint64_t staging_bytes() override { return shm_->control()->arena_in_use.load(); }
   uint64_t staging_backed_bytes() override { return shm_->backed_bytes(); }
   uint64_t staging_reserve_bytes() override { return shm_->warm_reserve(); }
   uint64_t keys_used() override { return shm_->control()->keys_used.load(); }
-  CollectiveOrderShm* order_channel() override { return &shm_->control()->collective_order; }
 
  private:
   ShmLocalReducer() = default;
@@ -70,7 +64,8 @@ class ShmLocalReducer : public LocalReducer {
   // first time this process reads that slot (LocalSharedMemory::Populate).
   const char* PeerSlot(ShmEntry* e, int q);
 
-  std::unique_ptr<LocalSharedMemory> shm_;
+  // Shared with the machine's group (ShmMachinePeers): unmapped once both let go.
+  std::shared_ptr<LocalSharedMemory> shm_;
   std::unique_ptr<StagingWarmer> warmer_;  // declared after shm_: stops before it unmaps
   std::unordered_map<uint64_t, uint64_t> populated_;  // peer slots mapped here: offset -> bytes
   // This rank's slots of keys between its rounds (each its last round): a
@@ -81,10 +76,6 @@ class ShmLocalReducer : public LocalReducer {
   int local_rank_ = 0;
   int local_size_ = 1;
   int machine_ = 0;
-  // A local rank stopped this long while this rank waits on it fails the job:
-  // half of BYTEPS_TIMEOUT, as the scheduler declares a silent member stopped.
-  double stopped_limit_seconds_ = 150;
-  std::vector<std::chrono::steady_clock::time_point> stopped_since_;  // per local rank; {}: not stopped
 };
 
 }  // namespace bps

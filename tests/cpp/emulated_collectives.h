@@ -361,7 +361,7 @@ inline CollectiveOrder::Mode& EmulatedOrderMode() {
 }
 
 inline Status MakeEmulatedDeviceReducer(const Config& config, Store* store, int device, const MachineLink& link,
-                                        std::unique_ptr<LocalReducer>* out) {
+                                        DeviceReducer* out) {
   auto comm = EmulatedCommunicator::For(config.job_id, config.worker_id, config.local_size);
   std::unique_ptr<Collectives> collectives(new EmulatedCollectives(comm, config.local_rank, link.ring));
   return MakeSequencedReducer(config, std::move(collectives), link, out, EmulatedOrderMode());

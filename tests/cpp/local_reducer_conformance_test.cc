@@ -38,6 +38,7 @@ class LocalReducerConformance : public ::testing::TestWithParam<Case> {
     const int L = GetParam().local_size;
     store_ = std::make_shared<MemoryStore>();
     reducers_.resize(L);
+    peers_.resize(L);
     std::vector<Status> results(L);
     std::vector<std::thread> joiners;
     for (int q = 0; q < L; ++q) {
@@ -48,7 +49,10 @@ class LocalReducerConformance : public ::testing::TestWithParam<Case> {
         c.job_id = "lrc" + std::to_string(getpid()) + "g" + std::to_string(groups.load());
         c.rendezvous_timeout_seconds = 20;
         c.local_staging_reserve_bytes = 1 << 20;  // slots from the warm pool and past it
-        results[q] = GetParam().create(c, store_.get(), &reducers_[q]);
+        HostReducer made;
+        results[q] = GetParam().create(c, store_.get(), &made);
+        reducers_[q] = std::move(made.reducer);
+        peers_[q] = std::move(made.peers);
       });
     }
     for (auto& t : joiners) t.join();
@@ -61,6 +65,7 @@ class LocalReducerConformance : public ::testing::TestWithParam<Case> {
 
   std::shared_ptr<MemoryStore> store_;
   std::vector<std::unique_ptr<LocalReducer>> reducers_;
+  std::vector<std::unique_ptr<MachinePeers>> peers_;  // the same ranks' machine group
 };
 
 // One rank's pass through a round, as the engine drives it.
@@ -284,27 +289,27 @@ TEST_P(LocalReducerConformance, ARoundClosedByAFailedRankFailsTheOthersAndTheNex
 }
 
 TEST_P(LocalReducerConformance, AFailedRankIsReportedToTheOthersWithItsReason) {
-  for (int q = 0; q < L(); ++q) EXPECT_TRUE(reducers_[q]->CheckPeers(true).ok());
-  reducers_[L() - 1]->FailMachine("out of memory on the last rank");
+  for (int q = 0; q < L(); ++q) EXPECT_TRUE(peers_[q]->CheckPeers(true).ok());
+  peers_[L() - 1]->FailMachine("out of memory on the last rank");
   for (int q = 0; q < L() - 1; ++q) {
-    Status st = reducers_[q]->CheckPeers(false);
+    Status st = peers_[q]->CheckPeers(false);
     EXPECT_EQ(st.code(), StatusCode::kPeerFailure);
     EXPECT_NE(st.message().find("out of memory on the last rank"), std::string::npos) << st.message();
   }
 }
 
 TEST_P(LocalReducerConformance, TheDoorbellWakesAWaitingRank) {
-  const uint32_t seen = reducers_[0]->Doorbell();
+  const uint32_t seen = peers_[0]->Doorbell();
   std::thread ringer([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    reducers_[L() - 1]->Ring();
+    peers_[L() - 1]->Ring();
   });
   auto start = std::chrono::steady_clock::now();
-  while (reducers_[0]->Doorbell() == seen && std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
-    reducers_[0]->WaitDoorbell(seen, 1000);
+  while (peers_[0]->Doorbell() == seen && std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
+    peers_[0]->WaitDoorbell(seen, 1000);
   }
   ringer.join();
-  EXPECT_NE(reducers_[0]->Doorbell(), seen) << "a ring by another local rank never reached rank 0";
+  EXPECT_NE(peers_[0]->Doorbell(), seen) << "a ring by another local rank never reached rank 0";
 }
 
 INSTANTIATE_TEST_SUITE_P(Reducers, LocalReducerConformance,

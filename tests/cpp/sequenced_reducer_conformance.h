@@ -72,6 +72,7 @@ class SequencedReducerConformance : public ::testing::TestWithParam<SequencedCas
     store_ = std::make_shared<MemoryStore>();
     hosts_.resize(L);
     reducers_.resize(L);
+    liveness_.resize(L);
     rings_.reset(new std::atomic<int>[L]);
     for (int q = 0; q < L; ++q) rings_[q] = 0;
     const std::string job = "src" + std::to_string(getpid()) + "g" + std::to_string(groups++);
@@ -95,14 +96,17 @@ class SequencedReducerConformance : public ::testing::TestWithParam<SequencedCas
         } else {
           results[q] = CreateShmLocalReducer(c, store_.get(), &hosts_[q]);
           if (!results[q].ok()) return;
-          link.order = hosts_[q]->order_channel();
-          LocalReducer* host = hosts_[q].get();
+          link.order = hosts_[q].peers->order_channel();
+          MachinePeers* host = hosts_[q].peers.get();
           link.ring = [rings, host] {
             rings->fetch_add(1);
             host->Ring();
           };
         }
-        results[q] = GetParam().kit.make(c, store_.get(), memory_->DeviceOf(q), link, &reducers_[q]);
+        DeviceReducer made;
+        results[q] = GetParam().kit.make(c, store_.get(), memory_->DeviceOf(q), link, &made);
+        reducers_[q] = std::move(made.reducer);
+        liveness_[q] = std::move(made.liveness);
       });
     }
     for (auto& t : joiners) t.join();
@@ -111,6 +115,7 @@ class SequencedReducerConformance : public ::testing::TestWithParam<SequencedCas
 
   void TearDown() override {
     reducers_.clear();  // before the shared memory their order channel lives in
+    liveness_.clear();
     hosts_.clear();
   }
 
@@ -247,8 +252,9 @@ class SequencedReducerConformance : public ::testing::TestWithParam<SequencedCas
 
   std::unique_ptr<DeviceMemory> memory_;
   std::shared_ptr<MemoryStore> store_;
-  std::vector<std::unique_ptr<LocalReducer>> hosts_;     // shared memory: the order channel
-  std::vector<std::unique_ptr<LocalReducer>> reducers_;  // under test
+  std::vector<HostReducer> hosts_;                       // shared memory: the order channel
+  std::vector<std::shared_ptr<LocalReducer>> reducers_;  // under test
+  std::vector<std::shared_ptr<PeerLiveness>> liveness_;  // the same reducers' failure side
   std::unique_ptr<std::atomic<int>[]> rings_;            // the engine's doorbell rung by rank q's reducer
   std::vector<std::unique_ptr<DeviceBuffer>> buffers_;
   std::map<int, DeviceBuffer*> outputs_;
@@ -431,7 +437,7 @@ TEST_P(SequencedReducerConformance, AbortEndsTheCollectivesOfRanksWaitingForADea
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // inside the collective, waiting
   aborted = true;
-  for (int q = 0; q < dead; ++q) reducers_[q]->FailMachine("local rank " + std::to_string(dead) + " died");
+  for (int q = 0; q < dead; ++q) liveness_[q]->FailMachine("local rank " + std::to_string(dead) + " died");
   for (auto& t : engines) t.join();
   for (int q = 0; q < dead; ++q) {
     EXPECT_EQ(early[q], "") << "rank " << q;

@@ -83,7 +83,7 @@ INSTANTIATE_TEST_SUITE_P(Layouts, NcclEngine,
 // The GPU scheduling before the rule: every rank issues its collectives in
 // its own order (what its framework thread and its network answers gave).
 Status MakeNcclOwnOrderReducer(const Config& config, Store* store, int device, const MachineLink& link,
-                               std::unique_ptr<LocalReducer>* out) {
+                               DeviceReducer* out) {
   std::unique_ptr<Collectives> nccl;
   BPS_RETURN_IF_ERROR(gpu::NcclCollectives::Create(config, store, device, link.ring, &nccl));
   return MakeSequencedReducer(config, std::move(nccl), link, out, CollectiveOrder::Mode::kOwnOrder);
