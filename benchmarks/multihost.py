@@ -42,7 +42,7 @@ if REPO not in sys.path:
 
 MODES = ("gloo", "dedicated", "colocated")
 DDP_MODES = ("ddp-gloo", "ddp-byteps")
-OPTIMIZER_MODES = ("opt-fused", "opt-unfused")
+OPTIMIZER_MODES = ("opt-unfused", "opt-fused")
 
 
 # ================================================================ workers (inside a namespace)
@@ -486,7 +486,8 @@ def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--worker", choices=MODES + DDP_MODES + OPTIMIZER_MODES, help=argparse.SUPPRESS)
     p.add_argument("--n", type=int, nargs="+", default=[2, 4, 6], help="worker host counts (k = n servers)")
-    p.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
+    p.add_argument("--modes", nargs="*", choices=MODES, default=list(MODES),
+                   help="push_pull modes (none: only --ddp / --optimizer)")
     p.add_argument("--ddp", action="store_true", help="also DDP training, gloo vs byteps")
     p.add_argument("--rate", default="1gbit", help="per-host link rate each way (tc syntax)")
     p.add_argument("--burst", default="1mbit", help="tbf bucket (>= 1mbit)")

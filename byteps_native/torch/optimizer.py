@@ -1,8 +1,8 @@
 """DistributedOptimizer: Horovod's wrapper, with push_pull instead of allreduce.
 
-Gradients travel in fixed groups: consecutive parameters (in the optimizer's
-order) of one dtype in host memory, up to BYTEPS_FUSION_BYTES a group, as
-DDP's buckets are fixed. A group is submitted the moment autograd finishes
+Gradients travel in fixed groups: consecutive parameters of one dtype in host
+memory, up to BYTEPS_FUSION_BYTES a group, formed from the last parameter
+backwards with a small first group, as DDP forms its buckets. A group is submitted the moment autograd finishes
 accumulating its last gradient (post-accumulate-grad hooks), in one engine
 call that the engine fuses into one operation (csrc/core/fused_group.h), so
 communication of late layers overlaps the backward pass of early ones and a
@@ -100,18 +100,26 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 f"(positions {missing[:5]}...); pass model.named_parameters() of the whole model")
         return {p: by_param[p] for p in all_params}
 
+    # DDP's first bucket cap (torch.distributed's 1 MiB): the group autograd
+    # finishes first is small, so communication starts early in backward.
+    FIRST_GROUP_BYTES = 1 << 20
+
     @staticmethod
     def _fusion_groups(params, limit):
         """Consecutive host parameters of one dtype, up to `limit` bytes a group
-        (a larger one, or a device one, alone): fixed at construction, so they
-        depend on the model only, never on the order gradients arrive in."""
+        (a larger one, or a device one, alone), formed from the last parameter
+        backwards as DDP forms its buckets: autograd finishes gradients roughly
+        in that order, so each group is ready about when its own gradients are,
+        and the first is at most FIRST_GROUP_BYTES. Fixed at construction, so
+        they depend on the model only, never on the order gradients arrive in."""
         groups, current, current_bytes = [], [], 0
-        for p in params:
+        for p in reversed(params):
             if not p.requires_grad:
                 continue
+            cap = min(limit, _DistributedOptimizer.FIRST_GROUP_BYTES) if not groups else limit
             nbytes = p.numel() * p.element_size()
             alone = limit <= 0 or p.device.type != "cpu" or nbytes >= limit
-            fits = current and current[0].dtype == p.dtype and current_bytes + nbytes <= limit
+            fits = current and current[0].dtype == p.dtype and current_bytes + nbytes <= cap
             if current and (alone or not fits):
                 groups.append(current)
                 current, current_bytes = [], 0
