@@ -49,3 +49,8 @@ def test_a_mismatch_names_the_parameter_not_the_bucket(job):
         assert "'DistributedOptimizer.grad.mismatch.odd'" in m["error"], m["error"]
         assert "fused" not in m["error"], m["error"]
         assert r["after_mismatch"] == "ok", r["after_mismatch"]
+
+
+def test_join_stands_in_for_gradient_groups(job):
+    assert job[0]["join"]["halved"], "rank 0's gradients were not averaged with rank 1's stand-in zeros"
+    assert {r["join"]["last"] for r in job.values()} == {0}, [r["join"] for r in job.values()]

@@ -104,6 +104,25 @@ def mismatch():
     return {"error": "", "groups": len(opt._groups)}
 
 
+def join_case():
+    """Rank 1 joins at once; rank 0 steps once, so rank 1's join stands in for
+    rank 0's gradient groups with zeros: rank 0 gets half its own gradients."""
+    os.environ["BYTEPS_FUSION_BYTES"] = str(FUSION_BYTES)
+    model = Model()
+    opt = bps.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.0),
+                                   [(f"join.{n}", p) for n, p in model.named_parameters()])
+    if bps.rank() != 0:
+        return {"last": bps.join()}
+    alone = Model()
+    x, y = batch(0, 0)
+    F.mse_loss(alone(x), y).backward()
+    own = [torch.zeros_like(p) if p.grad is None else p.grad / 2 for p in alone.parameters()]
+    F.mse_loss(model(x), y).backward()
+    opt.synchronize()
+    halved = same([p.grad for p in model.parameters()], own)
+    return {"last": bps.join(), "halved": halved}
+
+
 def main():
     dist.init_process_group("byteps")
     bps.init()
@@ -120,6 +139,7 @@ def main():
                    "tensors": tensors})
     result["mismatch"] = mismatch()
     result["after_mismatch"] = outcome(lambda: train_distributed("after", FUSION_BYTES))
+    result["join"] = join_case()
     report(result)
     bps.shutdown()
     dist.destroy_process_group()
