@@ -11,6 +11,13 @@ tests/support/netns.py). In the same run, for each n:
 and, with --ddp, DDP training of a large MLP: gloo (default allreduce) vs byteps
 (backend 'byteps' + byteps_native.torch.push_pull_hook, dedicated servers).
 
+With --optimizer, Horovod-style training through byteps_native.torch's
+DistributedOptimizer of a deep MLP of many small parameters (--opt-width,
+--opt-depth), dedicated servers: opt-fused (gradients in groups the engine
+fuses, BYTEPS_FUSION_BYTES) vs opt-unfused (BYTEPS_FUSION_BYTES=0: one
+push_pull per parameter, the optimizer before issue 40). Each records its
+engine operations per step (stats()['ops_completed']).
+
 A ring all-reduce moves 2(n-1)/n * S through every worker link; a PS worker
 sends S and receives S (full duplex), so the ideal time ratio gloo/byteps is
 2(n-1)/n. Modes are interleaved per repetition so machine noise hits all alike.
@@ -35,6 +42,7 @@ if REPO not in sys.path:
 
 MODES = ("gloo", "dedicated", "colocated")
 DDP_MODES = ("ddp-gloo", "ddp-byteps")
+OPTIMIZER_MODES = ("opt-unfused", "opt-fused")
 
 
 # ================================================================ workers (inside a namespace)
@@ -155,6 +163,44 @@ def worker_ddp(backend):
     return 0
 
 
+def worker_optimizer(fused):
+    """DistributedOptimizer steps; ops per step from the engine's counters.
+    opt-unfused sets BYTEPS_FUSION_BYTES=0 in its environment (Job.start)."""
+    torch = _torch_setup()
+    import byteps_native.torch as bps
+
+    _, warmup, iters = _bench_env()
+    width, depth, features, batch = (int(os.environ[k]) for k in ("OPT_WIDTH", "OPT_DEPTH", "DDP_FEATURES",
+                                                                   "DDP_BATCH"))
+    bps.init()  # rendezvous at the scheduler with the dedicated servers (DMLC_* env)
+    rank, n = bps.rank(), bps.size()
+    torch.manual_seed(0)  # identical initial weights on every rank
+    model = build_mlp(torch, width, depth, features)
+    params = sum(p.numel() for p in model.parameters())
+    opt = bps.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.01),
+                                   named_parameters=model.named_parameters())
+    gen = torch.Generator().manual_seed(1000 + rank)
+    data = torch.randn(batch, features, generator=gen)
+    target = torch.randint(0, 10, (batch,), generator=gen)
+    step_times, ops = [], []
+    for i in range(warmup + iters):
+        before = bps.stats()["ops_completed"]
+        t0 = time.perf_counter()
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(data), target)
+        loss.backward()  # gradient groups go to the engine as their last gradient is ready
+        opt.step()  # waits for every gradient
+        if i >= warmup:
+            step_times.append(time.perf_counter() - t0)
+            ops.append(bps.stats()["ops_completed"] - before)
+    checksum = float(sum(p.detach().double().sum() for p in model.parameters()))
+    _emit({"rank": rank, "times": step_times, "params": params, "tensors": len(list(model.parameters())),
+           "ops_per_step": statistics.median(ops), "fused": fused, "checksum": checksum,
+           "loss": float(loss.detach()), "ok": True})
+    bps.shutdown()
+    return 0
+
+
 def run_worker(mode):
     if mode == "dedicated" or mode == "colocated":
         return worker_byteps()
@@ -164,6 +210,8 @@ def run_worker(mode):
         return worker_ddp("gloo")
     if mode == "ddp-byteps":
         return worker_ddp("byteps")
+    if mode in OPTIMIZER_MODES:
+        return worker_optimizer(mode == "opt-fused")
     raise SystemExit(f"unknown worker mode {mode!r}")
 
 
@@ -176,7 +224,7 @@ class Job:
 
     _port = 20000
     worker_script = os.path.abspath(__file__)  # run as `<script> --worker <mode>` on each worker host
-    byteps_modes = ("dedicated", "colocated", "ddp-byteps")  # modes with a scheduler and servers
+    byteps_modes = ("dedicated", "colocated", "ddp-byteps") + OPTIMIZER_MODES  # modes with a scheduler and servers
     colocated_modes = ("colocated",)  # byteps modes whose servers share the worker hosts
 
     def __init__(self, cluster, n, mode, args):
@@ -203,7 +251,8 @@ class Job:
         a = self.args
         return {"BENCH_BYTES": a.size_mb << 20, "BENCH_WARMUP": a.warmup, "BENCH_ITERS": a.iters,
                 "DDP_WIDTH": a.ddp_width, "DDP_DEPTH": a.ddp_depth, "DDP_FEATURES": a.ddp_features,
-                "DDP_BATCH": a.ddp_batch, "OMP_NUM_THREADS": 1, "PYTHONUNBUFFERED": 1}
+                "DDP_BATCH": a.ddp_batch, "OPT_WIDTH": a.opt_width, "OPT_DEPTH": a.opt_depth,
+                "OMP_NUM_THREADS": 1, "PYTHONUNBUFFERED": 1}
 
     def byteps_env(self, role):
         env = self.common_env()
@@ -213,6 +262,8 @@ class Job:
                     "DMLC_PS_ROOT_PORT": self.port, "DMLC_NUM_WORKER": self.n, "DMLC_NUM_SERVER": self.n,
                     "DMLC_INTERFACE": "eth0", "BYTEPS_JOB_TOKEN": self.token,
                     "BYTEPS_JOB_ID": f"{self.cluster.tag}-{self.port}", "BYTEPS_TIMEOUT": 120})
+        if self.mode == "opt-unfused":
+            env["BYTEPS_FUSION_BYTES"] = 0  # one push_pull per parameter: the optimizer before fusion
         return env
 
     def start(self):
@@ -270,29 +321,36 @@ def measure(cluster, n, mode, args):
     out = {"n": n, "mode": mode, "seconds": statistics.median(per_iter), "iterations": per_iter,
            "wall": time.monotonic() - started, "loadavg_1_5_15": list(load)}
     delta = {h: (after[h][0] - before[h][0], after[h][1] - before[h][1]) for h in after}
-    if job.mode in ("dedicated", "colocated", "ddp-byteps"):
+    if job.mode in job.byteps_modes:
         out["server_rx_bytes"] = [delta[h.name][1] for h in job.server_hosts()]
         out["server_tx_bytes"] = [delta[h.name][0] for h in job.server_hosts()]
     out["worker_tx_bytes"] = [delta[h.name][0] for h in job.worker_hosts()]
     # Shaper drops (upload, download) summed over hosts: incast losses show up here.
     out["shaper_drops"] = [sum(d[0] for d in drops.values()), sum(d[1] for d in drops.values())]
-    if job.mode.startswith("ddp"):
+    if job.mode.startswith(("ddp", "opt")):
         sums = [r["checksum"] for r in results]
         out["params"] = results[0]["params"]
         out["checksums_equal"] = max(sums) - min(sums) <= 1e-6 * max(1.0, abs(sums[0]))
         out["samples_per_s"] = n * args.ddp_batch / out["seconds"]
+    if job.mode.startswith("opt"):
+        out["tensors"] = results[0]["tensors"]
+        out["ops_per_step"] = results[0]["ops_per_step"]
+        out["checksum"] = results[0]["checksum"]
     return out
 
 
 def run_benchmark(args):
     from tests.support.netns import measure_cells
 
-    modes = list(args.modes) + (list(DDP_MODES) if args.ddp else [])
+    modes = list(args.modes) + (list(DDP_MODES) if args.ddp else []) + (list(OPTIMIZER_MODES) if args.optimizer
+                                                                         else [])
     modes += [f"{m}@{v}" for v in args.variants for m in ("dedicated", "colocated") if m in args.modes]
 
     def describe(rec):
         extra = (f" {rec['samples_per_s']:.1f} samples/s" if "samples_per_s" in rec else
                  f" {args.size_mb * 8 * 1.048576 / rec['seconds'] / 1000:.3f} Gbit/s algbw")
+        if "ops_per_step" in rec:
+            extra += f" {rec['ops_per_step']:g} engine ops/step ({rec['tensors']} tensors)"
         ops = args.warmup + args.iters
         servers = (" server-host rx MB/op " + ",".join(f"{b / ops / 1e6:.1f}" for b in rec["server_rx_bytes"])
                    if "server_rx_bytes" in rec else "")
@@ -327,6 +385,12 @@ def summarize(records, args):
                                   "fraction_of_ideal": ratio / mode_ideal})
         if "ddp-byteps" in row and "ddp-gloo" in row:
             row["ddp-byteps"]["speedup_vs_gloo"] = row["ddp-gloo"]["median_s"] / row["ddp-byteps"]["median_s"]
+        for mode in ("opt-fused", "opt-unfused"):
+            if mode in row:
+                row[mode]["ops_per_step"] = statistics.median(
+                    r["ops_per_step"] for r in records if r["n"] == n and r["mode"] == mode and "ops_per_step" in r)
+        if "opt-fused" in row and "opt-unfused" in row:
+            row["opt-fused"]["speedup_vs_unfused"] = row["opt-unfused"]["median_s"] / row["opt-fused"]["median_s"]
         row["ideal_ratio"] = ideal
         summary[str(n)] = row
     return summary
@@ -343,9 +407,12 @@ def print_summary(result):
             if not isinstance(m, dict):
                 continue
             ratio = f"{m['ratio_vs_gloo']:.2f}x" if "ratio_vs_gloo" in m else (
-                f"{m['speedup_vs_gloo']:.2f}x" if "speedup_vs_gloo" in m else "")
+                f"{m['speedup_vs_gloo']:.2f}x" if "speedup_vs_gloo" in m else (
+                    f"{m['speedup_vs_unfused']:.2f}x unf" if "speedup_vs_unfused" in m else ""))
+            if "ops_per_step" in m:
+                ratio += f" {m['ops_per_step']:g} ops/step"
             frac = f"{m['fraction_of_ideal']:.0%}" if "fraction_of_ideal" in m else ""
-            rate = "" if mode.startswith("ddp") else f"{gbits / m['median_s']:.3f}"
+            rate = "" if mode.startswith(("ddp", "opt")) else f"{gbits / m['median_s']:.3f}"
             ideal = f"{m['ideal_ratio']:.2f}x" if frac else ""
             runs = " ".join(f"{x:.3f}" for x in m["all_s"])
             print(f"{n:>2} {mode:24s} {m['median_s']:>8.3f} {rate:>7} {ratio:>8} {ideal:>6} {frac:>8}  {runs}")
@@ -417,9 +484,10 @@ def _rate_gbit(rate):
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--worker", choices=MODES + DDP_MODES, help=argparse.SUPPRESS)
+    p.add_argument("--worker", choices=MODES + DDP_MODES + OPTIMIZER_MODES, help=argparse.SUPPRESS)
     p.add_argument("--n", type=int, nargs="+", default=[2, 4, 6], help="worker host counts (k = n servers)")
-    p.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
+    p.add_argument("--modes", nargs="*", choices=MODES, default=list(MODES),
+                   help="push_pull modes (none: only --ddp / --optimizer)")
     p.add_argument("--ddp", action="store_true", help="also DDP training, gloo vs byteps")
     p.add_argument("--rate", default="1gbit", help="per-host link rate each way (tc syntax)")
     p.add_argument("--burst", default="1mbit", help="tbf bucket (>= 1mbit)")
@@ -427,6 +495,10 @@ def parse_args(argv):
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--iters", type=int, default=5)
     p.add_argument("--reps", type=int, default=3, help="repetitions of every mode (interleaved)")
+    p.add_argument("--optimizer", action="store_true",
+                   help="also DistributedOptimizer training, fused vs one push_pull per parameter")
+    p.add_argument("--opt-width", type=int, default=256, help="DistributedOptimizer MLP width")
+    p.add_argument("--opt-depth", type=int, default=16, help="DistributedOptimizer MLP hidden layers")
     p.add_argument("--ddp-width", type=int, default=4096)
     p.add_argument("--ddp-depth", type=int, default=2, help="hidden layers of width --ddp-width")
     p.add_argument("--ddp-features", type=int, default=2048)

@@ -54,6 +54,22 @@ def asynchronous():
     return flag("BYTEPS_ENABLE_ASYNC")
 
 
+DEFAULT_FUSION_BYTES = 32 << 20  # csrc/common/config.h: Config::kDefaultFusionBytes
+
+
+def fusion_bytes():
+    """BYTEPS_FUSION_BYTES (BYTEPS_TF_FUSION_BYTES, its name before the engine
+    fused, is an alias; the engine's name wins): the most bytes of one fused
+    bucket of a group submission (csrc/core/fused_group.h); 0: no fusion."""
+    value = integer("BYTEPS_TF_FUSION_BYTES", DEFAULT_FUSION_BYTES)
+    name = "BYTEPS_TF_FUSION_BYTES"
+    if os.environ.get("BYTEPS_FUSION_BYTES", ""):
+        value, name = integer("BYTEPS_FUSION_BYTES", DEFAULT_FUSION_BYTES), "BYTEPS_FUSION_BYTES"
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0 (0 disables fusion), got {value}")
+    return value
+
+
 def rendezvous_timeout():
     """BYTEPS_RENDEZVOUS_TIMEOUT (seconds, default 300) as a timedelta, for c10d stores."""
     return datetime.timedelta(seconds=number("BYTEPS_RENDEZVOUS_TIMEOUT", 300))

@@ -2,32 +2,26 @@
 
 Small gradients cost more in per-message overhead than in bytes, so tensors of
 one dtype are flattened and concatenated into buckets of at most
-BYTEPS_TF_FUSION_BYTES (default 32 MiB; the engine partitions buckets further
+BYTEPS_FUSION_BYTES (alias BYTEPS_TF_FUSION_BYTES; default 32 MiB; the engine partitions buckets further
 at BYTEPS_PARTITION_BYTES), every bucket goes to the engine in one op, and the
 results are split back. Buckets keep the callers' order; earlier buckets get
 higher priority because the first layers are needed first by the next forward
 pass.
 """
-import os
-
 import tensorflow as tf
 
+from byteps_native._runtime import config
 from byteps_native.compression import apply_to
 from byteps_native.tf import engine, naming
 from byteps_native.tf.ops import check_dtype, push_pull_list
 
-DEFAULT_FUSION_BYTES = 32 << 20
+DEFAULT_FUSION_BYTES = config.DEFAULT_FUSION_BYTES
 
 
 def fusion_bytes():
-    raw = os.environ.get("BYTEPS_TF_FUSION_BYTES", str(DEFAULT_FUSION_BYTES))
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"BYTEPS_TF_FUSION_BYTES must be an integer byte count, got {raw!r}") from None
-    if value < 0:
-        raise ValueError(f"BYTEPS_TF_FUSION_BYTES must be >= 0 (0 disables fusion), got {value}")
-    return value
+    """The engine's fusion limit (BYTEPS_FUSION_BYTES; BYTEPS_TF_FUSION_BYTES
+    is its alias), read by the engine's rules (_runtime/config.py)."""
+    return config.fusion_bytes()
 
 
 def densify(value):

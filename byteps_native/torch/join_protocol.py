@@ -89,6 +89,16 @@ def push_pull_async(tensor, name, priority, average, wire_dtype=None, mark_strid
     return _c10d.push_pull_async(tensor, name, priority, average, wire_dtype)
 
 
+def push_pull_group_async(tensors, names, priorities, average, wire_dtypes, fusion_bytes):
+    """_c10d.push_pull_group_async (the engine fuses host tensors), counted
+    for join() as one operation: a joined rank stands in with the same group
+    of zeros, so the engine packs the same buckets there."""
+    _record(("push_pull_group", tuple(names), tuple(t.dtype for t in tensors), tuple(tuple(t.shape) for t in tensors),
+             tuple(priorities), average, tuple(wire_dtypes), fusion_bytes))
+    return _c10d.push_pull_group_async(tensors, list(names), list(priorities), average, list(wire_dtypes),
+                                       fusion_bytes)
+
+
 def gather_bytes_async(data, offset, length, name):
     """_c10d.gather_bytes_async, counted for join(): to the other ranks it is
     a uint8 sum of `length` bytes, so a joined rank stands in with zeros."""
@@ -121,6 +131,12 @@ def _stand_in(descriptor):
     if descriptor[0] == "broadcast":
         _, name, dtype, shape, root, device_type = descriptor
         return _c10d.broadcast_async(_zeros_like_theirs(shape, dtype, device_type), root, name)
+    if descriptor[0] == "push_pull_group":
+        _, names, dtypes, shapes, priorities, average, wire_dtypes, fusion_bytes = descriptor
+        zeros = [torch.zeros(shape, dtype=dtype) for shape, dtype in zip(shapes, dtypes)]
+        futures = _c10d.push_pull_group_async(zeros, list(names), list(priorities), average, list(wire_dtypes),
+                                              fusion_bytes)
+        return torch.futures.collect_all(futures)
     _, name, dtype, shape, priority, average, wire_dtype, mark_stride, device_type = descriptor
     zeros = _zeros_like_theirs(shape, dtype, device_type)
     if mark_stride is not None:

@@ -144,6 +144,33 @@ BPS_EXPORT int bps_push_pull_async_with_deadline(const bps_tensor* input, void* 
                                                  void* cuda_stream, bps_done_fn done, void* user_data,
                                                  uint64_t* op_id);
 
+/* One tensor of a group submission: what bps_push_pull_async takes. */
+typedef struct {
+  bps_tensor input;
+  void* output; /* may equal input.data: in place */
+  const char* name;
+  int32_t priority;
+  int32_t reduce_op; /* bps_reduce_op */
+  bps_done_fn done;
+  void* user_data;
+} bps_group_member;
+
+/* Tensor fusion (csrc/core/fused_group.h): `count` push_pulls in one call,
+ * each with its own name, priority, output and done, sent as few engine
+ * operations. Host tensors of one dtype and reduce op are packed, highest
+ * priority first, into buckets of at most `fusion_bytes` (< 0: the
+ * engine's BYTEPS_FUSION_BYTES; 0: no fusion); a bucket runs at its highest
+ * member's priority. A tensor with a declared compression, or in device
+ * memory (ordered after `cuda_stream`), travels alone. Every rank must
+ * submit the same names in the same groups (the buckets' names derive from
+ * their members'); a mismatch still fails the member that differs, under its
+ * own name. `timeout_seconds` > 0: each engine operation's deadline
+ * (bps_push_pull_async_with_deadline). Returns 0 when the group was accepted
+ * (every member's done will be called once) or an error code (no done will
+ * be called). */
+BPS_EXPORT int bps_push_pull_group_async(const bps_group_member* members, int32_t count, int64_t fusion_bytes,
+                                         double timeout_seconds, void* cuda_stream);
+
 /* Fails the accepted op `op_id` with BPS_CANCELLED and `why` (as a passed
  * deadline does, above). 0 when the request was taken: the op's done then
  * reports the cancel, or its result if it completed first. Asynchronous:

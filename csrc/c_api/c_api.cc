@@ -10,6 +10,7 @@
 #include "c_api/abi_types.h"
 #include "c_api/byteps_c.h"
 #include "c_api/process_engine.h"
+#include "core/fused_group.h"
 #include "core/join_mark.h"
 #include "core/placed_sum.h"
 #include "core/rank_agreement.h"
@@ -135,6 +136,32 @@ int bps_push_pull_async_with_deadline(const bps_tensor* input, void* output, con
     options.timeout_seconds = timeout_seconds;
     return engine->Submit(bps::ViewOf(*input), output, name, priority, bps::ReduceOpOf(reduce_op), done, user_data,
                           options, op_id);
+  });
+}
+
+int bps_push_pull_group_async(const bps_group_member* members, int32_t count, int64_t fusion_bytes,
+                              double timeout_seconds, void* cuda_stream) {
+  return Guarded([&] {
+    if (count < 0 || (count > 0 && !members)) return bps::Status::Invalid("push_pull group: null or negative members");
+    auto engine = bps::ProcessEngine::Get().engine();
+    if (!engine) return NotInitialised();
+    std::vector<bps::GroupMember> group(static_cast<size_t>(count));
+    for (int32_t i = 0; i < count; ++i) {
+      const bps_group_member& m = members[i];
+      if (!m.name) return bps::Status::Invalid("push_pull group: member " + std::to_string(i) + " has no name");
+      group[i].input = bps::ViewOf(m.input);
+      group[i].output = m.output;
+      group[i].name = m.name;
+      group[i].priority = m.priority;
+      group[i].reduce_op = bps::ReduceOpOf(m.reduce_op);
+      group[i].done = m.done;
+      group[i].user_data = m.user_data;
+    }
+    bps::GroupOptions options;
+    options.fusion_bytes = fusion_bytes < 0 ? engine->config().fusion_bytes : fusion_bytes;
+    options.stream = cuda_stream;
+    options.timeout_seconds = timeout_seconds;
+    return bps::SubmitGroup(*engine, group, options);
   });
 }
 

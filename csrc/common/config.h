@@ -34,6 +34,11 @@ struct Config {
   static constexpr int64_t kLocalPartitionBytes = 4096000;
   int64_t partition_bytes = kLocalPartitionBytes;
   int64_t min_compress_bytes = 65536;  // BYTEPS_MIN_COMPRESS_BYTES: smaller tensors travel uncompressed
+  // BYTEPS_FUSION_BYTES (alias: BYTEPS_TF_FUSION_BYTES, its name before the
+  // engine fused): a group submission (core/fused_group.h) packs tensors of
+  // one dtype and reduce op into buckets of at most this many bytes; 0: none.
+  static constexpr int64_t kDefaultFusionBytes = int64_t{32} << 20;
+  int64_t fusion_bytes = kDefaultFusionBytes;
   int local_key_table_size = 8192;  // BYTEPS_LOCAL_KEY_TABLE_SIZE: partition keys in a machine's shared memory
   // BYTEPS_LOCAL_STAGING_RESERVE: shared-memory staging per local rank kept
   // backed and mapped ahead of need, so a new name's first call finds warm

@@ -37,6 +37,11 @@ Status Engine::DeclareCompression(const std::string& name, const std::string& sp
   return Status::OK();
 }
 
+bool Engine::CompressionDeclared(const std::string& name) {
+  std::lock_guard<std::mutex> lock(compression_mu_);
+  return compression_by_name_.count(HashName(name)) != 0;
+}
+
 CompressedSlice* Engine::CompressionFor(const TensorOp& op, uint64_t key, uint64_t offset, uint64_t count) {
   const uint64_t tensor_bytes = static_cast<uint64_t>(op.count) * DataTypeSize(op.dtype);
   // The same decision on every rank: it depends only on what they agree on

@@ -120,6 +120,7 @@ Status Engine::Submit(const TensorView& input, void* output, const std::string& 
   BPS_RETURN_IF_ERROR(failure_.status());
   BPS_RETURN_IF_ERROR(ValidatePushPull(input, output, name, reduce_op, done));
   std::unique_ptr<TensorOp> op = TensorOp::FromSubmission(input, output, name, priority, reduce_op);
+  if (!options.shape_text.empty()) op->DescribeShapeAs(options.shape_text);
   {
     std::lock_guard<std::mutex> lock(compression_mu_);
     auto declared = compression_by_name_.find(op->name_hash);

@@ -79,6 +79,10 @@ struct SubmitOptions {
   void* result_stream = nullptr;
   // > 0: the op's own deadline, from acceptance (bps_push_pull_async_with_deadline).
   double timeout_seconds = 0;
+  // Non-empty: what the ranks compare instead of the tensor's own shape (a
+  // fused bucket's member shapes, core/fusion_plan.h), so a member of another
+  // shape fails the bucket even when its length agrees.
+  std::string shape_text;
 };
 
 // One worker rank. Built from a parsed Config, the job's rendezvous Store and
@@ -153,6 +157,9 @@ class Engine {
   // order, adding up to the tensor: onebit keeps a scale per part.
   Status DeclareCompression(const std::string& name, const std::string& spec,
                             std::vector<uint64_t> segment_sizes = {});
+  // Whether tensor `name` has a compression declared (it then travels alone
+  // in a group submission: its codec state and segments are per name).
+  bool CompressionDeclared(const std::string& name);
   std::string StatsJson();
 
  private:

@@ -45,4 +45,10 @@ std::unique_ptr<TensorOp> TensorOp::FromSubmission(const TensorView& input, void
   return op;
 }
 
+void TensorOp::DescribeShapeAs(const std::string& described) {
+  shape = described;
+  signature = SignatureOf(dtype, shape, average);
+  shape_and_op = shape + (average ? " (average)" : " (sum)");
+}
+
 }  // namespace bps

@@ -143,6 +143,9 @@ struct TensorOp {
   // the local ranks and the servers compare (tensor_op.cc).
   static std::unique_ptr<TensorOp> FromSubmission(const TensorView& input, void* output, const std::string& name,
                                                   int32_t priority, ReduceOp reduce_op);
+  // Compares as `shape` across ranks (a fused bucket: its members' shapes)
+  // and names it in the ranks' errors.
+  void DescribeShapeAs(const std::string& shape);
 };
 
 }  // namespace bps

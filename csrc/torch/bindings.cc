@@ -115,6 +115,48 @@ std::shared_ptr<torch::jit::PythonFutureWrapper> PushPullAsync(
                           average ? BPS_REDUCE_AVERAGE : BPS_REDUCE_SUM);
 }
 
+// Many in-place push_pulls of host tensors in one engine call, fused by the
+// engine (csrc/core/fused_group.h): one Future per tensor, whose value is it.
+std::vector<std::shared_ptr<torch::jit::PythonFutureWrapper>> PushPullGroupAsync(
+    const std::vector<at::Tensor>& tensors, const std::vector<std::string>& names,
+    const std::vector<int32_t>& priorities, bool average, const std::vector<c10::optional<at::ScalarType>>& wire_dtypes,
+    int64_t fusion_bytes) {
+  TORCH_CHECK(names.size() == tensors.size() && priorities.size() == tensors.size() &&
+                  wire_dtypes.size() == tensors.size(),
+              "push_pull_group_async: ", tensors.size(), " tensors but ", names.size(), " names, ", priorities.size(),
+              " priorities and ", wire_dtypes.size(), " wire dtypes");
+  at::NoGradGuard no_grad;
+  std::vector<GroupedPushPull> members;
+  std::vector<std::shared_ptr<torch::jit::PythonFutureWrapper>> futures;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    WireTensor wire = WireTensor::ForReduction(tensors[i], "push_pull", wire_dtypes[i]);
+    TORCH_CHECK(wire.wire.is_cpu(), "push_pull_group_async takes host tensors; '", names[i], "' is on ",
+                wire.wire.device(), " (submit device tensors with push_pull_async)");
+    auto future = MakePythonFuture({});
+    GroupedPushPull m;
+    m.wire = wire.wire;
+    m.name = names[i];
+    m.priority = priorities[i];
+    m.shape = wire.user.sizes().vec();
+    m.done = [future, wire](std::exception_ptr error) mutable {
+      if (!error) {
+        try {
+          wire.CopyBack();
+          CompleteWithTensor(future, wire.user);
+          return;
+        } catch (...) {
+          error = std::current_exception();
+        }
+      }
+      future->setErrorIfNeeded(error);
+    };
+    members.push_back(std::move(m));
+    futures.push_back(std::make_shared<torch::jit::PythonFutureWrapper>(future));
+  }
+  SubmitPushPullGroup(std::move(members), average ? BPS_REDUCE_AVERAGE : BPS_REDUCE_SUM, fusion_bytes);
+  return futures;
+}
+
 std::shared_ptr<torch::jit::PythonFutureWrapper> BroadcastAsync(const at::Tensor& tensor,
                                                                 int root_rank,
                                                                 const std::string& name,
@@ -165,6 +207,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::call_guard<py::gil_scoped_release>(),
         "In-place sum/average of `tensor` across ranks; returns a torch Future whose value is "
         "`tensor`. `wire_dtype` (e.g. torch.float16) compresses on the wire.");
+  m.def("push_pull_group_async", &PushPullGroupAsync, py::arg("tensors"), py::arg("names"), py::arg("priorities"),
+        py::arg("average"), py::arg("wire_dtypes"), py::arg("fusion_bytes") = -1,
+        py::call_guard<py::gil_scoped_release>(),
+        "In-place sum/average of each host tensor across ranks in one engine call, fused into buckets of at "
+        "most `fusion_bytes` (-1: BYTEPS_FUSION_BYTES); returns one torch Future per tensor.");
   m.def("broadcast_async", &BroadcastAsync, py::arg("tensor"), py::arg("root_rank"),
         py::arg("name"), py::arg("priority") = 0, py::call_guard<py::gil_scoped_release>(),
         "In-place broadcast of `tensor` from `root_rank`; returns a torch Future.");

@@ -224,6 +224,47 @@ void SubmitPushPull(const at::Tensor& wire, const std::string& name, int32_t pri
          });
 }
 
+void SubmitPushPullGroup(std::vector<GroupedPushPull> members, bps_reduce_op reduce_op, int64_t fusion_bytes) {
+  TORCH_CHECK(bps_initialized(), "byteps is not initialized: call byteps_native.torch.init() before a grouped "
+              "push_pull");
+  // Raw from here: once the engine accepted the group, each member's done
+  // owns its InFlight and may run before this call returns.
+  std::vector<InFlight*> ops;
+  std::vector<bps_group_member> group(members.size());
+  for (size_t i = 0; i < members.size(); ++i) {
+    GroupedPushPull& m = members[i];
+    TORCH_INTERNAL_ASSERT(m.wire.is_contiguous() && m.wire.is_cpu());
+    auto* op = new InFlight(m.wire, "push_pull", m.name, std::move(m.done));
+    op->shape = std::move(m.shape);
+    ops.push_back(op);
+    bps_group_member& c = group[i];
+    c.input.data = op->wire.data_ptr();
+    c.input.num_elements = op->wire.numel();
+    c.input.device = -1;
+    c.input.ndim = static_cast<int32_t>(op->shape.size());
+    c.input.shape = op->shape.empty() ? nullptr : op->shape.data();
+    c.output = c.input.data;
+    c.name = op->name.c_str();
+    c.priority = m.priority;
+    c.reduce_op = reduce_op;
+    c.done = &OnEngineDone;
+    c.user_data = op;
+  }
+  try {
+    for (size_t i = 0; i < members.size(); ++i) group[i].input.dtype = EngineDtype(ops[i]->wire.scalar_type(), "push_pull");
+  } catch (...) {
+    for (InFlight* op : ops) delete op;
+    throw;
+  }
+  const int rc = bps_push_pull_group_async(group.data(), static_cast<int32_t>(group.size()), fusion_bytes, 0, nullptr);
+  if (rc != BPS_OK) {
+    for (InFlight* op : ops) delete op;  // no done will run
+    const char* why = bps_last_error();
+    TORCH_CHECK(false, "byteps refused a grouped push_pull of ", members.size(), " tensors (", StatusName(rc), "): ",
+                (why && *why) ? why : "no detail from the engine");
+  }
+}
+
 void SubmitGatherBytes(const at::Tensor& input, int64_t offset, const at::Tensor& output, const std::string& name,
                        int32_t priority, PushPullDone done) {
   TORCH_INTERNAL_ASSERT(input.is_contiguous() && input.scalar_type() == at::kByte &&

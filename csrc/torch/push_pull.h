@@ -8,6 +8,7 @@
 #include <exception>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "c_api/byteps_c.h"
 
@@ -29,6 +30,22 @@ using PushPullDone = std::function<void(std::exception_ptr error)>;
 void SubmitPushPull(const at::Tensor& wire, const std::string& name, int32_t priority,
                     bps_reduce_op reduce_op, c10::IntArrayRef shape_for_errors,
                     PushPullDone done);
+
+// One tensor of a group submission (SubmitPushPullGroup).
+struct GroupedPushPull {
+  at::Tensor wire;  // contiguous, engine dtype, host memory
+  std::string name;
+  int32_t priority = 0;
+  std::vector<int64_t> shape;  // the user-visible shape, for mismatch errors
+  PushPullDone done;
+};
+
+// As SubmitPushPull, for many host tensors in one engine call
+// (bps_push_pull_group_async: the engine fuses them into buckets of at most
+// `fusion_bytes`, < 0: BYTEPS_FUSION_BYTES). Each member's `done` runs once
+// with its own outcome. Throws c10::Error when the engine refuses the group
+// (then no `done` runs).
+void SubmitPushPullGroup(std::vector<GroupedPushPull> members, bps_reduce_op reduce_op, int64_t fusion_bytes);
 
 // As SubmitPushPull, for the engine's gather (csrc/core/placed_sum.h):
 // `output` (contiguous uint8, CPU or CUDA) ends with every rank's bytes in
