@@ -82,14 +82,6 @@ Status DeviceCompress(const CodecHeader& h, const float* x, const DeviceSliceSta
   return codec->Encode(h, c, state.cuts, key, round, state.residual, body, codec_scratch, stream_ptr);
 }
 
-Status DeviceCodec::Decode(const CodecHeader& h, const uint32_t* cuts, const char* body, uint64_t key, uint32_t round,
-                           float* out, void* scratch, void* stream) const {
-  BPS_RETURN_IF_ERROR(device_launch::Check(
-      cudaMemsetAsync(out, 0, uint64_t{h.count} * sizeof(float), static_cast<cudaStream_t>(stream)),
-      "the decoded slice's zeros"));
-  return DecodeAdd(h, cuts, body, key, round, out, scratch, stream);
-}
-
 namespace {
 
 // A payload's parts (its header is `h`): onebit's cuts, then the codec's body.

@@ -48,11 +48,9 @@ class DeviceCodec {
   // non-null) becomes c - decompress(body).
   virtual Status Encode(const CodecHeader& h, const float* c, const uint32_t* cuts, uint64_t key, uint32_t round,
                         float* residual, char* body, void* scratch, void* stream) const = 0;
-  // out = decompress(body). By default zeros, then DecodeAdd: what a sparse
-  // codec (topk, randomk) does; a dense one (onebit) writes every element.
-  // CUDA build only (device_codec.cu).
+  // out = decompress(body) (sparse codecs: SparseDeviceCodec, device_launch.h).
   virtual Status Decode(const CodecHeader& h, const uint32_t* cuts, const char* body, uint64_t key, uint32_t round,
-                        float* out, void* scratch, void* stream) const;
+                        float* out, void* scratch, void* stream) const = 0;
   virtual Status DecodeAdd(const CodecHeader& h, const uint32_t* cuts, const char* body, uint64_t key,
                            uint32_t round, float* acc, void* scratch, void* stream) const = 0;
 };

@@ -1,4 +1,4 @@
-// What the codecs' .cu files share (included by them only: it needs CUDA): grid sizes, CUDA errors as a Status, and
+// What the codecs' .cu files share (included by them only: it needs CUDA): grid sizes, CUDA errors as a Status, the sparse codecs' decoding, and
 // the exclusive prefix sum (CUB) that turns per-element flags into ascending
 // output positions (topk's and randomk's indices come out in index order).
 #pragma once
@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "compression/device_codec.h"
 
 namespace bps {
 namespace device_launch {
@@ -62,4 +63,19 @@ class ScratchCursor {
 };
 
 }  // namespace device_launch
+
+// A sparse codec (topk, randomk): decoding is zeros, then DecodeAdd. In this
+// CUDA-only header, not in DeviceCodec itself, so that builds without CUDA
+// keep DeviceCodec's vtable and typeinfo free of CUDA code.
+class SparseDeviceCodec : public DeviceCodec {
+ public:
+  Status Decode(const CodecHeader& h, const uint32_t* cuts, const char* body, uint64_t key, uint32_t round,
+                float* out, void* scratch, void* stream) const override {
+    BPS_RETURN_IF_ERROR(device_launch::Check(
+        cudaMemsetAsync(out, 0, uint64_t{h.count} * sizeof(float), static_cast<cudaStream_t>(stream)),
+        "the decoded slice's zeros"));
+    return DecodeAdd(h, cuts, body, key, round, out, scratch, stream);
+  }
+};
+
 }  // namespace bps

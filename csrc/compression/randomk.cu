@@ -45,7 +45,7 @@ __global__ void ScatterKernel(const uint32_t* indices, const float* values, uint
   BPS_GRID_STRIDE(j, k) { data[indices[j]] += values[j]; }  // distinct indices: no two threads meet
 }
 
-class RandomKDeviceCodec : public DeviceCodec {
+class RandomKDeviceCodec : public SparseDeviceCodec {
  public:
   uint8_t wire_id() const override { return 3; }
 

@@ -83,7 +83,7 @@ __global__ void ScatterKernel(const uint32_t* indices, const float* values, uint
   BPS_GRID_STRIDE(j, k) { data[indices[j]] += values[j]; }  // distinct indices: no two threads meet
 }
 
-class TopKDeviceCodec : public DeviceCodec {
+class TopKDeviceCodec : public SparseDeviceCodec {
  public:
   uint8_t wire_id() const override { return 2; }
 
