@@ -2,7 +2,6 @@
 
 #include <cstring>
 #include <memory>
-#include <sstream>
 
 #include "common/alarm_clock.h"
 #include "common/dtype.h"
@@ -14,19 +13,6 @@ namespace {
 
 int64_t BytesOf(const TensorView& t) {
   return t.num_elements * static_cast<int64_t>(DataTypeSize(static_cast<DataType>(t.dtype)));
-}
-
-// As the engine prints a tensor's shape ("[10, 5]"; no shape: 1-D).
-std::string ShapeText(const TensorView& t) {
-  std::ostringstream s;
-  s << "[";
-  if (t.shape && t.ndim > 0) {
-    for (int i = 0; i < t.ndim; ++i) s << (i ? ", " : "") << t.shape[i];
-  } else {
-    s << t.num_elements;
-  }
-  s << "]";
-  return s.str();
 }
 
 // A bucket of several members in flight: the packed copy the engine sums in
@@ -124,7 +110,7 @@ Status SubmitGroup(Engine& engine, const std::vector<GroupMember>& members, cons
         bucket->offsets.push_back(bytes);
         bytes += BytesOf(m.input);
         names.push_back(m.name);
-        shapes.push_back(ShapeText(m.input));
+        shapes.push_back(ShapeString(m.input));
       }
       const GroupMember& first = members[planned.members[0]];
       bucket->name = FusedBucketName(names, static_cast<DataType>(first.input.dtype), first.reduce_op);

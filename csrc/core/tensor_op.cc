@@ -6,7 +6,6 @@
 #include "common/hashing.h"
 
 namespace bps {
-namespace {
 
 std::string ShapeString(const TensorView& t) {
   std::ostringstream s;
@@ -19,6 +18,8 @@ std::string ShapeString(const TensorView& t) {
   s << "]";
   return s.str();
 }
+
+namespace {
 
 // What local ranks compare in shared memory and servers across machines.
 uint64_t SignatureOf(DataType dtype, const std::string& shape, bool average) {

@@ -21,6 +21,9 @@ namespace bps {
 
 struct TensorOp;
 
+// A tensor's shape as the engine prints it ("[10, 5]"; no shape: 1-D).
+std::string ShapeString(const TensorView& t);
+
 // A compressed partition slice's worker state, per network key, kept across
 // steps: the error-feedback residual, the worker momentum, and the buffers
 // of the push and its answer (rounds of one key never overlap, so one of

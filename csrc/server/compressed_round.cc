@@ -13,17 +13,23 @@ std::string CompressedRound::Read(Push* push) {
 }
 
 void CompressedRound::Add(KeyState& ks, Push& push) {
-  if (SumsSparsely(ks.codec)) return AddSparse(ks, push);
   const MessageHeader& h = push.h;
-  const size_t count = push.count;
-  const size_t acc_bytes = count * sizeof(float);
-  if ((!ks.acc || ks.acc->size != acc_bytes) && !server_->TakeBuffer(acc_bytes, push, &ks.acc)) return;
-  float* acc = reinterpret_cast<float*>(ks.acc->data);
-  // The sum in float32 of what each machine's push decompresses to.
-  if (ks.contributions == 0) {
-    Decompress(push.payload->data, h.key, h.round, acc);
+  const bool sparse = SumsSparsely(ks.codec);
+  if (sparse) {
+    // topk's exact sum, kept as the pushes' entries (compression/topk_sum.h).
+    // Read checked the indices (in range, ascending): Add takes every push.
+    if (ks.contributions == 0) ks.sparse.Clear();
+    ks.sparse.Add(push.payload->data + sizeof(CodecHeader), ks.codec.k, ks.codec.count);
   } else {
-    DecompressAdd(push.payload->data, h.key, h.round, acc);
+    const size_t acc_bytes = push.count * sizeof(float);
+    if ((!ks.acc || ks.acc->size != acc_bytes) && !server_->TakeBuffer(acc_bytes, push, &ks.acc)) return;
+    // The sum in float32 of what each machine's push decompresses to.
+    float* acc = reinterpret_cast<float*>(ks.acc->data);
+    if (ks.contributions == 0) {
+      Decompress(push.payload->data, h.key, h.round, acc);
+    } else {
+      DecompressAdd(push.payload->data, h.key, h.round, acc);
+    }
   }
   push.payload.reset();
   if (!JoinRound(ks, push)) return;
@@ -35,32 +41,21 @@ void CompressedRound::Add(KeyState& ks, Push& push) {
   const uint64_t answer_bytes = CompressedBytes(answer);
   std::shared_ptr<AlignedBuffer> slot;
   if (!server_->TakeBuffer(answer_bytes, push, &slot)) return;
-  float* residual = nullptr;
-  if (ServerErrorFeedback(ks.codec)) {
-    if (ks.residual.size() != count || memcmp(&ks.residual_codec, &ks.codec, sizeof(CodecHeader)) != 0) {
-      ks.residual.assign(count, 0.0f);
-      ks.residual_codec = ks.codec;
+  if (sparse) {
+    memcpy(slot->data, &answer, sizeof(answer));
+    ks.sparse.WriteAnswer(answer, slot->data + sizeof(answer));
+  } else {
+    float* residual = nullptr;
+    if (ServerErrorFeedback(ks.codec)) {
+      if (ks.residual.size() != push.count || memcmp(&ks.residual_codec, &ks.codec, sizeof(CodecHeader)) != 0) {
+        ks.residual.assign(push.count, 0.0f);
+        ks.residual_codec = ks.codec;
+      }
+      residual = ks.residual.data();
     }
-    residual = ks.residual.data();
+    Compress(answer, reinterpret_cast<float*>(ks.acc->data), residual, h.key, h.round, slot->data, ks.cuts.data());
+    ks.acc.reset();
   }
-  Compress(answer, acc, residual, h.key, h.round, slot->data, ks.cuts.data());
-  ks.acc.reset();
-  AnswerRound(ks, slot, answer_bytes);
-}
-
-void CompressedRound::AddSparse(KeyState& ks, Push& push) {
-  const MessageHeader& h = push.h;
-  if (ks.contributions == 0) ks.sparse.Clear();
-  // Read checked the indices (in range, ascending): Add takes every push.
-  ks.sparse.Add(push.payload->data + sizeof(CodecHeader), ks.codec.k, ks.codec.count);
-  push.payload.reset();
-  if (!JoinRound(ks, push)) return;
-  const CodecHeader answer = AnswerCodec(ks.codec, h.num_contributors);
-  const uint64_t answer_bytes = CompressedBytes(answer);
-  std::shared_ptr<AlignedBuffer> slot;
-  if (!server_->TakeBuffer(answer_bytes, push, &slot)) return;
-  memcpy(slot->data, &answer, sizeof(answer));
-  ks.sparse.WriteAnswer(answer, slot->data + sizeof(answer));
   AnswerRound(ks, slot, answer_bytes);
 }
 

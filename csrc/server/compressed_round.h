@@ -18,9 +18,6 @@ class CompressedRound final : public RoundHandler {
   // it may be summed, else what is wrong with it.
   static std::string Read(Push* push);
   void Add(KeyState& ks, Push& push) override;
-
- private:
-  void AddSparse(KeyState& ks, Push& push);
 };
 
 }  // namespace bps
