@@ -71,9 +71,9 @@ class PendingPushPull : public std::enable_shared_from_this<PendingPushPull> {
     if (status_.ok()) status_ = status;  // the first failure is the cause
   }
 
-  // Tensor `index` is finished (or was never submitted; -1: the submission
-  // guard). `from_engine`: called on an engine thread.
-  void Release(int index, bool from_engine) {
+  // One tensor is finished or was never submitted, or the submission guard
+  // is dropped. `from_engine`: called on an engine thread.
+  void Release(bool from_engine) {
     if (remaining_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
     std::shared_ptr<PendingPushPull> self = std::move(self_);
     absl::Status status;
@@ -96,7 +96,7 @@ class PendingPushPull : public std::enable_shared_from_this<PendingPushPull> {
     if (code != BPS_OK) {
       self->Fail(FromEngineStatus(code, self->names_[slot->index], message, self->timeout_seconds_));
     }
-    self->Release(slot->index, /*from_engine=*/true);
+    self->Release(/*from_engine=*/true);
   }
 
  private:
@@ -205,11 +205,11 @@ class BytepsPushPullKernel : public AsyncOpKernel {
           ctx->forward_input_or_allocate_output({i}, i, input.shape(), &output);
       if (!st.ok()) {
         pending->Fail(st);
-        pending->Release(i, /*from_engine=*/false);
+        pending->Release(/*from_engine=*/false);
         continue;
       }
       if (input.NumElements() == 0) {  // every rank agrees on shape: skip
-        pending->Release(i, /*from_engine=*/false);
+        pending->Release(/*from_engine=*/false);
         continue;
       }
       pending->KeepBuffers(i, input, *output);
@@ -231,10 +231,10 @@ class BytepsPushPullKernel : public AsyncOpKernel {
           /*op_id=*/nullptr);
       if (code != BPS_OK) {  // not accepted: the engine will not call back
         pending->Fail(FromEngineStatus(code, pending->name(i), bps_last_error()));
-        pending->Release(i, /*from_engine=*/false);
+        pending->Release(/*from_engine=*/false);
       }
     }
-    pending->Release(-1, /*from_engine=*/false);  // drop the submission guard
+    pending->Release(/*from_engine=*/false);  // drop the submission guard
   }
 
  protected:
