@@ -84,9 +84,11 @@ def summarize(name, reference, results):
     return row
 
 
-def download_wheels(folder):
+def download_wheels(folder, python_version):
     """Every distribution the trainers need, beyond torch's own, at the
-    versions installed here; and a requirements.txt pinning the trainers."""
+    versions installed here, as wheels for the GPU machine's interpreter
+    (`python_version`, manylinux x86_64: its Python is not always this one);
+    and a requirements.txt pinning the trainers."""
     from packaging.requirements import Requirement
 
     def closure(roots):
@@ -109,10 +111,12 @@ def download_wheels(folder):
                     todo += [(name, "")] + [(name, e) for e in req.extras]
         return {dist for dist, _ in seen}
 
-    needed = sorted(closure(TRAINER_DISTRIBUTIONS) - closure(["torch"]))
+    # numpy is the image's (CuPy needs it), and its wheel is pinned to this interpreter's build.
+    needed = sorted(closure(TRAINER_DISTRIBUTIONS) - closure(["torch"]) - {"numpy"})
     os.makedirs(folder, exist_ok=True)
     pins = [f"{d}=={metadata.version(d)}" for d in needed]
-    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-d", folder, *pins], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-d", folder, "--only-binary=:all:",
+                    "--python-version", python_version, "--platform", "manylinux2014_x86_64", *pins], check=True)
     with open(os.path.join(folder, "requirements.txt"), "w") as f:
         f.write("\n".join(f"{d}=={metadata.version(d)}" for d in TRAINER_DISTRIBUTIONS) + "\n")
     size = sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder))
@@ -129,9 +133,10 @@ def main():
     parser.add_argument("--timeout", type=int, default=600)
     parser.add_argument("--json")
     parser.add_argument("--download-wheels", metavar="DIR")
+    parser.add_argument("--wheels-python", default="3.12", help="the GPU machine's Python, for --download-wheels")
     args = parser.parse_args()
     if args.download_wheels:
-        download_wheels(args.download_wheels)
+        download_wheels(args.download_wheels, args.wheels_python)
         return 0
     rows = [run_trainer(name, args.device, args.scale, args.byteps_first, args.scratch, args.timeout)
             for name in args.trainers.split(",")]

@@ -1,4 +1,6 @@
 """What this host offers the GPU tests, and the skip reasons when it does not."""
+import os
+
 import pytest
 
 
@@ -30,6 +32,12 @@ NO_GPU = "no CUDA GPU on this host (CI has none): run scripts/gpu_suite.sh on a 
 requires_gpu = pytest.mark.skipif(GPUS == 0, reason=NO_GPU)
 requires_cuda_build = pytest.mark.skipif(
     not engine_has_cuda(), reason="byteps-native was built without CUDA (see `python -m byteps_native.info`)")
+
+
+# TEST_SHARE_GPU=1: tests that honour it put their ranks on one GPU when the
+# host has too few (a one-GPU lease trying multi-rank code paths). Their
+# figures and passes are not the layout's: report them as shared-GPU runs.
+SHARE_GPU = os.environ.get("TEST_SHARE_GPU") == "1"
 
 
 def needs_gpus(n):

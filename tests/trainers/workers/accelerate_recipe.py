@@ -41,10 +41,14 @@ class StepCount:
         self.steps = state["steps"]
 
 
+def optimizer_of(model):
+    return torch.optim.Adam(model.parameters(), lr=1e-2)
+
+
 def build(scale, seed=0):
     torch.manual_seed(seed)
     model = nn.Sequential(nn.Linear(16, 32 * scale), nn.Tanh(), nn.Linear(32 * scale, 4))
-    return model, torch.optim.Adam(model.parameters(), lr=1e-2)
+    return model, optimizer_of(model)
 
 
 def loader(scale):
@@ -133,11 +137,15 @@ def run(backend, opts):
                  ops_after_resumed=runs.engine_ops())
 
     acc, count = accelerator(device, fsdp_plugin=FullyShardedDataParallelPlugin()), StepCount()
-    model, optimizer, data = acc.prepare(*build(scale), loader(scale))
+    # FSDP flattens the parameters when it wraps the model, so the optimizer
+    # is made from the prepared model (one made before would step tensors FSDP
+    # no longer uses, as Accelerate's FSDP guide says).
+    model = acc.prepare(build(scale)[0])
+    optimizer, data = acc.prepare(optimizer_of(model), loader(scale))
     train(acc, model, optimizer, data, [0], count)
     os.environ.pop("ACCELERATE_USE_FSDP", None)  # the plugin sets it for the whole process
     found.update(fsdp_wrapped=type(model).__name__, fsdp_distributed_type=str(acc.distributed_type),
-                 fsdp=runs.parameters(acc.unwrap_model(model)), fsdp_steps=count.steps,
+                 fsdp=runs.parameters(model), fsdp_steps=count.steps,
                  fsdp_group=runs.group_facts(device))
 
     if backend != "byteps":  # the helper, called too late, must name what made the group

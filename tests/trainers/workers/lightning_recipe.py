@@ -53,7 +53,7 @@ def loader(scale):
 
 
 def trainer(strategy, epochs, root, device):
-    return pl.Trainer(accelerator="gpu" if device == "cuda" else "cpu", devices=2, strategy=strategy,
+    return pl.Trainer(accelerator="gpu" if device == "cuda" else "cpu", devices=2 // runs.MACHINES, num_nodes=runs.MACHINES, strategy=strategy,
                       precision="bf16-mixed", accumulate_grad_batches=ACCUMULATE, max_epochs=epochs,
                       default_root_dir=root, logger=False, enable_checkpointing=False, enable_progress_bar=False,
                       enable_model_summary=False)
@@ -87,7 +87,7 @@ def run(backend, opts):
         sharded = Regressor(scale, device)
         fsdp = trainer(FSDPStrategy(process_group_backend=backend), 1, out, device)
         fsdp.fit(sharded, loader(scale))
-        found.update(fsdp=runs.parameters(sharded), fsdp_steps=fsdp.global_step,
+        found.update(fsdp=runs.parameters(fsdp.strategy.model), fsdp_steps=fsdp.global_step,
                      fsdp_wrapped=type(fsdp.strategy.model).__name__, fsdp_group=sharded.facts)
     return found
 

@@ -26,6 +26,10 @@ LAUNCHER_PORT = os.environ.get("MASTER_PORT")  # torchrun's store, before a run 
 _run_stores = []  # rank 0's: each run's store lives as long as the process
 
 
+
+SHARE_GPU = os.environ.get("TEST_SHARE_GPU") == "1"
+MACHINES = 2 if SHARE_GPU else 1  # the 2 ranks' layout: 1 x 2, or 2 x 1 when sharing one GPU
+
 def parse_runs():
     """--runs gloo,byteps -> .backends; --out DIR (scratch: checkpoints);
     --device cpu|cuda; --scale N."""
@@ -40,6 +44,16 @@ def parse_runs():
         # One GPU per rank, set before any group is made (NCCL and byteps
         # bind to the current device); kernels that sum in a fixed order, so
         # two backends' runs can be compared bitwise.
+        if SHARE_GPU:
+            # A one-GPU lease trying the recipes (tests/gpu/gpu_env.py): each
+            # rank becomes a machine of its own (2 x 1) on that GPU, since the
+            # trainers put local rank i on cuda:i. NCCL refuses two ranks of
+            # one host on one device ("Duplicate GPU detected"), so each names
+            # its own host and NCCL joins them over its socket transport.
+            rank = os.environ["RANK"]
+            os.environ.update(LOCAL_RANK="0", LOCAL_WORLD_SIZE="1", GROUP_RANK=rank, NODE_RANK=rank,
+                              GROUP_WORLD_SIZE=os.environ["WORLD_SIZE"],
+                              NCCL_HOSTID=f"shared-gpu-machine{rank}")
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         torch.use_deterministic_algorithms(True)
@@ -115,5 +129,20 @@ def gradient_numel(module):
 
 
 def parameters(module):
-    """{name: [float, ...]}: float32 values are exact in JSON (as doubles)."""
-    return {name: p.detach().float().cpu().reshape(-1).tolist() for name, p in module.named_parameters()}
+    """{name: [float, ...]}: float32 values are exact in JSON (as doubles).
+    An FSDP-wrapped module (pass the wrapper) is gathered whole on every rank
+    first, its names without FSDP's prefix, so a sharded run compares with the
+    unsharded ones and rank 1 with rank 0; a DDP wrapper is looked through."""
+    from torch.distributed.fsdp import FullyShardedDataParallel
+    from torch.nn.parallel import DistributedDataParallel
+
+    if isinstance(module, DistributedDataParallel):
+        module = module.module
+
+    def values():
+        return {name.replace("_fsdp_wrapped_module.", ""): p.detach().float().cpu().reshape(-1).tolist()
+                for name, p in module.named_parameters()}
+    if not FullyShardedDataParallel.fsdp_modules(module):
+        return values()
+    with FullyShardedDataParallel.summon_full_params(module, writeback=False):
+        return values()
