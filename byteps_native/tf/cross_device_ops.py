@@ -1,9 +1,10 @@
 """BytePSOps: a tf.distribute.CrossDeviceOps that spans machines.
 
 Each machine runs one process whose ``tf.distribute.MirroredStrategy`` covers
-its local devices. BytePSOps sums the local replicas on the host, sums the
-result across processes through the byteps-native engine, and copies the
-result to every destination device::
+its local devices. BytePSOps sums the local replicas on the host (in one
+place, local_rounds.py, whether TensorFlow calls with merge_call or per
+replica), sums the result across processes through the byteps-native engine,
+and copies the result to every destination device::
 
     strategy = tf.distribute.MirroredStrategy(cross_device_ops=BytePSOps())
 
@@ -209,10 +210,11 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
         if len(replica_counts) > 1:
             raise ValueError(f"values to reduce together have different numbers of local replicas: "
                              f"{sorted(replica_counts)}")
-        divisor = 1
+        replicas = replica_counts.pop() if replica_counts else 1
         self._start_engine()
-        if reduce_op == reduce_util.ReduceOp.MEAN:
-            divisor = replica_counts.pop() * engine.size()
+        if replicas > 1:
+            return self._reduce_local_replicas(reduce_op, value_destination_pairs, replicas, options)
+        divisor = engine.size() if reduce_op == reduce_util.ReduceOp.MEAN else 1
         label = f"bps.tf.{label}.{reduce_op.value.lower()}"
         dense, sparse = [], []  # (index, value, hint)
         for index, (value, destinations) in enumerate(value_destination_pairs):
@@ -221,11 +223,8 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
         results = [None] * len(value_destination_pairs)
         timeout = self._timeout(options)
         with tf.device(self._host()):
-            local_sums = []
-            for _, value, _ in dense:
-                parts = [tf.convert_to_tensor(v) for v in _local_values(value)]
-                local_sums.append(parts[0] if len(parts) == 1 else tf.math.add_n(parts))
-            reduced = fusion.push_pull_many(local_sums, label, [h for _, _, h in dense], divisor,
+            values = [tf.convert_to_tensor(_local_values(value)[0]) for _, value, _ in dense]
+            reduced = fusion.push_pull_many(values, label, [h for _, _, h in dense], divisor,
                                             device=self._host(), timeout_seconds=timeout,
                                             compression=self._compression)
             for (index, _, _), r in zip(dense, reduced):
@@ -233,6 +232,37 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
             for index, value, hint in sparse:
                 results[index] = self._all_gather_indexed_slices(value, divisor, f"{label}.sparse", hint, timeout)
         return [self._mirror(r, d, v) for r, (v, d) in zip(results, value_destination_pairs)]
+
+    def _reduce_local_replicas(self, reduce_op, value_destination_pairs, replicas, options):
+        """reduce/batch_reduce (merge_call) with several local replicas: each
+        replica's values go through the per-replica path's call
+        (_replica_all_reduce), so the calls meet in the process and the
+        local values are combined in one place (local_rounds.py), whichever
+        path TensorFlow took. All the calls are made here, one after another,
+        which that path allows; the result waits for every one of them (in a
+        graph an unfetched call would never run and the others would wait
+        for it)."""
+        hints = [_hint(d, i) for i, (_, d) in enumerate(value_destination_pairs)]
+        host = [self._host()] * len(value_destination_pairs)
+        # A value that is IndexedSlices on some replica is gathered on all
+        # (as _reduce_pairs does), so every replica's call makes the same rounds.
+        sparse = [any(isinstance(p, tf.IndexedSlices) for p in _local_values(v)) for v, _ in value_destination_pairs]
+        calls = []
+        for replica in range(replicas):
+            values = [_dense_as_slices(p) if is_sparse and not isinstance(p, tf.IndexedSlices) else p
+                      for p, is_sparse in zip((_local_values(v)[replica] for v, _ in value_destination_pairs),
+                                              sparse)]
+            if context.executing_eagerly():
+                calls.append(self._eager_replica_all_reduce(reduce_op, values, replica, replicas, host, options,
+                                                            hints=hints))
+            else:
+                calls.append(self._replica_all_reduce(reduce_op, values, replica, replicas, host, options,
+                                                      hints=hints))
+        if not context.executing_eagerly():
+            others = nest.flatten(calls[1:], expand_composites=True)
+            with tf.device(self._host()), tf.control_dependencies(others):
+                calls[0] = [nest.map_structure(tf.identity, r, expand_composites=True) for r in calls[0]]
+        return [self._mirror(r, d, v) for r, (v, d) in zip(calls[0], value_destination_pairs)]
 
     def _all_gather_indexed_slices(self, value, divisor, label, hint, timeout, call=None):
         """The sum of IndexedSlices as MWMS forms it: every replica's indices and
@@ -395,31 +425,39 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
             reduced = self._replica_all_reduce(reduce_op, flat, replica_id, local, devices, options)
         return nest.pack_sequence_as(value, reduced, expand_composites=False)
 
-    def _eager_replica_all_reduce(self, reduce_op, flat, replica_id, local, devices, options):
+    def _eager_replica_all_reduce(self, reduce_op, flat, replica_id, local, devices, options, hints=None):
         """Eagerly, the replica's call runs as a tf.function on the replica's
         own asynchronous executor: it returns at once, with tensors that are
         ready once every local replica has called (local_rounds.py)."""
-        key = (reduce_op, replica_id, local, tuple(devices), self._timeout(options))
+        key = (reduce_op, replica_id, local, tuple(devices), self._timeout(options),
+               tuple(hints) if hints else None)
         function = self._eager_replica_functions.get(key)
         if function is None:
             function = tf.function(lambda values: self._replica_all_reduce(
-                reduce_op, values, replica_id, local, devices, options))
+                reduce_op, values, replica_id, local, devices, options, hints=hints))
             self._eager_replica_functions[key] = function
         with context.executor_scope(local_rounds.replica_executor(replica_id)):
             return function(list(flat))
 
-    def _replica_all_reduce(self, reduce_op, flat, replica_id, local, devices, options):
+    def _replica_all_reduce(self, reduce_op, flat, replica_id, local, devices, options, hints=None):
         """Graph part of one replica's call (see _all_reduce): dense values
         through fusion's buckets, summed over the local replicas and the
         processes in one engine submission; IndexedSlices gathered as in
-        _all_gather_indexed_slices, every local replica's rows first."""
-        label = f"bps.tf.replica_all_reduce.{reduce_op.value.lower()}.c{naming.replica_call(replica_id)}"
+        _all_gather_indexed_slices, every local replica's rows first.
+        hints: the values' descriptions in engine names and errors (default
+        their positions; reduce passes its variables' names)."""
+        hints = hints or [f"t{i}" for i in range(len(flat))]
+        # The local replica count is in the names: a process with another
+        # count (whose MEAN would divide by another number) then meets no one
+        # and fails after BYTEPS_TIMEOUT naming the tensor, never silently.
+        label = (f"bps.tf.replica_all_reduce.{reduce_op.value.lower()}.x{local}"
+                 f".c{naming.replica_call(replica_id)}")
         call = local_rounds.ReplicaCall(label, replica_id, local, self._timeout(options))
         divisor = local * engine.size() if reduce_op == reduce_util.ReduceOp.MEAN else 1
         results = [None] * len(flat)
         with tf.device(self._host()):
             dense = [(i, tf.convert_to_tensor(v)) for i, v in enumerate(flat) if not isinstance(v, tf.IndexedSlices)]
-            reduced = fusion.push_pull_many([t for _, t in dense], label, [f"t{i}" for i, _ in dense], divisor,
+            reduced = fusion.push_pull_many([t for _, t in dense], label, [hints[i] for i, _ in dense], divisor,
                                             device=self._host(), timeout_seconds=call.timeout_seconds,
                                             compression=self._compression, submit=call.submitter("dense"),
                                             name=call.name)
@@ -427,7 +465,7 @@ class BytePSOps(cross_device_ops_lib.CrossDeviceOps):
                 results[i] = r
             for i, v in enumerate(flat):
                 if isinstance(v, tf.IndexedSlices):
-                    results[i] = self._all_gather_indexed_slices(v, divisor, f"{label}.sparse", f"t{i}",
+                    results[i] = self._all_gather_indexed_slices(v, divisor, f"{label}.sparse", hints[i],
                                                                  call.timeout_seconds, call=call)
         return [cross_device_utils.copy_tensor_or_indexed_slices_to_device(r, d) for r, d in zip(results, devices)]
 

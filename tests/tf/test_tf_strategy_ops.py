@@ -192,14 +192,16 @@ def test_uneven_shards_take_the_same_steps(job):
         assert o.result["uneven_steps"] == expected, f"rank {o.rank}"
 
 
-def test_merge_call_free_all_reduce_one_device(job):
-    if job.local != 1:
-        pytest.skip("BytePSOps._all_reduce serves one local replica per process")
+def test_merge_call_free_all_reduce(job):
+    """_all_reduce called by every local replica on its own MirroredStrategy
+    thread: each gets the sum over every replica of every process."""
     for o in job:
         dense, sparse, stayed_sparse = o.result["direct_all_reduce"]
-        assert dense == [3.0, 3.0], f"rank {o.rank}"
-        assert sparse == [[1.0], [2.0]], f"rank {o.rank}"
-        assert stayed_sparse, "IndexedSlices must stay sparse (gathered indices and values)"
+        assert len(dense) == job.local, f"rank {o.rank}: one result per local replica"
+        for replica in range(job.local):
+            assert dense[replica] == [3.0 * job.local] * 2, f"rank {o.rank} replica {replica}"
+            assert sparse[replica] == [[1.0 * job.local], [2.0 * job.local]], f"rank {o.rank} replica {replica}"
+            assert stayed_sparse[replica], "IndexedSlices must stay sparse (gathered indices and values)"
 
 
 def test_variables_start_from_rank0_initial_value(job):
@@ -211,3 +213,16 @@ def test_variables_start_from_rank0_initial_value(job):
     for rank, values in by_rank.items():
         assert values == by_rank[0], f"rank {rank}: {values} != rank 0's {by_rank[0]}"
         assert all(copy == random_copies[0] for copy in values[0]), f"rank {rank}: local copies differ"
+
+
+def test_processes_with_different_local_replica_counts_fail_naming_the_tensor():
+    """1 local replica on rank 0, 2 on rank 1: a MEAN would divide by 2 on one
+    and by 4 on the other; instead the reduction fails on both, naming it,
+    within BYTEPS_TIMEOUT (docs/tf.md, known limits)."""
+    outcomes = run_job("replica_count_mismatch_worker.py", num_workers=PROCESSES, env={"BYTEPS_TIMEOUT": "5"},
+                       timeout=120)
+    require_success(outcomes)
+    for o in outcomes:
+        assert "reduce_mean" not in o.result, \
+            f"rank {o.rank} returned {o.result['reduce_mean']}: {describe(outcomes)}"
+        assert "mean" in o.result["error"], f"rank {o.rank}: the error names no reduction: {o.result['error']}"

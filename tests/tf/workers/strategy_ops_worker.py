@@ -163,21 +163,24 @@ result["distributed_batches"] = [[t.numpy().tolist() for t in strategy.experimen
 uneven = tf.data.Dataset.range(2 * size + 1).batch(2 * size * LOCAL)
 result["uneven_steps"] = sum(1 for _ in strategy.experimental_distribute_dataset(uneven))
 
-if LOCAL == 1:
-    # The merge_call-free path (XLA on GPUs) reaches CrossDeviceOps._all_reduce.
-    ops = strategy.extended._cross_device_ops  # pylint: disable=protected-access
+# The merge_call-free path (XLA on GPUs) reaches CrossDeviceOps._all_reduce:
+# each local replica calls it on its own thread under MirroredStrategy.
+ops = strategy.extended._cross_device_ops  # pylint: disable=protected-access
 
-    @tf.function
-    def direct_all_reduce():
-        def replica_fn():
-            value = (tf.fill([2], 1.0 + rank),
-                     tf.IndexedSlices(tf.fill([1, 1], 1.0 + rank), tf.constant([rank]), tf.constant([2, 1])))
-            dense, sparse = ops._all_reduce(SUM, value, 0, None)  # pylint: disable=protected-access
-            return dense, tf.convert_to_tensor(sparse), isinstance(sparse, tf.IndexedSlices)
-        dense, sparse, stayed_sparse = strategy.run(replica_fn)
-        return dense, sparse, tf.constant(stayed_sparse)
 
-    result["direct_all_reduce"] = [t.numpy().tolist() for t in direct_all_reduce()]
+@tf.function
+def direct_all_reduce():
+    def replica_fn():
+        local_id = tf.get_static_value(tf.distribute.get_replica_context().replica_id_in_sync_group) % LOCAL
+        value = (tf.fill([2], 1.0 + rank),
+                 tf.IndexedSlices(tf.fill([1, 1], 1.0 + rank), tf.constant([rank]), tf.constant([2, 1])))
+        dense, sparse = ops._all_reduce(SUM, value, local_id, None)  # pylint: disable=protected-access
+        return dense, tf.convert_to_tensor(sparse), tf.constant(isinstance(sparse, tf.IndexedSlices))
+    return strategy.run(replica_fn)
+
+
+result["direct_all_reduce"] = [[t.numpy().tolist() for t in strategy.experimental_local_results(part)]
+                               for part in direct_all_reduce()]
 # Variables created in the scope start from rank 0's initial value on every
 # process, as MWMS broadcasts the chief's: seeds and values differ per rank here.
 tf.random.set_seed(100 + rank)
