@@ -1,12 +1,14 @@
-"""Cross-process reduction of many tensors in few engine calls.
+"""Cross-process reduction of many tensors in few engine operations.
 
-Small gradients cost more in per-message overhead than in bytes, so tensors of
-one dtype are flattened and concatenated into buckets of at most
-BYTEPS_FUSION_BYTES (alias BYTEPS_TF_FUSION_BYTES; default 32 MiB; the engine partitions buckets further
-at BYTEPS_PARTITION_BYTES), every bucket goes to the engine in one op, and the
-results are split back. Buckets keep the callers' order; earlier buckets get
-higher priority because the first layers are needed first by the next forward
-pass.
+Small gradients cost more in per-message overhead than in bytes, so the
+tensors of one call go to the engine as one group (one BytepsPushPull op,
+bps_push_pull_group_async): the engine's fusion (csrc/core/fused_group.h, the
+one the torch DistributedOptimizer uses) packs host tensors of one dtype into
+buckets of at most BYTEPS_FUSION_BYTES (alias BYTEPS_TF_FUSION_BYTES; default
+32 MiB; partitioned further at BYTEPS_PARTITION_BYTES) and gives each tensor
+its own part of the result. Earlier tensors get higher priority because the
+first layers are needed first by the next forward pass; a mismatch names the
+user's tensor, not a bucket; a compressed tensor travels alone.
 """
 import tensorflow as tf
 
@@ -35,37 +37,12 @@ def densify(value):
     return tf.convert_to_tensor(value)
 
 
-def _static_bytes(tensor):
-    n = tensor.shape.num_elements()
-    return None if n is None else n * tensor.dtype.size
-
-
 def divide(tensor, divisor):
     if divisor == 1:
         return tensor
     if tensor.dtype.is_integer:  # documented: integer means truncate toward zero
         return tf.truncatediv(tensor, tf.cast(divisor, tensor.dtype))
     return tensor / tf.cast(divisor, tensor.dtype)
-
-
-def _make_buckets(tensors, limit):
-    """Lists of indices; one dtype per bucket; unknown sizes travel alone."""
-    buckets, open_bucket, open_bytes = [], {}, {}
-    for i, tensor in enumerate(tensors):
-        nbytes = _static_bytes(tensor)
-        if nbytes is None or limit == 0 or nbytes >= limit:
-            buckets.append([i])
-            continue
-        dtype = tensor.dtype
-        if dtype in open_bucket and open_bytes[dtype] + nbytes > limit:
-            del open_bucket[dtype]
-        if dtype not in open_bucket:
-            open_bucket[dtype] = []
-            open_bytes[dtype] = 0
-            buckets.append(open_bucket[dtype])
-        open_bucket[dtype].append(i)
-        open_bytes[dtype] += nbytes
-    return buckets
 
 
 def push_pull_many(tensors, label, hints=None, divisor=1, device="/cpu:0", timeout_seconds=None, compression=None,
@@ -78,9 +55,9 @@ def push_pull_many(tensors, label, hints=None, divisor=1, device="/cpu:0", timeo
     engine's own average. timeout_seconds: see ops.push_pull_list. Returns
     dense tensors in input order. compression: one of the engine's
     compressors (docs/compression.md), declared for every engine name here.
-    submit: the op that carries the buckets (default push_pull_list; the
+    submit: the op that carries the group (default push_pull_list; the
     per-replica all-reduce passes its local round, same arguments). name: how
-    a bucket's base name becomes its engine name (default naming.unique).
+    a tensor's base name becomes its engine name (default naming.unique).
     """
     if not tensors:
         return []
@@ -89,38 +66,14 @@ def push_pull_many(tensors, label, hints=None, divisor=1, device="/cpu:0", timeo
         dense = [densify(t) for t in tensors]
         for t, hint in zip(dense, hints):
             check_dtype(t.dtype, f"'{hint}'")
-        buckets = _make_buckets(dense, fusion_bytes())
         sized = naming.sizes_in_names()
-        payloads, names = [], []
-        for members in buckets:
-            if len(members) == 1:
-                t = dense[members[0]]
-                payloads.append(t)
-                size = f":{naming.describe(t.dtype, t.shape)}" if sized else ""
-                names.append(name(f"{label}/{hints[members[0]]}{size}"))
-            else:
-                flat = tf.concat([tf.reshape(dense[i], [-1]) for i in members], axis=0)
-                payloads.append(flat)
-                first, last = hints[members[0]], hints[members[-1]]
-                size = f":{naming.describe(flat.dtype, flat.shape)}" if sized else f":{flat.dtype.name}"
-                names.append(name(f"{label}/fused:{first}..{last}:{len(members)}x{size}"))
-        for name, members in zip(names, buckets):
-            # A fused bucket's parts: onebit keeps a scale per tensor (docs/compression.md).
-            sizes = [dense[i].shape.num_elements() for i in members] if len(members) > 1 else None
-            apply_to(name, compression, sizes)
+        names = [name(f"{label}/{hint}" + (f":{naming.describe(t.dtype, t.shape)}" if sized else ""))
+                 for t, hint in zip(dense, hints)]
+        for n in names:  # a compressed tensor travels alone (the engine's fusion keeps its codec state per name)
+            apply_to(n, compression)
         engine_average = divisor != 1 and divisor == engine.size()
-        reduced = (submit or push_pull_list)(payloads, names, priorities=[-k for k in range(len(buckets))],
-                                 average=engine_average, timeout_seconds=timeout_seconds)
-        results = [None] * len(dense)
-        for members, out in zip(buckets, reduced):
-            if not engine_average:
-                out = divide(out, divisor)
-            if len(members) == 1:
-                results[members[0]] = out
-                continue
-            offset = 0
-            for i in members:
-                n = dense[i].shape.num_elements()
-                results[i] = tf.reshape(out[offset:offset + n], dense[i].shape)
-                offset += n
-        return results
+        # Earlier tensors first: the first layers are needed first by the next forward pass.
+        reduced = (submit or push_pull_list)(dense, names, priorities=[-k for k in range(len(dense))],
+                                             average=engine_average, timeout_seconds=timeout_seconds,
+                                             fusion_bytes=fusion_bytes())
+        return [out if engine_average else divide(out, divisor) for out in reduced]

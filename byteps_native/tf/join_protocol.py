@@ -77,18 +77,39 @@ lifecycle.on_init(_protocol.start_watcher, stop=_protocol.stop_watcher)
 
 
 def _stand_in(line):
-    """Submit this joined rank's zeros for another rank's operation."""
+    """Submit this joined rank's zeros for another rank's operation: one
+    tensor, or a group (the engine's fusion) as the same group, so its buckets
+    get the same names and signatures (csrc/core/submission_log.h)."""
+    if line.startswith(b"group "):
+        head, *members = line.split(b"\n")
+        _, fusion_bytes, _count = head.split(b" ")
+        _submit_zeros([_parse(m) for m in members], int(fusion_bytes))
+    else:
+        _submit_zeros([_parse(line)], 0)
+
+
+def _parse(line):
+    """(dtype, reduce_op, priority, shape, name) of one line of the log."""
     fields = line.split(b" ", 5)
     dtype, reduce_op, priority, _device, ndim = (int(f) for f in fields[:5])
     rest = fields[5].split(b" ", ndim)
-    shape, name = [int(d) for d in rest[:ndim]], rest[ndim].decode()
-    contribution = np.zeros(shape, _ENGINE_DTYPES[dtype].as_numpy_dtype)
-    marked = JOIN_MARK in name
-    if marked:  # one row per rank: ours all -1 fails the op on the others
-        contribution[engine.rank()] = -1
+    return dtype, reduce_op, priority, [int(d) for d in rest[:ndim]], rest[ndim].decode()
+
+
+def _submit_zeros(members, fusion_bytes):
+    contributions, names, priorities, marked = [], [], [], False
+    for dtype, _reduce_op, priority, shape, name in members:
+        contribution = np.zeros(shape, _ENGINE_DTYPES[dtype].as_numpy_dtype)
+        if JOIN_MARK in name:  # one row per rank: ours all -1 fails the op on the others
+            contribution[engine.rank()] = -1
+            marked = True
+        contributions.append(tf.constant(contribution))
+        names.append(name)
+        priorities.append(priority)
+    average = {m[1] for m in members} == {_REDUCE_AVERAGE}
     try:
         with tf.device("/cpu:0"):
-            push_pull_list([tf.constant(contribution)], [name], [priority], average=reduce_op == _REDUCE_AVERAGE)
+            push_pull_list(contributions, names, priorities, average=average, fusion_bytes=fusion_bytes)
     except tf.errors.FailedPreconditionError:
         if not marked:
             raise

@@ -45,11 +45,11 @@ class ReplicaCall:
         """A stand-in for ops.push_pull_list (fusion.push_pull_many's
         `submit`): the buckets go to the engine once for all local replicas,
         combined by `local_op` first."""
-        def submit(payloads, names, priorities=None, average=False, timeout_seconds=None):
+        def submit(payloads, names, priorities=None, average=False, timeout_seconds=None, fusion_bytes=0):
             return local_push_pull(payloads, names, f"{self.label}#{round_suffix}", self.replica, self.replicas,
                                    local_op, push=True, average=average, priorities=priorities,
                                    timeout_seconds=timeout_seconds if timeout_seconds is not None
-                                   else self.timeout_seconds)
+                                   else self.timeout_seconds, fusion_bytes=fusion_bytes)
         return submit
 
     def concat(self, tensors, round_suffix):

@@ -53,7 +53,8 @@ def shape_suffix(tensor):
     return tf.strings.reduce_join(tf.strings.as_string(tf.shape(tensor)), separator=",")
 
 
-def push_pull_list(tensors, names, priorities=None, average=False, name_suffixes=None, timeout_seconds=None):
+def push_pull_list(tensors, names, priorities=None, average=False, name_suffixes=None, timeout_seconds=None,
+                   fusion_bytes=0):
     """Sum (or average over processes) each tensor across all processes.
 
     All tensors are in flight in the engine at once. `names` must already be
@@ -61,6 +62,8 @@ def push_pull_list(tensors, names, priorities=None, average=False, name_suffixes
     get their run-time shape appended to their name (see shape_suffix).
     timeout_seconds > 0: the op fails with DeadlineExceededError naming the
     tensors still pending after that many seconds (CommunicationOptions).
+    fusion_bytes: the engine packs host tensors of one dtype into buckets of
+    at most that many bytes (0: each alone; fusion.py passes the limit).
     Returns a list of tensors.
     """
     tensors = list(tensors)
@@ -81,7 +84,7 @@ def push_pull_list(tensors, names, priorities=None, average=False, name_suffixes
     with tf.control_dependencies(gates):
         return _raw.byteps_push_pull(tensors=tensors, name_suffixes=name_suffixes, tensor_names=list(names),
                                      priorities=list(priorities or []), average=bool(average),
-                                     timeout_seconds=check_timeout(timeout_seconds))
+                                     timeout_seconds=check_timeout(timeout_seconds), fusion_bytes=int(fusion_bytes))
 
 
 def sum_over_ranks(tensor, name, mark=""):
@@ -136,7 +139,7 @@ _auto_control_deps.ASYNC_STATEFUL_OPS = _auto_control_deps.ASYNC_STATEFUL_OPS | 
 
 
 def local_push_pull(tensors, names, round_name, replica, replicas, local_op, push, average=False,
-                    priorities=None, timeout_seconds=None, wait_seconds=None):
+                    priorities=None, timeout_seconds=None, wait_seconds=None, fusion_bytes=0):
     """One local replica's part of a per-replica all-reduce
     (local_push_pull_kernel.cc): the instances of `round_name` of the
     `replicas` local replicas meet in the process, the local result
@@ -154,4 +157,5 @@ def local_push_pull(tensors, names, round_name, replica, replicas, local_op, pus
     return _raw.byteps_local_push_pull(
         tensors=tensors, tensor_names=list(names), round=round_name, replica=int(replica), replicas=int(replicas),
         local_op=local_op, push=bool(push), average=bool(average), priorities=list(priorities or []),
-        timeout_seconds=check_timeout(timeout_seconds), wait_seconds=float(wait_seconds))
+        timeout_seconds=check_timeout(timeout_seconds), wait_seconds=float(wait_seconds),
+        fusion_bytes=int(fusion_bytes))

@@ -316,7 +316,9 @@ BPS_EXPORT size_t bps_ranks_disagreement(const char* kind, const int64_t* rows, 
  * reduce_op priority device ndim dims... name" (dtype: a bps_dtype; device:
  * -1 host, else the CUDA ordinal), into `buf` (NUL-terminated when it fits)
  * and returns its length (call again with a larger buffer when >= cap), or -1
- * when `index` was never recorded or is no longer kept (the last 131072 are). */
+ * when `index` was never recorded or is no longer kept (the last 131072 are).
+ * A group (bps_push_pull_group_async) is one operation: the line "group
+ * fusion_bytes count", then one line per member, each after a '\n'. */
 BPS_EXPORT int64_t bps_submission_count(void);
 BPS_EXPORT int64_t bps_submission(int64_t index, char* buf, int64_t cap);
 

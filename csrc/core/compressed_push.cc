@@ -25,21 +25,33 @@ Status Engine::DeclareCompression(const std::string& name, const std::string& sp
     }
     if (ends.size() > 1) spec.segment_ends = std::make_shared<const std::vector<uint64_t>>(std::move(ends));
   }
+  DeclareCompressionSpec(name, std::move(spec));
+  return Status::OK();
+}
+
+void Engine::DeclareCompressionSpec(const std::string& name, CompressionSpec spec) {
   std::lock_guard<std::mutex> lock(compression_mu_);
   auto known = compression_by_name_.find(HashName(name));
   // Hooks declare before every push: an unchanged declaration stays as it is.
-  if (spec.enabled() && known != compression_by_name_.end() && known->second == spec) return Status::OK();
+  if (spec.enabled() && known != compression_by_name_.end() && known->second == spec) return;
   if (spec.enabled()) {
-    compression_by_name_[HashName(name)] = spec;
-  } else {
-    compression_by_name_.erase(HashName(name));
+    compression_by_name_[HashName(name)] = std::move(spec);
+  } else if (known != compression_by_name_.end()) {
+    compression_by_name_.erase(known);
   }
-  return Status::OK();
 }
 
 bool Engine::CompressionDeclared(const std::string& name) {
   std::lock_guard<std::mutex> lock(compression_mu_);
   return compression_by_name_.count(HashName(name)) != 0;
+}
+
+bool Engine::DeclaredCompression(const std::string& name, CompressionSpec* spec) {
+  std::lock_guard<std::mutex> lock(compression_mu_);
+  auto known = compression_by_name_.find(HashName(name));
+  if (known == compression_by_name_.end()) return false;
+  *spec = known->second;
+  return true;
 }
 
 CompressedSlice* Engine::CompressionFor(const TensorOp& op, uint64_t key, uint64_t offset, uint64_t count) {

@@ -186,20 +186,7 @@ Status Engine::Submit(const TensorView& input, void* output, const std::string& 
       });
     }
     if (op_id) *op_id = op->seq + 1;
-    if (options_.submissions) {
-      Submission record;
-      record.name = name;
-      record.dtype = op->dtype;
-      if (input.shape) {
-        record.shape.assign(input.shape, input.shape + input.ndim);
-      } else if (input.num_elements != 1) {
-        record.shape = {input.num_elements};  // TensorView: no shape is 1-D
-      }
-      record.priority = priority;
-      record.reduce_op = reduce_op;
-      record.device = op->device;
-      options_.submissions->Record(std::move(record));
-    }
+    if (!options.recorded_by_caller) RecordSubmission(SubmissionOf(input, name, priority, reduce_op));
     submitted_.push_back(std::move(op));
     stats_.queue_depth++;
     // Under the lock: a Shutdown that stopped accepting after this op cannot
@@ -207,6 +194,26 @@ Status Engine::Submit(const TensorView& input, void* output, const std::string& 
     Ring();
   }
   return Status::OK();
+}
+
+Submission Engine::SubmissionOf(const TensorView& input, const std::string& name, int32_t priority,
+                                ReduceOp reduce_op) {
+  Submission record;
+  record.name = name;
+  record.dtype = static_cast<DataType>(input.dtype);
+  if (input.shape) {
+    record.shape.assign(input.shape, input.shape + input.ndim);
+  } else if (input.num_elements != 1) {
+    record.shape = {input.num_elements};  // TensorView: no shape is 1-D
+  }
+  record.priority = priority;
+  record.reduce_op = reduce_op;
+  record.device = input.device >= 0 ? input.device : -1;
+  return record;
+}
+
+void Engine::RecordSubmission(Submission record) {
+  if (options_.submissions) options_.submissions->Record(std::move(record));
 }
 
 Status Engine::Cancel(uint64_t op_id, const std::string& why) {

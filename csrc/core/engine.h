@@ -83,6 +83,9 @@ struct SubmitOptions {
   // fused bucket's member shapes, core/fusion_plan.h), so a member of another
   // shape fails the bucket even when its length agrees.
   std::string shape_text;
+  // The caller records the submission for join() itself: a group's engine
+  // operations, which its one entry covers (RecordSubmission).
+  bool recorded_by_caller = false;
 };
 
 // One worker rank. Built from a parsed Config, the job's rendezvous Store and
@@ -157,9 +160,20 @@ class Engine {
   // order, adding up to the tensor: onebit keeps a scale per part.
   Status DeclareCompression(const std::string& name, const std::string& spec,
                             std::vector<uint64_t> segment_sizes = {});
-  // Whether tensor `name` has a compression declared (it then travels alone
-  // in a group submission: its codec state and segments are per name).
+  // Whether tensor `name` has a compression declared, and which (a group
+  // submission fuses tensors of the same compression only, with a segment
+  // per member: core/fused_group.h).
   bool CompressionDeclared(const std::string& name);
+  bool DeclaredCompression(const std::string& name, CompressionSpec* spec);
+  // DeclareCompression of a parsed spec (segments included); a spec that is
+  // not enabled clears the name's declaration.
+  void DeclareCompressionSpec(const std::string& name, CompressionSpec spec);
+  // The log of accepted submissions that join() reads (EngineOptions::
+  // submissions): what Submit records of one tensor, and a record made by a
+  // caller that submits for others (a group: one entry for all its members).
+  static Submission SubmissionOf(const TensorView& input, const std::string& name, int32_t priority,
+                                 ReduceOp reduce_op);
+  void RecordSubmission(Submission record);
   std::string StatsJson();
 
  private:

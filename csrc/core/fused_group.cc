@@ -77,6 +77,7 @@ Status SubmitGroup(Engine& engine, const std::vector<GroupMember>& members, cons
   if (!engine.initialized()) return Status(StatusCode::kNotInitialized, "byteps is not initialised: call init() first");
   BPS_RETURN_IF_ERROR(engine.failure());
   std::vector<FusionCandidate> candidates(members.size());
+  std::vector<CompressionSpec> compressions;  // the group's, by class - 1
   for (size_t i = 0; i < members.size(); ++i) {
     const GroupMember& m = members[i];
     BPS_RETURN_IF_ERROR(ValidatePushPull(m.input, m.output, m.name, m.reduce_op, m.done)
@@ -86,11 +87,34 @@ Status SubmitGroup(Engine& engine, const std::vector<GroupMember>& members, cons
     c.reduce_op = m.reduce_op;
     c.bytes = BytesOf(m.input);
     c.priority = m.priority;
-    c.alone = m.input.device >= 0 || engine.CompressionDeclared(m.name);
+    c.alone = m.input.device >= 0;
+    CompressionSpec spec;
+    if (!c.alone && engine.DeclaredCompression(m.name, &spec)) {
+      if (spec.segment_ends) {
+        c.alone = true;  // segments of its own (a DDP bucket): its codec state is its name's
+      } else {
+        // Tensors of one compression share buckets, one segment each.
+        size_t k = 0;
+        while (k < compressions.size() && !(compressions[k] == spec)) ++k;
+        if (k == compressions.size()) compressions.push_back(spec);
+        c.compression = static_cast<int>(k) + 1;
+      }
+    }
   }
   SubmitOptions submit_options;
   submit_options.stream = options.stream;
   submit_options.timeout_seconds = options.timeout_seconds;
+  // join() sees the group as one operation: a joined rank stands in with the
+  // same group of zeros, so its buckets get the same names and signatures
+  // (a stand-in per bucket would not match a bucket's member shapes).
+  submit_options.recorded_by_caller = true;
+  Submission record;
+  record.group = true;
+  record.fusion_bytes = options.fusion_bytes;
+  for (const GroupMember& m : members) {
+    record.members.push_back(Engine::SubmissionOf(m.input, m.name, m.priority, m.reduce_op));
+  }
+  engine.RecordSubmission(std::move(record));
   const std::vector<FusionBucket> plan = PlanFusion(candidates, options.fusion_bytes);
   GroupReport made;
   for (size_t b = 0; b < plan.size(); ++b) {
@@ -114,6 +138,23 @@ Status SubmitGroup(Engine& engine, const std::vector<GroupMember>& members, cons
       }
       const GroupMember& first = members[planned.members[0]];
       bucket->name = FusedBucketName(names, static_cast<DataType>(first.input.dtype), first.reduce_op);
+      // The bucket compresses as its members do, with a segment per member
+      // (onebit keeps a scale per tensor); an uncompressed bucket clears a
+      // declaration left from steps when its members were compressed.
+      const int compression = candidates[planned.members[0]].compression;
+      CompressionSpec bucket_spec;
+      if (compression > 0) {
+        bucket_spec = compressions[compression - 1];
+        std::vector<uint64_t> ends;
+        uint64_t end = 0;
+        for (size_t i : planned.members) {
+          if (members[i].input.num_elements == 0) continue;  // an empty member marks no boundary
+          end += static_cast<uint64_t>(members[i].input.num_elements);
+          ends.push_back(end);
+        }
+        if (ends.size() > 1) bucket_spec.segment_ends = std::make_shared<const std::vector<uint64_t>>(std::move(ends));
+      }
+      engine.DeclareCompressionSpec(bucket->name, std::move(bucket_spec));
       bucket->buffer.resize(static_cast<size_t>(bytes));
       for (size_t k = 0; k < bucket->members.size(); ++k) {
         const GroupMember& m = bucket->members[k];

@@ -2,11 +2,14 @@
 // priority, output and completion, sent as few engine operations.
 //
 // The group is packed by PlanFusion (core/fusion_plan.h): host tensors of one
-// dtype and reduce op share buckets of at most `fusion_bytes`; a tensor with
-// a declared compression or in device memory travels alone under its own
-// name, exactly as a push_pull of it would. A bucket is one engine operation
-// over a packed copy of its members; when it completes, each member gets its
-// part of the result in its own output, then its own done().
+// dtype, reduce op and declared compression share buckets of at most
+// `fusion_bytes`; a compressed bucket is declared with that compression and a
+// segment per member, so onebit keeps a scale per tensor (as a DDP bucket's
+// parameters do). A tensor in device memory, or whose compression has
+// segments of its own, travels alone under its own name, exactly as a
+// push_pull of it would. A bucket is one engine operation over a packed copy
+// of its members; when it completes, each member gets its part of the result
+// in its own output, then its own done().
 //
 // Each tensor keeps its semantics:
 //  - its result is its own push_pull's (sums of bytes at the same offsets of

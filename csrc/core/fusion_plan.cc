@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <map>
 #include <numeric>
+#include <tuple>
 #include <utility>
 
 #include "common/hashing.h"
@@ -17,15 +18,15 @@ std::vector<FusionBucket> PlanFusion(const std::vector<FusionCandidate>& group, 
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return group[a].priority > group[b].priority; });
   std::vector<FusionBucket> buckets;
-  // The bucket still taking members, per (dtype, reduce op): its index and bytes.
-  std::map<std::pair<int, int>, std::pair<size_t, int64_t>> open;
+  // The bucket still taking members, per (dtype, reduce op, compression): its index and bytes.
+  std::map<std::tuple<int, int, int>, std::pair<size_t, int64_t>> open;
   for (size_t i : order) {
     const FusionCandidate& c = group[i];
     if (c.alone || limit <= 0 || c.bytes >= limit) {
       buckets.push_back(FusionBucket{{i}, c.priority});
       continue;
     }
-    const auto kind = std::make_pair(static_cast<int>(c.dtype), static_cast<int>(c.reduce_op));
+    const auto kind = std::make_tuple(static_cast<int>(c.dtype), static_cast<int>(c.reduce_op), c.compression);
     auto it = open.find(kind);
     if (it != open.end() && it->second.second + c.bytes > limit) {
       open.erase(it);

@@ -28,9 +28,13 @@ struct FusionCandidate {
   ReduceOp reduce_op = ReduceOp::kSum;
   int64_t bytes = 0;
   int32_t priority = 0;
-  // Travels alone whatever its size: a tensor with declared compression (its
-  // codec's state and segments are per name), or one in device memory.
+  // Travels alone whatever its size: one in device memory, or one whose
+  // declared compression already has segments of its own (a DDP bucket).
   bool alone = false;
+  // Its declared compression, as a class of the group (0: none): tensors
+  // share a bucket only with tensors of the same class, and a compressed
+  // bucket keeps one segment per member (onebit: a scale per tensor).
+  int compression = 0;
 };
 
 struct FusionBucket {

@@ -24,6 +24,12 @@ struct Submission {
   int32_t priority = 0;
   ReduceOp reduce_op = ReduceOp::kSum;
   int32_t device = -1;  // -1: host memory; else the CUDA ordinal
+  // A group submission (core/fused_group.h) is one entry: its members, and
+  // the fusion limit they were packed under. A joined rank stands in with the
+  // same group, so its buckets carry the same names and signatures.
+  bool group = false;
+  int64_t fusion_bytes = 0;
+  std::vector<Submission> members;
 };
 
 class SubmissionLog {
@@ -36,8 +42,9 @@ class SubmissionLog {
   // How many were recorded in all.
   int64_t count() const;
   // Submission `index` as one line of text, "dtype reduce_op priority device
-  // ndim dims... name" (dtype: a DataType value); false when `index` was
-  // never recorded or is no longer kept.
+  // ndim dims... name" (dtype: a DataType value); a group as the line "group
+  // fusion_bytes count" and then one such line per member, each after a
+  // newline. False when `index` was never recorded or is no longer kept.
   bool Line(int64_t index, std::string* line) const;
 
  private:

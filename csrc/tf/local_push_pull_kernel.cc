@@ -59,6 +59,7 @@ struct Call {
   std::vector<std::string> names;
   std::vector<int64_t> priorities;
   float timeout_seconds = 0;
+  int64_t fusion_bytes = 0;  // the engine's bucket limit for the pushed result (0: each tensor alone)
 };
 
 struct Arrival {
@@ -291,6 +292,8 @@ class LocalRound : public std::enable_shared_from_this<LocalRound> {
     slots_.resize(n);
     shapes_.resize(n);
     const int32_t reduce_op = call.average ? BPS_REDUCE_AVERAGE : BPS_REDUCE_SUM;
+    std::vector<bps_group_member> members;
+    members.reserve(n);
     for (int i = 0; i < n; ++i) {
       slots_[i] = Slot{this, i};
       const Tensor& source = call.local_op == "first" ? first.inputs[i] : results_[i];
@@ -307,23 +310,31 @@ class LocalRound : public std::enable_shared_from_this<LocalRound> {
         continue;
       }
       for (int d = 0; d < source.dims(); ++d) shapes_[i].push_back(source.dim_size(d));
-      bps_tensor input;
-      input.data = const_cast<char*>(source.tensor_data().data());
-      input.num_elements = source.NumElements();
-      input.dtype = engine_dtype;
-      input.device = -1;
-      input.ndim = static_cast<int32_t>(shapes_[i].size());
-      input.shape = shapes_[i].empty() ? nullptr : shapes_[i].data();
-      const int32_t priority = call.priorities.empty() ? 0 : static_cast<int32_t>(call.priorities[i]);
-      const int code = bps_push_pull_async_with_deadline(
-          &input, const_cast<char*>(results_[i].tensor_data().data()), call.names[i].c_str(), priority, reduce_op,
-          call.timeout_seconds, /*cuda_stream=*/nullptr, &LocalRound::EngineDone, &slots_[i], /*op_id=*/nullptr);
-      if (code != BPS_OK) {  // not accepted: no callback will come
+      bps_group_member m;
+      m.input.data = const_cast<char*>(source.tensor_data().data());
+      m.input.num_elements = source.NumElements();
+      m.input.dtype = engine_dtype;
+      m.input.device = -1;
+      m.input.ndim = static_cast<int32_t>(shapes_[i].size());
+      m.input.shape = shapes_[i].empty() ? nullptr : shapes_[i].data();
+      m.output = const_cast<char*>(results_[i].tensor_data().data());
+      m.name = call.names[i].c_str();
+      m.priority = call.priorities.empty() ? 0 : static_cast<int32_t>(call.priorities[i]);
+      m.reduce_op = reduce_op;
+      m.done = &LocalRound::EngineDone;
+      m.user_data = &slots_[i];
+      members.push_back(m);
+    }
+    if (!members.empty()) {  // one group: the engine fuses (call.fusion_bytes)
+      const int code = bps_push_pull_group_async(members.data(), static_cast<int32_t>(members.size()),
+                                                 call.fusion_bytes, call.timeout_seconds, /*cuda_stream=*/nullptr);
+      if (code != BPS_OK) {  // nothing accepted: no callback will come
+        const std::string why = bps_last_error();
         {
           std::lock_guard<std::mutex> lock(mu_);
-          if (status_.ok()) status_ = FromEngineStatus(code, call.names[i], bps_last_error());
+          if (status_.ok()) status_ = FromEngineStatus(code, members[0].name, why.c_str());
         }
-        Release();
+        for (size_t k = 0; k < members.size(); ++k) Release();
       }
     }
     Release();  // the submission guard
@@ -395,6 +406,7 @@ class BytepsLocalPushPullKernel : public AsyncOpKernel {
     OP_REQUIRES_OK(c, c->GetAttr("average", &call_.average));
     OP_REQUIRES_OK(c, c->GetAttr("priorities", &call_.priorities));
     OP_REQUIRES_OK(c, c->GetAttr("timeout_seconds", &call_.timeout_seconds));
+    OP_REQUIRES_OK(c, c->GetAttr("fusion_bytes", &call_.fusion_bytes));
     OP_REQUIRES_OK(c, c->GetAttr("wait_seconds", &wait_seconds_));
     ::tensorflow::DataTypeVector dtypes;
     OP_REQUIRES_OK(c, c->GetAttr("T", &dtypes));

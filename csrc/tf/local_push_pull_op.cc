@@ -38,6 +38,8 @@ REGISTER_OP("BytepsLocalPushPull")
     .Attr("priorities: list(int) = []")
     // CommunicationOptions.timeout_seconds: the whole op (0: none of its own).
     .Attr("timeout_seconds: float = 0")
+    // Tensor fusion in the engine for the pushed result (as BytepsPushPull's).
+    .Attr("fusion_bytes: int = 0")
     // How long an instance waits for the other local replicas (BYTEPS_TIMEOUT).
     .Attr("wait_seconds: float")
     .SetIsStateful()

@@ -1,6 +1,7 @@
-// Kernels of BytepsPushPull: hand every input tensor to the engine without
-// blocking a TensorFlow thread, and finish the op when the engine's last
-// completion callback arrives.
+// Kernels of BytepsPushPull: hand the input tensors to the engine as one
+// group (bps_push_pull_group_async: the engine fuses them, attr
+// fusion_bytes) without blocking a TensorFlow thread, and finish the op when
+// the engine's last completion callback arrives.
 //
 // Threading: bps_push_pull_async calls back on an engine thread that must not
 // block for long, while calling TensorFlow's `done` may run downstream kernels
@@ -160,6 +161,7 @@ class BytepsPushPullKernel : public AsyncOpKernel {
     OP_REQUIRES_OK(c, c->GetAttr("average", &average));
     reduce_op_ = average ? BPS_REDUCE_AVERAGE : BPS_REDUCE_SUM;
     OP_REQUIRES_OK(c, c->GetAttr("timeout_seconds", &timeout_seconds_));
+    OP_REQUIRES_OK(c, c->GetAttr("fusion_bytes", &fusion_bytes_));
     OP_REQUIRES(c, timeout_seconds_ >= 0,
                 ::tensorflow::errors::InvalidArgument(
                     "BytepsPushPull timeout_seconds must be >= 0 (0: none), got ",
@@ -196,6 +198,8 @@ class BytepsPushPullKernel : public AsyncOpKernel {
     OP_REQUIRES_OK_ASYNC(ctx, EngineNames(ctx, &names), done);
     std::shared_ptr<PendingPushPull> pending =
         PendingPushPull::Create(ctx, std::move(done), std::move(names), timeout_seconds_);
+    std::vector<bps_group_member> members;
+    members.reserve(n);
     for (int i = 0; i < n; ++i) {
       const Tensor& input = inputs[i];
       Tensor* output = nullptr;
@@ -215,23 +219,30 @@ class BytepsPushPullKernel : public AsyncOpKernel {
       pending->KeepBuffers(i, input, *output);
       std::vector<int64_t>* dims = pending->shape(i);
       for (int d = 0; d < input.dims(); ++d) dims->push_back(input.dim_size(d));
-      bps_tensor engine_input;
-      engine_input.data = const_cast<char*>(input.tensor_data().data());
-      engine_input.num_elements = input.NumElements();
-      engine_input.dtype = engine_dtypes_[i];
-      engine_input.device = EngineDevice(ctx);
-      engine_input.ndim = static_cast<int32_t>(dims->size());
-      engine_input.shape = dims->empty() ? nullptr : dims->data();
-      const int32_t priority =
-          priorities_.empty() ? 0 : static_cast<int32_t>(priorities_[i]);
-      const int code = bps_push_pull_async_with_deadline(
-          &engine_input, const_cast<char*>(output->tensor_data().data()),
-          pending->name(i).c_str(), priority, reduce_op_, timeout_seconds_,
-          /*cuda_stream=*/nullptr, &PendingPushPull::EngineDone, pending->slot(i),
-          /*op_id=*/nullptr);
-      if (code != BPS_OK) {  // not accepted: the engine will not call back
-        pending->Fail(FromEngineStatus(code, pending->name(i), bps_last_error()));
-        pending->Release(/*from_engine=*/false);
+      bps_group_member m;
+      m.input.data = const_cast<char*>(input.tensor_data().data());
+      m.input.num_elements = input.NumElements();
+      m.input.dtype = engine_dtypes_[i];
+      m.input.device = EngineDevice(ctx);
+      m.input.ndim = static_cast<int32_t>(dims->size());
+      m.input.shape = dims->empty() ? nullptr : dims->data();
+      m.output = const_cast<char*>(output->tensor_data().data());
+      m.name = pending->name(i).c_str();
+      m.priority = priorities_.empty() ? 0 : static_cast<int32_t>(priorities_[i]);
+      m.reduce_op = reduce_op_;
+      m.done = &PendingPushPull::EngineDone;
+      m.user_data = pending->slot(i);
+      members.push_back(m);
+    }
+    if (!members.empty()) {
+      const int code = bps_push_pull_group_async(members.data(), static_cast<int32_t>(members.size()),
+                                                 fusion_bytes_, timeout_seconds_, /*cuda_stream=*/nullptr);
+      if (code != BPS_OK) {  // nothing accepted: the engine will not call back
+        const std::string why = bps_last_error();
+        for (const bps_group_member& m : members) {
+          pending->Fail(FromEngineStatus(code, m.name, why.c_str()));
+          pending->Release(/*from_engine=*/false);
+        }
       }
     }
     pending->Release(/*from_engine=*/false);  // drop the submission guard
@@ -272,6 +283,7 @@ class BytepsPushPullKernel : public AsyncOpKernel {
   std::vector<int32_t> engine_dtypes_;
   int32_t reduce_op_ = BPS_REDUCE_SUM;
   float timeout_seconds_ = 0;  // the engine's per-op deadline; 0: none (BYTEPS_TIMEOUT still applies)
+  int64_t fusion_bytes_ = 0;    // bucket limit of the engine's fusion; 0: each tensor alone
 };
 
 REGISTER_KERNEL_BUILDER(Name("BytepsPushPull").Device(::tensorflow::DEVICE_CPU),

@@ -33,6 +33,10 @@ REGISTER_OP("BytepsPushPull")
     // CommunicationOptions.timeout_seconds: > 0 fails the op with
     // DeadlineExceeded after that many seconds (0: only BYTEPS_TIMEOUT).
     .Attr("timeout_seconds: float = 0")
+    // Tensor fusion in the engine (bps_push_pull_group_async): the tensors
+    // go as one group, host tensors of one dtype packed into buckets of at
+    // most this many bytes (0: each alone; < 0: BYTEPS_FUSION_BYTES).
+    .Attr("fusion_bytes: int = 0")
     .SetIsStateful()
     .SetShapeFn([](::tensorflow::shape_inference::InferenceContext* c) {
       for (int i = 0; i < c->num_outputs(); ++i) c->set_output(i, c->input(i));

@@ -2,9 +2,11 @@
 // rule for rounds that fail once a rank joined (csrc/core/join_mark.h).
 #include <gtest/gtest.h>
 
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "core/fused_group.h"
 #include "core/join_mark.h"
 #include "core/submission_log.h"
 #include "in_process_job.h"
@@ -55,6 +57,110 @@ TEST(SubmissionLog, AnEngineRecordsEachAcceptedOpInOrderAsOneLine) {
   EXPECT_EQ(line, "4 0 0 -1 1 4 n");
   EXPECT_FALSE(log->Line(4, &line));
   EXPECT_FALSE(log->Line(-1, &line));
+  job.Stop();
+}
+
+// A group (the engine's fusion) is one entry with its members: a joined rank
+// that stands in with the same group of zeros, parsed from the others' log,
+// meets their buckets (same names and member shapes), and every member of the
+// rank still training gets its own value back.
+TEST(SubmissionLog, AGroupIsOneEntryAndItsStandInMeetsTheBuckets) {
+  JobShape shape{2, 1, 1};  // 2 machines: the buckets go through a server, where signatures are compared
+  auto log = std::make_shared<SubmissionLog>();
+  EngineOptions options;
+  options.submissions = log;
+  InProcessJob job(shape, options);
+  ASSERT_TRUE(job.Start().ok());
+  const std::vector<std::string> names = {"g/a", "g/b", "g/c"};
+  const std::vector<std::vector<int64_t>> shapes = {{2, 3}, {5}, {}};
+  std::vector<std::vector<float>> in(3), out(3);
+  Completion done[3];
+  std::vector<GroupMember> group;
+  for (int t = 0; t < 3; ++t) {
+    int64_t n = 1;
+    for (int64_t d : shapes[t]) n *= d;
+    for (int64_t i = 0; i < n; ++i) in[t].push_back(static_cast<float>(10 * t + i));
+    out[t].assign(n, -1.0f);
+    GroupMember m;
+    m.input.data = in[t].data();
+    m.input.num_elements = n;
+    m.input.dtype = static_cast<int32_t>(DataType::kFloat32);
+    m.input.ndim = static_cast<int32_t>(shapes[t].size());
+    m.input.shape = shapes[t].empty() ? nullptr : shapes[t].data();
+    m.output = out[t].data();
+    m.name = names[t];
+    m.priority = -t;
+    m.done = Completion::Callback;
+    m.user_data = &done[t];
+    group.push_back(m);
+  }
+  GroupOptions group_options;
+  group_options.fusion_bytes = 4096;
+  GroupReport report;
+  ASSERT_TRUE(SubmitGroup(job.rank(0), group, group_options, &report).ok());
+  EXPECT_EQ(report.operations, 1);  // one bucket of three
+  ASSERT_EQ(log->count(), 1);
+  std::string line;
+  ASSERT_TRUE(log->Line(0, &line));
+  EXPECT_EQ(line, "group 4096 3\n0 0 0 -1 2 2 3 g/a\n0 0 -1 -1 1 5 g/b\n0 0 -2 -1 0 g/c");
+
+  // Rank 1 stands in from the line alone, as join() does.
+  std::istringstream lines(line);
+  std::string head;
+  std::getline(lines, head);
+  std::istringstream head_fields(head.substr(6));
+  int64_t fusion_bytes = 0, count = 0;
+  head_fields >> fusion_bytes >> count;
+  std::vector<std::vector<float>> zeros;
+  std::vector<std::vector<int64_t>> stand_in_shapes;
+  std::vector<std::string> stand_in_names;
+  std::vector<int32_t> priorities;
+  for (std::string member; std::getline(lines, member);) {
+    std::istringstream f(member);
+    int dtype, op, priority, device;
+    size_t ndim;
+    f >> dtype >> op >> priority >> device >> ndim;
+    std::vector<int64_t> dims(ndim);
+    int64_t n = 1;
+    for (auto& d : dims) {
+      f >> d;
+      n *= d;
+    }
+    std::string name;
+    f >> name;
+    zeros.emplace_back(n, 0.0f);
+    stand_in_shapes.push_back(dims);
+    stand_in_names.push_back(name);
+    priorities.push_back(priority);
+  }
+  ASSERT_EQ(static_cast<int64_t>(zeros.size()), count);
+  std::vector<std::vector<float>> stand_in_out(zeros.size());
+  Completion stand_in_done[3];
+  std::vector<GroupMember> stand_in;
+  for (size_t t = 0; t < zeros.size(); ++t) {
+    stand_in_out[t].assign(zeros[t].size(), -1.0f);
+    GroupMember m;
+    m.input.data = zeros[t].data();
+    m.input.num_elements = static_cast<int64_t>(zeros[t].size());
+    m.input.dtype = static_cast<int32_t>(DataType::kFloat32);
+    m.input.ndim = static_cast<int32_t>(stand_in_shapes[t].size());
+    m.input.shape = stand_in_shapes[t].empty() ? nullptr : stand_in_shapes[t].data();
+    m.output = stand_in_out[t].data();
+    m.name = stand_in_names[t];
+    m.priority = priorities[t];
+    m.done = Completion::Callback;
+    m.user_data = &stand_in_done[t];
+    stand_in.push_back(m);
+  }
+  group_options.fusion_bytes = fusion_bytes;
+  ASSERT_TRUE(SubmitGroup(job.rank(1), stand_in, group_options).ok());
+  for (int t = 0; t < 3; ++t) {
+    ASSERT_TRUE(done[t].Wait(20)) << names[t];
+    ASSERT_EQ(done[t].code, StatusCode::kOk) << done[t].message;
+    ASSERT_TRUE(stand_in_done[t].Wait(20)) << names[t];
+    EXPECT_EQ(out[t], in[t]) << names[t] << ": rank 0's value plus the stand-in's zeros";
+  }
+  EXPECT_EQ(log->count(), 2);  // the stand-in's group: one entry too
   job.Stop();
 }
 
