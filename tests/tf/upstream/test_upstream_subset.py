@@ -67,26 +67,30 @@ def test_between_graph_case_passes_with_bytepsops(tmp_path):
     assert "fail" not in results.values(), results  # the GPU cases skip
 
 
-PER_REPLICA_CASES = ["testAllReduceDense", "testAllReduceSparse"]
+PER_REPLICA_CASES = ["testAllReduceDense", "testAllReduceSparse", "testInputsAreFunctionArgs"]
+# Per layout: the processes of its pool, and how many of the cases run there
+# (dense and sparse SUM/MEAN with AUTO and RING; testInputsAreFunctionArgs,
+# RING with and without unique instance keys, is a 1-process case).
+PER_REPLICA_LAYOUTS = {"1x2": (1, 10), "2x2": (2, 8)}
 
 
-def test_per_replica_all_reduce_cases_match_collective_all_reduce_at_2x2(tmp_path):
-    """Issue 42: CollectiveOpsTest's per-replica _all_reduce cases of 2
-    processes x 2 local replicas (required_gpus=2 as 2 logical CPUs,
+@pytest.mark.parametrize("layout", sorted(PER_REPLICA_LAYOUTS))
+def test_per_replica_all_reduce_cases_match_collective_all_reduce(tmp_path, layout):
+    """Issue 42: CollectiveOpsTest's per-replica _all_reduce cases with 2
+    local replicas per process (required_gpus=2 as 2 logical CPUs,
     byteps_combinations.CPUS_AS_GPUS), every replica called one after another
     on one thread, with BytePSOps, which refused them before
     (NotImplementedError), and with TensorFlow's CollectiveAllReduce
     (MirroredStrategy's own cross-device ops) as the reference in the same run:
     every case the reference passes must pass with BytePSOps."""
+    processes, count = PER_REPLICA_LAYOUTS[layout]
     extra = ["--"] + [arg for case in PER_REPLICA_CASES for arg in ("-k", case)]
     ran = {}
     for variant in ("reference", "bytepsops"):
-        results = run_upstream.run_file("cross_device_ops_test", "2x2", str(tmp_path), 600, extra, variant)
+        results = run_upstream.run_file("cross_device_ops_test", layout, str(tmp_path), 600, extra, variant)
         ran[variant] = {case: status for (case, _), status in results.items() if status != "skip"}
-        # dense SUM/MEAN and sparse SUM/MEAN, each with AUTO and RING
-        assert len(ran[variant]) == 8, (variant, ran[variant])
-        assert all(case.endswith(("numprocesses_2_reduceop_ReduceOpMEAN_requiredgpus_2",
-                                  "numprocesses_2_reduceop_ReduceOpSUM_requiredgpus_2"))
+        assert len(ran[variant]) == count, (variant, ran[variant])
+        assert all(f"numprocesses_{processes}_" in case and case.endswith("requiredgpus_2")
                    for case in ran[variant]), ran[variant]
     assert set(ran["reference"].values()) == {"pass"}, f"the reference did not pass: {ran['reference']}"
     assert ran["bytepsops"] == ran["reference"], ran
