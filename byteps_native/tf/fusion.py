@@ -8,7 +8,8 @@ buckets of at most BYTEPS_FUSION_BYTES (alias BYTEPS_TF_FUSION_BYTES; default
 32 MiB; partitioned further at BYTEPS_PARTITION_BYTES) and gives each tensor
 its own part of the result. Earlier tensors get higher priority because the
 first layers are needed first by the next forward pass; a mismatch names the
-user's tensor, not a bucket; a compressed tensor travels alone.
+user's tensor, not a bucket; compressed tensors share buckets of their
+compression, a segment each (onebit: a scale per tensor).
 """
 import tensorflow as tf
 
@@ -69,7 +70,7 @@ def push_pull_many(tensors, label, hints=None, divisor=1, device="/cpu:0", timeo
         sized = naming.sizes_in_names()
         names = [name(f"{label}/{hint}" + (f":{naming.describe(t.dtype, t.shape)}" if sized else ""))
                  for t, hint in zip(dense, hints)]
-        for n in names:  # a compressed tensor travels alone (the engine's fusion keeps its codec state per name)
+        for n in names:  # the engine fuses tensors of one compression, a segment each
             apply_to(n, compression)
         engine_average = divisor != 1 and divisor == engine.size()
         # Earlier tensors first: the first layers are needed first by the next forward pass.

@@ -9,8 +9,9 @@ communication of late layers overlaps the backward pass of early ones and a
 model of many small parameters costs a few operations a step, not one per
 parameter. The groups are the same on every rank whatever order gradients
 arrive in, so every rank packs the same buckets. Each gradient keeps its own
-engine name, priority and compression (a compressed one travels alone); step()
-waits for all of them, then steps. GPU gradients travel one by one.
+engine name, priority and compression (compressed ones share buckets of
+their compression, a segment each); step() waits for all of them, then
+steps. GPU gradients travel one by one.
 
 op=Adasum follows Horovod: each rank steps locally and the parameter
 *deltas* are combined with Adasum. With BYTEPS_ENABLE_ASYNC=1 it follows
