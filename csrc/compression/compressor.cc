@@ -40,6 +40,18 @@ std::string CodecNames() {
 
 }  // namespace
 
+std::shared_ptr<const std::vector<uint64_t>> SegmentEndsOf(const std::vector<uint64_t>& sizes) {
+  uint64_t end = 0;
+  std::vector<uint64_t> ends;
+  for (uint64_t size : sizes) {
+    if (size == 0) continue;
+    end += size;
+    ends.push_back(end);
+  }
+  if (ends.size() < 2) return nullptr;
+  return std::make_shared<const std::vector<uint64_t>>(std::move(ends));
+}
+
 Status ParseCompressionSpec(const std::string& text, CompressionSpec* spec) {
   *spec = CompressionSpec();
   const auto colon = text.find(':');

@@ -76,6 +76,11 @@ struct CompressionSpec {
   }
 };
 
+// CompressionSpec::segment_ends from a fused tensor's part sizes, in order: a
+// size of zero (an empty parameter) marks no boundary; null when fewer than
+// two parts remain (the tensor is one part).
+std::shared_ptr<const std::vector<uint64_t>> SegmentEndsOf(const std::vector<uint64_t>& sizes);
+
 // "onebit", "topk:ratio=0.01", "randomk:ratio=0.05,seed=7", any with ",ef=0"
 // (or ":ef=0") or ",momentum=0.9" (",nesterov=0": plain momentum) or
 // ",server_ef=1"; "" or "none": no compression. Errors name the bad part.

@@ -14,17 +14,7 @@ Status Engine::DeclareCompression(const std::string& name, const std::string& sp
   if (name.empty()) return Status::Invalid("declare_compression needs a tensor name");
   CompressionSpec spec;
   BPS_RETURN_IF_ERROR(ParseCompressionSpec(spec_text, &spec).WithContext("tensor '" + name + "'"));
-  if (segment_sizes.size() > 1) {
-    // Sizes -> ends; a size of zero (an empty parameter) marks no boundary.
-    uint64_t end = 0;
-    std::vector<uint64_t> ends;
-    for (uint64_t size : segment_sizes) {
-      if (size == 0) continue;
-      end += size;
-      ends.push_back(end);
-    }
-    if (ends.size() > 1) spec.segment_ends = std::make_shared<const std::vector<uint64_t>>(std::move(ends));
-  }
+  spec.segment_ends = SegmentEndsOf(segment_sizes);
   DeclareCompressionSpec(name, std::move(spec));
   return Status::OK();
 }
@@ -39,11 +29,6 @@ void Engine::DeclareCompressionSpec(const std::string& name, CompressionSpec spe
   } else if (known != compression_by_name_.end()) {
     compression_by_name_.erase(known);
   }
-}
-
-bool Engine::CompressionDeclared(const std::string& name) {
-  std::lock_guard<std::mutex> lock(compression_mu_);
-  return compression_by_name_.count(HashName(name)) != 0;
 }
 
 bool Engine::DeclaredCompression(const std::string& name, CompressionSpec* spec) {

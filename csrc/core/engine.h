@@ -163,7 +163,6 @@ class Engine {
   // Whether tensor `name` has a compression declared, and which (a group
   // submission fuses tensors of the same compression only, with a segment
   // per member: core/fused_group.h).
-  bool CompressionDeclared(const std::string& name);
   bool DeclaredCompression(const std::string& name, CompressionSpec* spec);
   // DeclareCompression of a parsed spec (segments included); a spec that is
   // not enabled clears the name's declaration.

@@ -145,14 +145,9 @@ Status SubmitGroup(Engine& engine, const std::vector<GroupMember>& members, cons
       CompressionSpec bucket_spec;
       if (compression > 0) {
         bucket_spec = compressions[compression - 1];
-        std::vector<uint64_t> ends;
-        uint64_t end = 0;
-        for (size_t i : planned.members) {
-          if (members[i].input.num_elements == 0) continue;  // an empty member marks no boundary
-          end += static_cast<uint64_t>(members[i].input.num_elements);
-          ends.push_back(end);
-        }
-        if (ends.size() > 1) bucket_spec.segment_ends = std::make_shared<const std::vector<uint64_t>>(std::move(ends));
+        std::vector<uint64_t> sizes;
+        for (size_t i : planned.members) sizes.push_back(static_cast<uint64_t>(members[i].input.num_elements));
+        bucket_spec.segment_ends = SegmentEndsOf(sizes);
       }
       engine.DeclareCompressionSpec(bucket->name, std::move(bucket_spec));
       bucket->buffer.resize(static_cast<size_t>(bytes));

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "c_api/byteps_c.h"
 #include "tensorflow/core/framework/tensor.h"
@@ -72,6 +73,30 @@ inline absl::Status FromEngineStatus(int code, const std::string& tensor_name,
           what, " (call byteps_native.tf.init() before running BytePS ops)");
     default: return tensorflow::errors::Internal(what);
   }
+}
+
+// One member of a group submission (bps_push_pull_group_async): `input` in
+// host memory or on `device`, its result into `output` (may be input's
+// buffer). `dims` receives input's shape and must outlive the engine's use of
+// it (until `done`), as `name` must until the submitting call returns.
+inline bps_group_member GroupMemberOf(const tensorflow::Tensor& input, void* output, int32_t engine_dtype,
+                                      int32_t device, std::vector<int64_t>* dims, const std::string& name,
+                                      int32_t priority, int32_t reduce_op, bps_done_fn done, void* user_data) {
+  for (int d = 0; d < input.dims(); ++d) dims->push_back(input.dim_size(d));
+  bps_group_member m;
+  m.input.data = const_cast<char*>(input.tensor_data().data());
+  m.input.num_elements = input.NumElements();
+  m.input.dtype = engine_dtype;
+  m.input.device = device;
+  m.input.ndim = static_cast<int32_t>(dims->size());
+  m.input.shape = dims->empty() ? nullptr : dims->data();
+  m.output = output;
+  m.name = name.c_str();
+  m.priority = priority;
+  m.reduce_op = reduce_op;
+  m.done = done;
+  m.user_data = user_data;
+  return m;
 }
 
 // The engine's join rule (bps_joined_ranks_check) on a summed round's output:

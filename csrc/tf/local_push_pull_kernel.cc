@@ -309,21 +309,10 @@ class LocalRound : public std::enable_shared_from_this<LocalRound> {
         Release();
         continue;
       }
-      for (int d = 0; d < source.dims(); ++d) shapes_[i].push_back(source.dim_size(d));
-      bps_group_member m;
-      m.input.data = const_cast<char*>(source.tensor_data().data());
-      m.input.num_elements = source.NumElements();
-      m.input.dtype = engine_dtype;
-      m.input.device = -1;
-      m.input.ndim = static_cast<int32_t>(shapes_[i].size());
-      m.input.shape = shapes_[i].empty() ? nullptr : shapes_[i].data();
-      m.output = const_cast<char*>(results_[i].tensor_data().data());
-      m.name = call.names[i].c_str();
-      m.priority = call.priorities.empty() ? 0 : static_cast<int32_t>(call.priorities[i]);
-      m.reduce_op = reduce_op;
-      m.done = &LocalRound::EngineDone;
-      m.user_data = &slots_[i];
-      members.push_back(m);
+      members.push_back(GroupMemberOf(source, const_cast<char*>(results_[i].tensor_data().data()), engine_dtype,
+                                      /*device=*/-1, &shapes_[i], call.names[i],
+                                      call.priorities.empty() ? 0 : static_cast<int32_t>(call.priorities[i]),
+                                      reduce_op, &LocalRound::EngineDone, &slots_[i]));
     }
     if (!members.empty()) {  // one group: the engine fuses (call.fusion_bytes)
       const int code = bps_push_pull_group_async(members.data(), static_cast<int32_t>(members.size()),

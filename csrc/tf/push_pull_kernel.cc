@@ -217,32 +217,17 @@ class BytepsPushPullKernel : public AsyncOpKernel {
         continue;
       }
       pending->KeepBuffers(i, input, *output);
-      std::vector<int64_t>* dims = pending->shape(i);
-      for (int d = 0; d < input.dims(); ++d) dims->push_back(input.dim_size(d));
-      bps_group_member m;
-      m.input.data = const_cast<char*>(input.tensor_data().data());
-      m.input.num_elements = input.NumElements();
-      m.input.dtype = engine_dtypes_[i];
-      m.input.device = EngineDevice(ctx);
-      m.input.ndim = static_cast<int32_t>(dims->size());
-      m.input.shape = dims->empty() ? nullptr : dims->data();
-      m.output = const_cast<char*>(output->tensor_data().data());
-      m.name = pending->name(i).c_str();
-      m.priority = priorities_.empty() ? 0 : static_cast<int32_t>(priorities_[i]);
-      m.reduce_op = reduce_op_;
-      m.done = &PendingPushPull::EngineDone;
-      m.user_data = pending->slot(i);
-      members.push_back(m);
+      members.push_back(GroupMemberOf(input, const_cast<char*>(output->tensor_data().data()), engine_dtypes_[i],
+                                      EngineDevice(ctx), pending->shape(i), pending->name(i),
+                                      priorities_.empty() ? 0 : static_cast<int32_t>(priorities_[i]), reduce_op_,
+                                      &PendingPushPull::EngineDone, pending->slot(i)));
     }
     if (!members.empty()) {
       const int code = bps_push_pull_group_async(members.data(), static_cast<int32_t>(members.size()),
                                                  fusion_bytes_, timeout_seconds_, /*cuda_stream=*/nullptr);
       if (code != BPS_OK) {  // nothing accepted: the engine will not call back
-        const std::string why = bps_last_error();
-        for (const bps_group_member& m : members) {
-          pending->Fail(FromEngineStatus(code, m.name, why.c_str()));
-          pending->Release(/*from_engine=*/false);
-        }
+        pending->Fail(FromEngineStatus(code, members[0].name, bps_last_error()));  // the first failure is the cause
+        for (size_t k = 0; k < members.size(); ++k) pending->Release(/*from_engine=*/false);
       }
     }
     pending->Release(/*from_engine=*/false);  // drop the submission guard

@@ -53,7 +53,8 @@ def loader(scale):
 
 
 def trainer(strategy, epochs, root, device):
-    return pl.Trainer(accelerator="gpu" if device == "cuda" else "cpu", devices=2 // runs.MACHINES, num_nodes=runs.MACHINES, strategy=strategy,
+    return pl.Trainer(accelerator="gpu" if device == "cuda" else "cpu", devices=2 // runs.MACHINES,
+                      num_nodes=runs.MACHINES, strategy=strategy,
                       precision="bf16-mixed", accumulate_grad_batches=ACCUMULATE, max_epochs=epochs,
                       default_root_dir=root, logger=False, enable_checkpointing=False, enable_progress_bar=False,
                       enable_model_summary=False)
