@@ -265,9 +265,13 @@ Status ConfigFromEnvironment(bool require_rendezvous, Config* out) {
     // several machines (or BYTEPS_FORCE_DISTRIBUTED), and a server is one.
     const bool through_servers = c.role != Role::kWorker || c.distributed();
     c.partition_bytes = through_servers ? Config::kNetworkPartitionBytes : Config::kLocalPartitionBytes;
+    c.device_partition_bytes = through_servers ? Config::kNetworkDevicePartitionBytes : Config::kLocalPartitionBytes;
+  } else {
+    c.device_partition_bytes = 0;  // the size set, for both
   }
   // Align partitions to 64 bytes so slices stay cache-line aligned.
   c.partition_bytes = (c.partition_bytes + 63) / 64 * 64;
+  c.device_partition_bytes = (c.device_partition_bytes + 63) / 64 * 64;
   if (c.local_rank >= c.local_size) {
     return Status::Invalid("BYTEPS_LOCAL_RANK=" + std::to_string(c.local_rank) + " must be < BYTEPS_LOCAL_SIZE=" +
                            std::to_string(c.local_size));
@@ -292,7 +296,11 @@ Status ConfigFromEnvironment(bool require_rendezvous, Config* out) {
 }
 
 std::string ConfigSummary(const Config& c) {
-  std::string s = "partition " + std::to_string(c.partition_bytes) + " B, timeout " + FormatSeconds(c.timeout_seconds) +
+  std::string partition = std::to_string(c.partition_bytes) + " B";
+  if (c.PartitionBytesFor(true) != c.partition_bytes) {
+    partition += " (device tensors " + std::to_string(c.PartitionBytesFor(true)) + " B)";
+  }
+  std::string s = "partition " + partition + ", timeout " + FormatSeconds(c.timeout_seconds) +
                   " s, rendezvous timeout " + FormatSeconds(c.rendezvous_timeout_seconds) + " s, interface " +
                   (c.interface.empty() ? std::string("(route to the scheduler)") : c.interface) + ", " +
                   std::to_string(c.num_worker) + " machines x " + std::to_string(c.local_size) + " local, " +

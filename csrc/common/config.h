@@ -23,16 +23,44 @@ struct Config {
   std::string node_host;         // DMLC_NODE_HOST: explicit address to listen on
   int local_rank = 0;            // BYTEPS_LOCAL_RANK
   int local_size = 1;            // BYTEPS_LOCAL_SIZE
-  // BYTEPS_PARTITION_BYTES. Its default depends on where partitions go
-  // (issue 38): through servers, every partition is stored and forwarded
-  // whole at its server, so a step's first answer and last push each cost
-  // one partition's link time, and 4 MB partitions over 10 Gbit/s left
-  // ResNet-50 at 0.82x NCCL where 1 MB gave 0.91x (CPU, 4 hosts at 1 Gbit/s:
-  // 1.20x gloo at 4 MB, 1.43x at 512 KB). On one machine partitions only cut
-  // shared-memory and NVLink work, where 4 MB measured best and stays.
-  static constexpr int64_t kNetworkPartitionBytes = 1024000;
+  // BYTEPS_PARTITION_BYTES: the size tensors are cut into. Unset, it
+  // depends on where a partition goes and where its bytes live (issue 38):
+  //  - Through servers, every partition is stored and forwarded whole at its
+  //    server, and a worker's pushes to its servers share its link, so the
+  //    first answer comes about (servers x partition) of link time after a
+  //    step's first push and the last one as long after its last push. A
+  //    host tensor's partition costs little else: 256000 B (CPU, 1 Gbit/s:
+  //    n = 2 at 0.96x gloo with 1 MB, 0.99x with 256 KB; n = 4 1.38x and
+  //    1.47x; at 5 Gbit/s 256 KB is as fast or faster).
+  //  - A device tensor's partition also costs its copies to and from pinned
+  //    staging, their events and the engine's checks on them, which cap the
+  //    bytes a machine moves per second: 1024000 B (2 emulated machines of
+  //    an H200, VGG-16 at 10 Gbit/s: 543 ms a step with 1 MB, 570 with
+  //    512 KB, 652 with 256 KB, and 657 with 256 KB and a window of the same
+  //    bytes; 260 against 347 ms at 25 Gbit/s; 4 MB: ResNet-50 0.82x NCCL
+  //    where 1 MB gave 0.91x).
+  //  - On one machine partitions only cut shared-memory and NVLink work,
+  //    where 4 MB measured best for both.
+  // Set, it is the size of both kinds.
+  static constexpr int64_t kNetworkPartitionBytes = 256000;
+  static constexpr int64_t kNetworkDevicePartitionBytes = 1024000;
   static constexpr int64_t kLocalPartitionBytes = 4096000;
-  int64_t partition_bytes = kLocalPartitionBytes;
+  int64_t partition_bytes = kLocalPartitionBytes;  // host tensors
+  int64_t device_partition_bytes = 0;              // device tensors; 0: partition_bytes
+  int64_t PartitionBytesFor(bool device) const {
+    return device && device_partition_bytes > 0 ? device_partition_bytes : partition_bytes;
+  }
+  // What a push of `bytes` of a host or device tensor takes of the scheduling
+  // credit, which counts host partitions: a device tensor's larger ones are
+  // charged in proportion, so either kind keeps BYTEPS_SCHEDULING_CREDIT of
+  // its partitions on the link.
+  uint64_t CreditCharge(uint64_t bytes, bool device) const {
+    return bytes * static_cast<uint64_t>(partition_bytes) / static_cast<uint64_t>(PartitionBytesFor(device));
+  }
+  // The largest partition a worker of this configuration pushes (a server's bound).
+  int64_t LargestPartitionBytes() const {
+    return device_partition_bytes > partition_bytes ? device_partition_bytes : partition_bytes;
+  }
   int64_t min_compress_bytes = 65536;  // BYTEPS_MIN_COMPRESS_BYTES: smaller tensors travel uncompressed
   // BYTEPS_FUSION_BYTES (alias: BYTEPS_TF_FUSION_BYTES, its name before the
   // engine fused): a group submission (core/fused_group.h) packs tensors of

@@ -81,7 +81,8 @@ Status Engine::StartSteps() {
   callbacks.fail = [this](const Status& why) { SetFatal(why); };
   servers_.reset(new ServerClient(config_, store_, std::move(transport_), callbacks));
   BPS_RETURN_IF_ERROR(servers_->Connect(num_servers_));
-  // BYTEPS_SCHEDULING_CREDIT counts partitions of BYTEPS_PARTITION_BYTES.
+  // BYTEPS_SCHEDULING_CREDIT counts partitions of BYTEPS_PARTITION_BYTES
+  // (a device tensor's partitions are charged at the host size, Push).
   credits_.Configure(config_.scheduling_credit > 0
                          ? static_cast<uint64_t>(config_.scheduling_credit) * static_cast<uint64_t>(config_.partition_bytes)
                          : 0,

@@ -11,11 +11,12 @@ using Clock = std::chrono::steady_clock;
 void Engine::Activate(std::unique_ptr<TensorOp> op) {
   const size_t esz = DataTypeSize(op->dtype);
   LocalReducer* R = op->reducer;
+  const int64_t partition_bytes = config_.PartitionBytesFor(op->device >= 0);
   const std::vector<Range> ranges =
       op->fused ? std::vector<Range>{Range{0, op->count}}
-      : R ? R->PlanPartitions(op->count, static_cast<int64_t>(esz), config_.partition_bytes, num_servers_,
+      : R ? R->PlanPartitions(op->count, static_cast<int64_t>(esz), partition_bytes, num_servers_,
                               config_.distinct_local_sizes())
-          : PlanPartitions(op->count, static_cast<int64_t>(esz), config_.partition_bytes,
+          : PlanPartitions(op->count, static_cast<int64_t>(esz), partition_bytes,
                            NetworkSliceStride(config_.distinct_local_sizes()), num_servers_);
   TensorOp* raw = op.get();
   // After a mismatch every rank uses fresh keys for the name (shared-memory

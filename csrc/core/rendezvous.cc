@@ -187,7 +187,8 @@ Status RendezvousWorkers(Store* store, Config* config) {
   // rank here, naming both values, instead of as a size mismatch per tensor.
   BPS_RETURN_IF_ERROR(store->Set("worker/" + std::to_string(c.rank()),
                                   std::to_string(c.local_size) + " " + host + " " + std::to_string(getpid()) + " " +
-                                      std::to_string(c.partition_bytes) + " " + (c.enable_async ? "1" : "0")));
+                                      std::to_string(c.partition_bytes) + " " + (c.enable_async ? "1" : "0") + " " +
+                                      std::to_string(c.PartitionBytesFor(true))));
   BPS_RETURN_IF_ERROR(store->Set("size", std::to_string(c.size())));  // servers wait for this many
   int64_t joined = 0;
   BPS_RETURN_IF_ERROR(store->Add("workers_joined", 1, &joined));
@@ -207,13 +208,21 @@ Status RendezvousWorkers(Store* store, Config* config) {
                              " is missing; check DMLC_NUM_WORKER / BYTEPS_LOCAL_SIZE on every machine)");
     }
     BPS_RETURN_IF_ERROR(st);
-    long long their_partition = 0;
+    long long their_partition = 0, their_device_partition = 0;
     int their_async = 0;
-    if (sscanf(value.c_str(), "%*d %*s %*d %lld %d", &their_partition, &their_async) == 2) {
-      if (their_partition != c.partition_bytes) {
+    if (sscanf(value.c_str(), "%*d %*s %*d %lld %d %lld", &their_partition, &their_async, &their_device_partition) ==
+        3) {
+      // Both sizes: one rank that set BYTEPS_PARTITION_BYTES to the host
+      // default still cuts device tensors otherwise than one that did not.
+      if (their_partition != c.partition_bytes || their_device_partition != c.PartitionBytesFor(true)) {
+        auto sizes = [](long long host, long long device) {
+          return std::to_string(host) + (device == host ? "" : " (device tensors " + std::to_string(device) + ")");
+        };
         return Status::Invalid("rank " + std::to_string(q) + " runs with BYTEPS_PARTITION_BYTES=" +
-                               std::to_string(their_partition) + " but this rank with " +
-                               std::to_string(c.partition_bytes) + " (rounded up to 64): set it alike on every process");
+                               sizes(their_partition, their_device_partition) + " but this rank with " +
+                               sizes(c.partition_bytes, c.PartitionBytesFor(true)) +
+                               " (rounded up to 64; unset, host and device tensors differ): set it alike on every "
+                               "process");
       }
       if ((their_async != 0) != c.enable_async) {
         return Status::Invalid("rank " + std::to_string(q) + " runs with BYTEPS_ENABLE_ASYNC=" +

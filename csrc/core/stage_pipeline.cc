@@ -201,7 +201,8 @@ Engine::Step Engine::Push(PartitionTask& t) {
                                         static_cast<uint64_t>(s.count));
     const uint64_t bytes = z ? z->wire_bytes : raw_bytes;
     const int lane = credits_.lanes() > 1 ? push.server : 0;
-    if (!credits_.TryAdmit(lane, bytes)) return t.pushes_sent > 0 ? Step::kMoved : Step::kWait;
+    const uint64_t charge = config_.CreditCharge(bytes, op->device >= 0);
+    if (!credits_.TryAdmit(lane, charge)) return t.pushes_sent > 0 ? Step::kMoved : Step::kWait;
     const size_t within = static_cast<size_t>(s.offset - own_offset) * esz;
     PushRequest r;
     r.key = push.key;
@@ -213,6 +214,7 @@ Engine::Step Engine::Push(PartitionTask& t) {
     r.average = op->average;
     r.signature = op->signature;
     r.tensor_bytes = static_cast<uint64_t>(op->count) * esz;
+    r.partition_bytes = config_.PartitionBytesFor(op->device >= 0);
     r.data = own_data + within;
     r.dst = own_dst + within;
     r.bytes = bytes;
@@ -243,8 +245,8 @@ Engine::Step Engine::Push(PartitionTask& t) {
     }
     stats_.bytes_pushed += bytes;
     if (push.server < EngineStats::kMaxTrackedServers) stats_.bytes_per_server[push.server] += bytes;
-    push.pull = servers_->Push(r, [this, lane, bytes, admitted_ns = CreditWindow::NowNs()] {
-      credits_.Release(lane, bytes);
+    push.pull = servers_->Push(r, [this, lane, charge, admitted_ns = CreditWindow::NowNs()] {
+      credits_.Release(lane, charge);
       stats_.receipt_ns.fetch_add(CreditWindow::NowNs() - admitted_ns, std::memory_order_relaxed);
       stats_.receipts.fetch_add(1, std::memory_order_relaxed);
     });

@@ -82,33 +82,35 @@ std::shared_ptr<AlignedBuffer> BufferPool::Take(size_t bytes) {
   return Wrap(b);
 }
 
-void BufferPool::WarmInBackground(size_t bytes, int count) {
-  if (bytes == 0 || count <= 0 || warmer_.joinable()) return;
-  warmer_ = std::thread([this, bytes, count] {
+void BufferPool::WarmInBackground(std::vector<size_t> sizes, int count) {
+  if (count <= 0 || warmer_.joinable()) return;
+  warmer_ = std::thread([this, sizes, count] {
     // Background work: the I/O threads come first.
     setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 10);
-    for (int i = 0; i < count; ++i) {
-      {
+    for (size_t bytes : sizes) {
+      for (int i = 0; bytes > 0 && i < count; ++i) {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          if (stopping_ || stats_.free_bytes + bytes > keep_bytes_) return;
+        }
+        auto* b = new AlignedBuffer(bytes);
+        if (!b->data) {
+          delete b;
+          return;
+        }
+        memset(b->data, 0, b->capacity);  // touched: its pages are there when a push lands
         std::lock_guard<std::mutex> lock(mu_);
-        if (stopping_ || stats_.free_bytes + bytes > keep_bytes_) return;
+        stats_.allocations++;
+        stats_.held_bytes += b->capacity;
+        stats_.peak_held_bytes = std::max(stats_.peak_held_bytes, stats_.held_bytes);
+        if (stopping_ || stats_.free_bytes + b->capacity > keep_bytes_) {
+          stats_.held_bytes -= b->capacity;
+          delete b;
+          return;
+        }
+        free_.emplace(b->capacity, b);
+        stats_.free_bytes += b->capacity;
       }
-      auto* b = new AlignedBuffer(bytes);
-      if (!b->data) {
-        delete b;
-        return;
-      }
-      memset(b->data, 0, b->capacity);  // touched: its pages are there when a push lands
-      std::lock_guard<std::mutex> lock(mu_);
-      stats_.allocations++;
-      stats_.held_bytes += b->capacity;
-      stats_.peak_held_bytes = std::max(stats_.peak_held_bytes, stats_.held_bytes);
-      if (stopping_ || stats_.free_bytes + b->capacity > keep_bytes_) {
-        stats_.held_bytes -= b->capacity;
-        delete b;
-        return;
-      }
-      free_.emplace(b->capacity, b);
-      stats_.free_bytes += b->capacity;
     }
   });
 }

@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 #include <thread>
 
 namespace bps {
@@ -57,9 +58,9 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
   // when memory ran out.
   std::shared_ptr<AlignedBuffer> Take(size_t bytes);
 
-  // In the background: `count` buffers of `bytes`, touched, into the pool
-  // (within keep_bytes), so the first keys of a job find warm memory.
-  void WarmInBackground(size_t bytes, int count);
+  // In the background: `count` buffers of each of `sizes`, touched, into the
+  // pool (within keep_bytes), so the first keys of a job find warm memory.
+  void WarmInBackground(std::vector<size_t> sizes, int count);
 
   BufferPoolStats Stats();
 

@@ -51,13 +51,14 @@ class Server::WorkerLink final {
       }
       return nullptr;
     }
-    // A push is one slice of one partition: never larger than a partition.
-    const uint64_t limit = static_cast<uint64_t>(server_->config_.partition_bytes) + 4096;
+    // A push is one slice of one partition: never larger than a partition
+    // (a device tensor's, the larger by default).
+    const int64_t largest = server_->config_.LargestPartitionBytes();
+    const uint64_t limit = static_cast<uint64_t>(largest) + 4096;
     if (f.payload_bytes > limit) {
       *reject = Status::PeerFailure(conn->peer_name() + " pushed " + std::to_string(f.payload_bytes) +
                                     " bytes, more than this server's BYTEPS_PARTITION_BYTES=" +
-                                    std::to_string(server_->config_.partition_bytes) +
-                                    ": set the same value on every process");
+                                    std::to_string(largest) + ": set the same value on every process");
       return nullptr;
     }
     parked_ = server_->buffers_->Take(f.payload_bytes);
@@ -98,7 +99,12 @@ Status Server::Start() {
   }
   // A job's first keys find warm memory too: a few partitions' worth,
   // touched in the background while the workers connect.
-  buffers_->WarmInBackground(static_cast<size_t>(config_.partition_bytes), kWarmPartitions);
+  // Host tensors' partitions first (a CPU job's), then device tensors' if larger.
+  std::vector<size_t> warm{static_cast<size_t>(config_.partition_bytes)};
+  if (config_.LargestPartitionBytes() != config_.partition_bytes) {
+    warm.push_back(static_cast<size_t>(config_.LargestPartitionBytes()));
+  }
+  buffers_->WarmInBackground(warm, kWarmPartitions);
   BPS_RETURN_IF_ERROR(transport_->Listen(listen_host_, 0, &listener_));
   timeline_.Configure("server " + std::to_string(server_id_), "server" + std::to_string(server_id_));
   transport::AcceptOptions options;

@@ -198,7 +198,7 @@ def test_wire_bytes_per_step(tmp_path):
         assert res["none"] / res["topk"] >= 40, res
         assert res["none"] / res["randomk"] >= 80, res
         # topk's answer: the exact sum, machines x k entries (2 here); with server_topk=1, k
-        header = 16 * -(-(4 << 20) // 1024000)  # a codec header per partition (the default with servers: 1024000 B)
+        header = 16 * -(-(4 << 20) // 256000)  # a codec header per partition (host tensors' default with servers: 256000 B)
         assert res["topk_answer"] - header == 2 * (res["topk"] - header), res
         assert res["server_topk_answer"] == res["topk"], res
     print("wire bytes per step and rank:", results[0])
@@ -226,8 +226,9 @@ bps.shutdown()
     (["onebit:momentum=0.9", "onebit"], ["with error feedback and nesterov momentum", "onebit with error feedback"]),
 ])
 def test_ranks_that_disagree_fail_on_every_rank(tmp_path, specs, causes):
+    # One partition holds the tensor, so k is 1% of all of it.
     results = bpslaunch_source(tmp_path, DISAGREE.replace("SPECS", repr(specs)), machines=2, servers=1, check=False,
-                               env={"BYTEPS_TIMEOUT": "30"}).results
+                               env={"BYTEPS_TIMEOUT": "30", "BYTEPS_PARTITION_BYTES": "400000"}).results
     assert sorted(results) == [0, 1]
     for rank, res in results.items():
         assert res["error"] and "grad.w" in res["error"], (rank, res["error"])

@@ -103,7 +103,7 @@ def test_worker_settings_that_disagree_are_named_at_start(tmp_path):
     tensor with two identical sizes (across machines) or as a shape mismatch
     (inside one machine). Now every worker refuses at rendezvous, naming both
     values; the same for BYTEPS_ENABLE_ASYNC between workers."""
-    for variable, value, words in [("BYTEPS_PARTITION_BYTES", "8192", ["BYTEPS_PARTITION_BYTES=", "1024000", "8192"]),
+    for variable, value, words in [("BYTEPS_PARTITION_BYTES", "8192", ["BYTEPS_PARTITION_BYTES=", "256000 (device tensors 1024000)", "8192"]),
                                    ("BYTEPS_ENABLE_ASYNC", "1", ["BYTEPS_ENABLE_ASYNC=", "set it alike"])]:
         (tmp_path / variable).mkdir()
         with Cluster(tmp_path / variable, machines=1, local_size=2, servers=1, BYTEPS_TIMEOUT=5,

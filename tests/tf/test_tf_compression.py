@@ -28,7 +28,7 @@ def test_faces_match_the_reference(face, kind, options, spec):
     require_success(outcomes)
     grads = [[np.random.default_rng(100 * step + r).standard_normal(N).astype(np.float32) for r in range(2)]
              for step in range(STEPS)]
-    expect = [s / np.float32(2) for s in job_result(spec, grads, "tf", 1024000, 1)]
+    expect = [s / np.float32(2) for s in job_result(spec, grads, "tf", 256000, 1)]
     for o in outcomes:
         assert o.result["spec"] == spec
         for step in range(STEPS):
@@ -47,8 +47,8 @@ def test_a_fused_buffer_keeps_a_onebit_scale_per_variable():
            for step in range(STEPS)]
     small = [[np.random.default_rng(100 * step + r + 7).standard_normal(3001).astype(np.float32) * np.float32(1e-3)
               for r in range(2)] for step in range(STEPS)]
-    expect_w = [s / np.float32(2) for s in job_result("onebit:momentum=0.9", big, "w", 1024000, 1)]
-    expect_v = [s / np.float32(2) for s in job_result("onebit:momentum=0.9", small, "v", 1024000, 1)]
+    expect_w = [s / np.float32(2) for s in job_result("onebit:momentum=0.9", big, "w", 256000, 1)]
+    expect_v = [s / np.float32(2) for s in job_result("onebit:momentum=0.9", small, "v", 256000, 1)]
     for o in outcomes:
         for step in range(STEPS):
             gw, gv = (np.array(g, np.float32) for g in o.result["grads"][step])
