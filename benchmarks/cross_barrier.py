@@ -11,6 +11,8 @@ train the same MLP, interleaved per repetition:
   <mode>@nocredit  BYTEPS_SCHEDULING_CREDIT=0: no window, every partition on the
                  wire at once in submission order, so priorities cannot reorder
   cb@flat        cross-barrier with every priority equal (FIFO within the window)
+  <mode>@c16     BYTEPS_SCHEDULING_CREDIT=16 (a window of 16 partitions, not 4)
+  <mode>@p1m     BYTEPS_PARTITION_BYTES=1024000 (host tensors' default before session 6)
 
 Step time is the time between consecutive step() returns (under cross-barrier
 part of a step's wait moves into the next forward, so only the period is
@@ -37,7 +39,8 @@ if REPO not in sys.path:
 from benchmarks.multihost import Job, _rate_gbit, build_mlp  # noqa: E402
 
 MODES = ("plain", "cb")
-VARIANTS = {"nocredit": {"BYTEPS_SCHEDULING_CREDIT": "0"}, "flat": {"BENCH_FLAT_PRIORITY": "1"}}
+VARIANTS = {"nocredit": {"BYTEPS_SCHEDULING_CREDIT": "0"}, "flat": {"BENCH_FLAT_PRIORITY": "1"},
+            "c16": {"BYTEPS_SCHEDULING_CREDIT": "16"}, "p1m": {"BYTEPS_PARTITION_BYTES": "1024000"}}
 DEFAULT_CELLS = ("plain", "cb", "plain@nocredit", "cb@nocredit", "cb@flat")
 
 

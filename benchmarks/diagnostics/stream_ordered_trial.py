@@ -1,7 +1,8 @@
 """Where the stream-ordered GPU completion (BYTEPS_GPU_STREAM_ORDERED=1) goes
 wrong: tests/gpu's torch worker at 2 machines x 1 GPU, with each worker's
 Python stacks dumped after --dump-after seconds. With one GPU, both machines
-share it (enough to see a hang or a wrong result; not for speed).
+share it, each with its own NCCL_HOSTID (enough to see a hang or a wrong
+result; not for speed).
 
     python benchmarks/diagnostics/stream_ordered_trial.py collectives ddp [--env K=V ...]
 """
@@ -35,7 +36,10 @@ def main():
         with tempfile.TemporaryDirectory() as tmp:
             job = torchrun(WORKER, [mode, tmp], nproc=1, machines=2, result_dir=tmp, timeout=args.timeout, gpus=True,
                            env=env, pythonpath=[os.path.join(REPO, "benchmarks", "diagnostics")],
-                           machine_env=lambda m: {"GPU_OFFSET": str(m if gpus > 1 else 0)})
+                           # Two machines on one GPU: NCCL (the torch worker's delegate) takes
+                           # them for separate hosts only with a host id each.
+                           machine_env=lambda m: {"GPU_OFFSET": str(m if gpus > 1 else 0),
+                                                  "NCCL_HOSTID": f"trial-machine-{m}"})
             print(f"=== {mode} {' '.join(args.env)}: exit {job.returncode}, timed out {job.timed_out}, "
                   f"ranks reported {sorted(job.results)}", flush=True)
             for rank, r in sorted(job.results.items()):
