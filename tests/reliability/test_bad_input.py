@@ -102,11 +102,16 @@ def test_worker_settings_that_disagree_are_named_at_start(tmp_path):
     """Issue 20 item 12: a partition-size mismatch used to be reported per
     tensor with two identical sizes (across machines) or as a shape mismatch
     (inside one machine). Now every worker refuses at rendezvous, naming both
-    values; the same for BYTEPS_ENABLE_ASYNC between workers."""
-    for variable, value, words in [("BYTEPS_PARTITION_BYTES", "8192", ["BYTEPS_PARTITION_BYTES=", "256000 (device tensors 1024000)", "8192"]),
-                                   ("BYTEPS_ENABLE_ASYNC", "1", ["BYTEPS_ENABLE_ASYNC=", "set it alike"])]:
-        (tmp_path / variable).mkdir()
-        with Cluster(tmp_path / variable, machines=1, local_size=2, servers=1, BYTEPS_TIMEOUT=5,
+    values; the same for BYTEPS_ENABLE_ASYNC between workers. Issue 38: a
+    rank that sets the host tensors' default (256000) still cuts device
+    tensors otherwise than one that sets nothing (1024000): refused too."""
+    for case, (variable, value, words) in enumerate([
+            ("BYTEPS_PARTITION_BYTES", "8192", ["BYTEPS_PARTITION_BYTES=", "256000 (device tensors 1024000)", "8192"]),
+            ("BYTEPS_PARTITION_BYTES", "256000", ["BYTEPS_PARTITION_BYTES=256000", "(device tensors 1024000)",
+                                                  "set it alike"]),
+            ("BYTEPS_ENABLE_ASYNC", "1", ["BYTEPS_ENABLE_ASYNC=", "set it alike"])]):
+        (tmp_path / str(case)).mkdir()
+        with Cluster(tmp_path / str(case), machines=1, local_size=2, servers=1, BYTEPS_TIMEOUT=5,
                      BYTEPS_FORCE_DISTRIBUTED=1) as c:
             c.start_role("scheduler", "scheduler")
             c.start_role("server", "server 0")
