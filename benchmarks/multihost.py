@@ -62,9 +62,24 @@ def worker_byteps():
     import byteps_native.core as bps
 
     nbytes, warmup, iters = _bench_env()
+    # BENCH_DEVICE=cuda (a --variant on a GPU host): the tensor lives on the
+    # GPU, so the same link carries the device path's partitions (their
+    # copies to and from pinned staging) instead of the host path's.
+    # BENCH_DEVICE_WORKERS=0,2: only those machines' tensors (on a host of one
+    # GPU, one machine on it and the others in host memory: no two processes
+    # share the GPU; set BYTEPS_PARTITION_BYTES, as host and device tensors
+    # are cut differently by default).
+    xp = np
+    on_device = os.environ.get("BENCH_DEVICE") == "cuda"
+    only = os.environ.get("BENCH_DEVICE_WORKERS")
+    if on_device and only is not None:
+        on_device = os.environ.get("DMLC_WORKER_ID", "0") in only.split(",")
+    if on_device:
+        import cupy as xp
+        xp.cuda.Device(int(os.environ.get("DMLC_WORKER_ID", "0")) % xp.cuda.runtime.getDeviceCount()).use()
     bps.init()
     rank, n = bps.rank(), bps.size()
-    x = np.empty(nbytes // 4, np.float32)
+    x = xp.empty(nbytes // 4, xp.float32)
     token = np.zeros(1, np.float32)
     times = []
     for i in range(warmup + iters):
@@ -76,7 +91,7 @@ def worker_byteps():
         if i >= warmup:
             times.append(elapsed)
     expected = n * (n + 1) / 2
-    ok = bool(x[0] == expected and x[-1] == expected and np.all(x == expected))
+    ok = bool(x[0] == expected and x[-1] == expected and xp.all(x == expected))
     _emit({"rank": rank, "times": times, "ok": ok, "stats": bps.stats()})
     bps.shutdown()
     return 0 if ok else 1
