@@ -172,3 +172,28 @@ def test_single_process_without_launcher(tmp_path):
     env = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("DMLC_", "BYTEPS_"))}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr
+
+
+CUT = """
+import numpy as np
+import byteps_native.core as bps
+bps.init()
+x = np.full(256000, bps.rank() + 1, np.float32)  # 1,024,000 bytes
+bps.push_pull(x, name="cut", average=False)
+assert np.all(x == sum(range(1, bps.size() + 1))), x[:4]
+report({"stats": bps.stats()})
+bps.shutdown()
+"""
+
+
+@pytest.mark.parametrize("env,partitions", [({}, 4), ({"BYTEPS_PARTITION_BYTES": "1024000"}, 1)],
+                         ids=["default", "set"])
+def test_host_tensors_through_servers_are_cut_at_their_default(tmp_path, env, partitions):
+    """Issue 38: through servers a host tensor is cut at 256000 B unless
+    BYTEPS_PARTITION_BYTES says otherwise (device tensors keep 1024000 B:
+    tests/cpp/partition_defaults_test.cc)."""
+    results = bpslaunch_source(tmp_path, CUT, local_workers=1, machines=2, servers=1, env=env).results
+    assert sorted(results) == [0, 1]
+    for r in results.values():
+        assert r["stats"]["partitions_completed"] == partitions, r["stats"]
+        assert r["stats"]["bytes_pushed"] == 1024000, r["stats"]
