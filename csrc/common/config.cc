@@ -266,9 +266,7 @@ Status ConfigFromEnvironment(bool require_rendezvous, Config* out) {
     const bool through_servers = c.role != Role::kWorker || c.distributed();
     c.partition_bytes = through_servers ? Config::kNetworkPartitionBytes : Config::kLocalPartitionBytes;
     c.device_partition_bytes = through_servers ? Config::kNetworkDevicePartitionBytes : Config::kLocalPartitionBytes;
-  } else {
-    c.device_partition_bytes = 0;  // the size set, for both
-  }
+  }  // set: device_partition_bytes stays 0, the size set for both kinds
   // Align partitions to 64 bytes so slices stay cache-line aligned.
   c.partition_bytes = (c.partition_bytes + 63) / 64 * 64;
   c.device_partition_bytes = (c.device_partition_bytes + 63) / 64 * 64;

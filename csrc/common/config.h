@@ -59,7 +59,7 @@ struct Config {
   }
   // The largest partition a worker of this configuration pushes (a server's bound).
   int64_t LargestPartitionBytes() const {
-    return device_partition_bytes > partition_bytes ? device_partition_bytes : partition_bytes;
+    return PartitionBytesFor(true) > partition_bytes ? PartitionBytesFor(true) : partition_bytes;
   }
   int64_t min_compress_bytes = 65536;  // BYTEPS_MIN_COMPRESS_BYTES: smaller tensors travel uncompressed
   // BYTEPS_FUSION_BYTES (alias: BYTEPS_TF_FUSION_BYTES, its name before the

@@ -143,7 +143,7 @@ std::shared_ptr<PendingPull> ServerClient::Push(const PushRequest& r, std::funct
   h.flags = (r.average ? kFlagAverage : 0) | (config_.enable_async ? kFlagAsync : 0) |
             (r.compressed ? kFlagCompressed : 0);
   h.signature = static_cast<uint32_t>(r.signature);
-  h.partition_bytes = static_cast<uint32_t>(r.partition_bytes > 0 ? r.partition_bytes : config_.partition_bytes);
+  h.partition_bytes = static_cast<uint32_t>(r.partition_bytes);
   h.tensor_bytes = r.tensor_bytes;
   conn->Send(ToFrame(h), r.data, [this, io = r.io](const Status&) {
     io->in_flight.fetch_sub(1, std::memory_order_acq_rel);

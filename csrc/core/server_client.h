@@ -74,7 +74,7 @@ struct PushRequest {
   bool compressed = false;     // data and answer are codec payloads (csrc/compression)
   uint64_t signature = 0;      // dtype, shape, operation: the machines must agree
   uint64_t tensor_bytes = 0;
-  int64_t partition_bytes = 0; // the size its tensor was cut at (host and device tensors differ)
+  int64_t partition_bytes = 0; // the size its tensor was cut at (Config::PartitionBytesFor)
   const char* data = nullptr;  // read until the push is written
   uint64_t bytes = 0;
   char* dst = nullptr;         // the answer's destination
