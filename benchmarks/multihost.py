@@ -340,6 +340,10 @@ def measure(cluster, n, mode, args):
         out["server_rx_bytes"] = [delta[h.name][1] for h in job.server_hosts()]
         out["server_tx_bytes"] = [delta[h.name][0] for h in job.server_hosts()]
     out["worker_tx_bytes"] = [delta[h.name][0] for h in job.worker_hosts()]
+    if all(r.get("stats") for r in results):
+        # Each worker's engine counters over the whole job: where its engine
+        # thread's time went (passes, device issue) and its credit window.
+        out["worker_stats"] = [r["stats"] for r in results]
     # Shaper drops (upload, download) summed over hosts: incast losses show up here.
     out["shaper_drops"] = [sum(d[0] for d in drops.values()), sum(d[1] for d in drops.values())]
     if job.mode.startswith(("ddp", "opt")):
@@ -369,9 +373,17 @@ def run_benchmark(args):
         ops = args.warmup + args.iters
         servers = (" server-host rx MB/op " + ",".join(f"{b / ops / 1e6:.1f}" for b in rec["server_rx_bytes"])
                    if "server_rx_bytes" in rec else "")
+        engine = ""
+        if "worker_stats" in rec:
+            # Per worker, over the job: engine busy seconds (longest pass, ms),
+            # device issue seconds (longest, ms), credit stall seconds.
+            engine = " engine " + " | ".join(
+                f"{s.get('engine_pass_seconds', 0):.3f}s({s.get('engine_pass_max_seconds', 0) * 1e3:.1f}ms) "
+                f"dev {s.get('device_issue_seconds', 0):.3f}s({s.get('device_issue_max_seconds', 0) * 1e3:.1f}ms) "
+                f"stall {s.get('credit_stall_seconds', 0):.3f}s" for s in rec["worker_stats"])
         return (f"n={rec['n']} rep={rec['rep']} {rec['mode']:11s} {rec['seconds']:.3f} s{extra}{servers} "
                 f"drops up/down {rec['shaper_drops'][0]}/{rec['shaper_drops'][1]} "
-                f"load {rec['loadavg_1_5_15'][0]:.1f}")
+                f"load {rec['loadavg_1_5_15'][0]:.1f}{engine}")
 
     groups = [(dict(hosts=2 * n + 1, rate=args.rate, burst=args.burst, logdir=args.logdir),
                [{"n": n, "rep": rep, "mode": mode} for rep in range(args.reps) for mode in modes]) for n in args.n]

@@ -17,6 +17,18 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+uint64_t PassClockNs() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
+}
+
+// Adds `ns` to a total and keeps the largest single one (only the engine
+// thread writes them).
+void CountMax(std::atomic<uint64_t>& total, std::atomic<uint64_t>& largest, uint64_t ns) {
+  total.fetch_add(ns, std::memory_order_relaxed);
+  if (ns > largest.load(std::memory_order_relaxed)) largest.store(ns, std::memory_order_relaxed);
+}
+
 }  // namespace
 
 Engine::Engine(Config config, std::shared_ptr<Store> store, std::unique_ptr<transport::Transport> transport,
@@ -270,6 +282,7 @@ void Engine::Loop() {
                                           : Status::Shutdown("byteps shut down while the operation was pending");
       for (auto& op : ops_) FailOp(op.get(), st);
     }
+    const uint64_t pass_start = PassClockNs();
     credits_.BeginPass();
     for (auto& entry : active_) {
       PartitionTask* t = entry.second;
@@ -283,7 +296,15 @@ void Engine::Loop() {
     }
     // The machine's order of collectives: issue what it allows now.
     if (reducer_) moved |= reducer_->Progress();
-    if (LocalReducer* device = device_reducer_live_.load()) moved |= device->Progress();
+    if (LocalReducer* device = device_reducer_live_.load()) {
+      const uint64_t issue_start = PassClockNs();
+      moved |= device->Progress();
+      CountMax(stats_.device_issue_ns, stats_.device_issue_max_ns, PassClockNs() - issue_start);
+    }
+    if (moved) {
+      stats_.passes.fetch_add(1, std::memory_order_relaxed);
+      CountMax(stats_.pass_ns, stats_.pass_max_ns, PassClockNs() - pass_start);
+    }
     for (auto& op : ops_) {
       if (op->failed && op->unretired == 0 && op->done) CompleteFailedOp(op.get());
     }

@@ -20,6 +20,10 @@ std::string Engine::StatsJson() {
     << ", \"gather\": " << stats_.gather_ns.load() * 1e-9 << "}"
     << ", \"credit_stall_seconds\": " << credits_.stalled_ns() * 1e-9
     << ", \"receipts\": " << stats_.receipts.load() << ", \"receipt_seconds\": " << stats_.receipt_ns.load() * 1e-9
+    << ", \"engine_passes\": " << stats_.passes.load() << ", \"engine_pass_seconds\": " << stats_.pass_ns.load() * 1e-9
+    << ", \"engine_pass_max_seconds\": " << stats_.pass_max_ns.load() * 1e-9
+    << ", \"device_issue_seconds\": " << stats_.device_issue_ns.load() * 1e-9
+    << ", \"device_issue_max_seconds\": " << stats_.device_issue_max_ns.load() * 1e-9
     << ", \"staging_bytes\": " << (reducer_ ? reducer_->staging_bytes() : 0)
     << ", \"staging_backed_bytes\": " << (reducer_ ? reducer_->staging_backed_bytes() : 0)
     << ", \"staging_reserve_bytes\": " << (reducer_ ? reducer_->staging_reserve_bytes() : 0)

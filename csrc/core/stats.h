@@ -19,6 +19,11 @@ struct EngineStats {
   // admission to it: with the credit window's stall time, says whether the
   // window is shorter than the link's bandwidth times this delay.
   std::atomic<uint64_t> receipts{0}, receipt_ns{0};
+  // Where the engine thread's time goes (issue 38): its passes over the
+  // active partitions, and of that the calls that issue device work (CUDA
+  // copies, events, collectives). A pass is the latency a ready partition
+  // may wait for its push, so a long one idles the link.
+  std::atomic<uint64_t> passes{0}, pass_ns{0}, pass_max_ns{0}, device_issue_ns{0}, device_issue_max_ns{0};
   static constexpr int kMaxTrackedServers = 256;
   std::atomic<uint64_t> bytes_per_server[kMaxTrackedServers] = {};
 };

@@ -17,6 +17,7 @@ struct SequencedLocalReducer::Partition {
   bool issued_gather = false;
   bool fused = false;
   bool prescaled = false;  // the own slice's average applied on the host (once)
+  uint64_t copying_bytes = 0;  // in copying_ with these bytes (0: not in it)
   bool failed = false;
   Status failure;
 };
@@ -96,6 +97,7 @@ Status SequencedLocalReducer::Acquire(uint64_t key, uint64_t bytes, DataType dty
 
 void SequencedLocalReducer::ReleasePartition(LocalPartition* lp) {
   Partition* p = Of(lp);
+  StopCopying(p);
   if (p->work.state) collectives_->Retire(&p->work);
   if (p->fused) {
     std::lock_guard<std::mutex> lock(fused_mu_);
@@ -153,10 +155,34 @@ LocalProgress SequencedLocalReducer::StageIn(LocalPartition* lp, uint32_t round,
   return LocalProgress::kDone;
 }
 
+bool SequencedLocalReducer::RoomToIssue() {
+  while (!copying_.empty()) {
+    Partition* p = copying_.front();
+    bool done = p->failed;
+    if (!done && !collectives_->Poll(&p->work, CollectivePhase::kReduced, &done).ok()) done = true;
+    if (!done) break;
+    copying_bytes_ -= p->copying_bytes;
+    p->copying_bytes = 0;
+    copying_.pop_front();
+  }
+  const int64_t ahead = config_.device_copy_ahead_bytes;
+  return ahead <= 0 || copying_bytes_ < static_cast<uint64_t>(ahead);
+}
+
+void SequencedLocalReducer::StopCopying(Partition* p) {
+  if (p->copying_bytes == 0) return;
+  copying_bytes_ -= p->copying_bytes;
+  p->copying_bytes = 0;
+  copying_.erase(std::remove(copying_.begin(), copying_.end(), p), copying_.end());
+}
+
 bool SequencedLocalReducer::Progress() {
   if (aborted_) return false;
   bool moved = order_.Decide();
-  for (;;) {
+  // Bounded: what is not issued now is issued in a later pass of the
+  // engine, once earlier copies finished (every local rank issues the same
+  // order, each at its own pace).
+  while (RoomToIssue()) {
     std::vector<CollectiveOrder::Step> batch = order_.NextBatch();
     if (batch.empty()) break;
     collectives_->BeginBatch();
@@ -200,6 +226,11 @@ void SequencedLocalReducer::Issue(const CollectiveOrder::Step& step) {
     p->waiting_reduce = false;
     p->issued_reduce = true;
     st = collectives_->ReduceScatter(&p->work);
+    if (st.ok() && p->copying_bytes == 0) {
+      p->copying_bytes = std::max<uint64_t>(1, static_cast<uint64_t>(p->work.count) * DataTypeSize(p->work.dtype));
+      copying_bytes_ += p->copying_bytes;
+      copying_.push_back(p);
+    }
   } else {
     p->waiting_gather = false;
     p->issued_gather = true;
@@ -330,7 +361,10 @@ void SequencedLocalReducer::FailRound(LocalPartition* lp, uint32_t round, const 
 std::string SequencedLocalReducer::DescribeStaging(LocalPartition* lp, uint32_t round) {
   if (!lp) return "?";
   Partition* p = Of(lp);
-  if (p->waiting_reduce) return "its reduce-scatter waits for every local rank to announce it (machine order)";
+  if (p->waiting_reduce) {
+    return "its reduce-scatter waits for every local rank to announce it (machine order), or for the " +
+           std::to_string(copying_.size()) + " issued before it to finish";
+  }
   if (p->waiting_gather) return "its all-gather waits for every local rank to announce it (machine order)";
   if (p->issued_gather) return "its all-gather is issued but has not finished on the device";
   if (p->issued_reduce) return "its reduce-scatter is issued but has not finished on the device";

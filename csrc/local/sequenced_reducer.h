@@ -16,6 +16,7 @@
 // group (MachinePeers), reached through the MachineLink.
 #pragma once
 #include <atomic>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -81,6 +82,10 @@ class SequencedLocalReducer final : public LocalReducer, public PeerLiveness {
   void Break(const Status& why);
   // The reducer's failure (a collective that failed to launch, an abort), or OK.
   Status BrokenStatus();
+  // Drops the partitions whose issued reduce-scatter finished (or that left
+  // the round) from the front of copying_; true when more may be issued.
+  bool RoomToIssue();
+  void StopCopying(Partition* p);
 
   const Config config_;
   const int local_rank_;
@@ -94,6 +99,13 @@ class SequencedLocalReducer final : public LocalReducer, public PeerLiveness {
   std::map<std::pair<uint64_t, uint32_t>, Partition*> announced_;
   // Rounds failed by a decision before this rank got to them.
   std::map<std::pair<uint64_t, uint32_t>, Status> failed_ahead_;
+  // Partitions whose reduce-scatter was issued and not seen finished, in
+  // issue order (their streams finish them in that order), and their bytes:
+  // Progress issues the next step only while these are under
+  // config_.device_copy_ahead_bytes, so the engine thread returns to its
+  // pushes between copies instead of queueing a whole tensor's at once.
+  std::deque<Partition*> copying_;
+  uint64_t copying_bytes_ = 0;
   std::mutex fused_mu_;  // one fused launch at a time: one order on this rank
   std::mutex broken_mu_;
   Status broken_;

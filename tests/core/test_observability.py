@@ -53,6 +53,12 @@ def test_stats_count_the_bytes_actually_moved(tmp_path):
         assert r["stats"]["bytes_pushed"] == 5 * 300000 * 4
         assert r["stats"]["bytes_pulled"] == 5 * 300000 * 4
         assert r["stats"]["ops_completed"] == 5
+        # Where the engine thread's time went: every op moved in some pass,
+        # no pass longer than all of them, and no device work on the host path.
+        s = r["stats"]
+        assert s["engine_passes"] >= 5
+        assert 0 < s["engine_pass_max_seconds"] <= s["engine_pass_seconds"]
+        assert s["device_issue_seconds"] == 0 and s["device_issue_max_seconds"] == 0
 
 
 def test_local_ranks_share_the_network_work(tmp_path):

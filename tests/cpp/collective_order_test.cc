@@ -63,6 +63,24 @@ TEST_P(CollectiveOrderTest, TheMachineOrderGivesExactSumsWhateverOrderRanksSubmi
   }
 }
 
+// The engine thread issues device work only a bounded number of bytes
+// ahead of what it saw finish (BYTEPS_DEVICE_COPY_AHEAD_BYTES). At its
+// tightest, one partition at a time, the ranks of a machine still issue the
+// same order at their own pace: exact sums, no violation, nothing hangs.
+TEST_P(CollectiveOrderTest, OnePartitionCopiedAheadAtATimeStillGivesExactSums) {
+  EmulatedOrderMode() = CollectiveOrder::Mode::kMachineOrder;
+  JobShape shape = GetParam();
+  shape.device_copy_ahead_bytes = 1;
+  InProcessJob job(shape, Emulated());
+  ASSERT_TRUE(job.Start().ok());
+  ShuffledOutcome o = RunShuffled(job, 4, /*distinct_priorities=*/true);
+  job.Stop();
+  EXPECT_FALSE(o.hung);
+  EXPECT_EQ(o.failed, 0) << o.first_error;
+  EXPECT_EQ(o.wrong, 0) << o.first_wrong;
+  EXPECT_EQ(o.completed, job.size() * 3 * static_cast<int>(testing_support::ShuffledTensors().size()));
+}
+
 INSTANTIATE_TEST_SUITE_P(Layouts, CollectiveOrderTest,
                          ::testing::Values(JobShape{2, 2, 2},   // two machines of two GPUs
                                            JobShape{2, 3, 1},   // three local ranks, padded slices

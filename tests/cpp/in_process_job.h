@@ -39,6 +39,7 @@ struct JobShape {
   HostReducerFactory host_reducer = nullptr;  // null: the EngineOptions' own
   int scheduling_credit = 0;  // BYTEPS_SCHEDULING_CREDIT, in partitions (0: the Config's default)
   bool gpu_stream_ordered = false;  // BYTEPS_GPU_STREAM_ORDERED
+  int64_t device_copy_ahead_bytes = -1;  // BYTEPS_DEVICE_COPY_AHEAD_BYTES (-1: the Config's default)
 
   int machine_count() const { return local_sizes.empty() ? machines : static_cast<int>(local_sizes.size()); }
   int local_size_of(int m) const { return local_sizes.empty() ? local_size : local_sizes[m]; }
@@ -181,6 +182,7 @@ class InProcessJob {
     c.local_key_table_size = shape_.key_table_size;
     if (shape_.scheduling_credit) c.scheduling_credit = shape_.scheduling_credit;
     c.gpu_stream_ordered = shape_.gpu_stream_ordered;
+    if (shape_.device_copy_ahead_bytes >= 0) c.device_copy_ahead_bytes = shape_.device_copy_ahead_bytes;
     // Small next to the default (128 MiB a rank): these jobs' tensors come
     // both from the warm pool and past it, without backing 128 MiB per test.
     c.local_staging_reserve_bytes = 1 << 20;
