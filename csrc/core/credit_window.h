@@ -69,12 +69,19 @@ class CreditWindow {
     if (l.blocked) return false;
     // Only Release runs concurrently, and it only lowers in_flight, so a
     // decision taken on this load stays within the budget.
-    const uint64_t now = l.in_flight.load(std::memory_order_acquire);
+    uint64_t now = l.in_flight.load(std::memory_order_acquire);
     if (budget_ != 0 && now != 0 && now + bytes > budget_) {
-      l.blocked = true;
-      if (l.stalled_since_ns == 0) l.stalled_since_ns = NowNs();
-      return false;
+      // Say the lane waits, then look again: a Release either sees the
+      // flag (and wakes the engine) or its bytes are gone from this load.
+      l.waiting.store(true, std::memory_order_seq_cst);
+      now = l.in_flight.load(std::memory_order_seq_cst);
+      if (now != 0 && now + bytes > budget_) {
+        l.blocked = true;
+        if (l.stalled_since_ns == 0) l.stalled_since_ns = NowNs();
+        return false;
+      }
     }
+    l.waiting.store(false, std::memory_order_relaxed);
     if (l.stalled_since_ns != 0) {
       stalled_ns_.fetch_add(NowNs() - l.stalled_since_ns, std::memory_order_relaxed);
       l.stalled_since_ns = 0;
@@ -84,9 +91,16 @@ class CreditWindow {
   }
   bool TryAdmit(uint64_t bytes) { return TryAdmit(0, bytes); }
 
-  // Any thread: an admitted partition's round trip is over.
-  void Release(int lane, uint64_t bytes) { lanes_[lane].in_flight.fetch_sub(bytes, std::memory_order_acq_rel); }
-  void Release(uint64_t bytes) { Release(0, bytes); }
+  // Any thread: an admitted partition's round trip is over. True when a
+  // partition was refused on the lane since its last admission: only then
+  // must the engine be woken for it (a wakeup per receipt is a context
+  // switch on a busy host, issue 38).
+  bool Release(int lane, uint64_t bytes) {
+    Lane& l = lanes_[lane];
+    l.in_flight.fetch_sub(bytes, std::memory_order_seq_cst);
+    return l.waiting.load(std::memory_order_seq_cst);
+  }
+  bool Release(uint64_t bytes) { return Release(0, bytes); }
 
   // Time ready pushes waited for their lane (from a lane's first refusal to
   // its next admission, summed over lanes): whether the window, not the
@@ -102,6 +116,7 @@ class CreditWindow {
  private:
   struct Lane {
     std::atomic<uint64_t> in_flight{0};
+    std::atomic<bool> waiting{false};  // refused since the last admission (written by the engine)
     bool blocked = false;           // engine thread only
     uint64_t stalled_since_ns = 0;  // engine thread only
   };

@@ -89,7 +89,8 @@ Status Engine::StartSteps() {
     peers_ = std::move(host.peers);
   }
   ServerClient::Callbacks callbacks;
-  callbacks.ring = [this] { Ring(); };
+  // A server's receipts and answers concern this rank's partitions only.
+  callbacks.ring = [this] { RingSelf(); };
   callbacks.fail = [this](const Status& why) { SetFatal(why); };
   servers_.reset(new ServerClient(config_, store_, std::move(transport_), callbacks));
   BPS_RETURN_IF_ERROR(servers_->Connect(num_servers_));
@@ -203,8 +204,9 @@ Status Engine::Submit(const TensorView& input, void* output, const std::string& 
     submitted_.push_back(std::move(op));
     stats_.queue_depth++;
     // Under the lock: a Shutdown that stopped accepting after this op cannot
-    // have released the reducer this rings.
-    Ring();
+    // have released the reducer this rings. Only this engine has work now
+    // (its stage-in wakes the other local ranks).
+    RingSelf();
   }
   return Status::OK();
 }
@@ -253,6 +255,14 @@ void Engine::Ring() {
   } else {
     local_doorbell_.fetch_add(1);
     FutexWakeAll(&local_doorbell_);
+  }
+}
+
+void Engine::RingSelf() {
+  if (peers_) {
+    peers_->RingSelf();
+  } else {
+    Ring();
   }
 }
 

@@ -195,7 +195,8 @@ class Engine {
   Status EnsureDeviceReducer(int device);
   void Loop();
   void Activate(std::unique_ptr<TensorOp> op);
-  void Ring();
+  void Ring();      // every local rank's engine (what may unblock another)
+  void RingSelf();  // this rank's engine only (its own network events, submissions)
   // What this rank brings to the local reducer for partition `t` (null: the whole tensor).
   LocalContribution ContributionOf(const TensorOp& op, const PartitionTask* t) const;
 

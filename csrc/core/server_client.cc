@@ -99,7 +99,7 @@ Status ServerClient::Connect(int num_servers) {
   return Status::OK();
 }
 
-std::shared_ptr<PendingPull> ServerClient::Push(const PushRequest& r, std::function<void()> on_received) {
+std::shared_ptr<PendingPull> ServerClient::Push(const PushRequest& r, std::function<bool()> on_received) {
   auto& conns = conns_[r.server];
   transport::Connection* conn = conns[r.key % conns.size()].get();
   auto pull = std::make_shared<PendingPull>();
@@ -126,9 +126,11 @@ std::shared_ptr<PendingPull> ServerClient::Push(const PushRequest& r, std::funct
       auto it = pending_.find(key);
       if (it != pending_.end() && it->second == pull) pending_.erase(it);
     }
-    pull->Received();
-    pull->Release();
-    callbacks_.ring();
+    const bool credit = pull->Received();  // the receive ended before any receipt
+    // The engine waits for a partition's answers and sends together
+    // (AwaitAnswer, RetireFailed): only the last of them wakes it, not each
+    // (issue 38: a wakeup per event is a context switch on a busy host).
+    if (pull->Release() || credit) callbacks_.ring();
   });
   MessageHeader h;
   h.type = static_cast<uint16_t>(MessageType::kPush);
@@ -146,8 +148,7 @@ std::shared_ptr<PendingPull> ServerClient::Push(const PushRequest& r, std::funct
   h.partition_bytes = static_cast<uint32_t>(r.partition_bytes);
   h.tensor_bytes = r.tensor_bytes;
   conn->Send(ToFrame(h), r.data, [this, io = r.io](const Status&) {
-    io->in_flight.fetch_sub(1, std::memory_order_acq_rel);
-    callbacks_.ring();
+    if (io->in_flight.fetch_sub(1, std::memory_order_acq_rel) == 1) callbacks_.ring();
   });
   return pull;
 }
@@ -181,10 +182,7 @@ void ServerClient::OnUnexpected(transport::Connection* conn, const MessageHeader
       auto it = pending_.find(h.key);
       if (it != pending_.end() && it->second->round == h.round) pull = it->second;
     }
-    if (pull) {
-      pull->Received();
-      callbacks_.ring();  // a partition may wait for the credit
-    }
+    if (pull && pull->Received()) callbacks_.ring();  // a partition waits for the credit
     return;
   }
   if (h.type != static_cast<uint16_t>(MessageType::kError)) return;  // e.g. the answer of a cancelled pull

@@ -47,14 +47,14 @@ struct PendingPull {
   std::atomic<bool> released{false};
   // Gives the push's scheduling credit back, once: when the server says the
   // push arrived (kReceived), or when the receive ends without that.
-  std::function<void()> on_received;
+  // Returns whether the engine must be woken (a partition waits for credit).
+  std::function<bool()> on_received;
   std::atomic<bool> received{false};
-  void Received() {
-    if (!received.exchange(true) && on_received) on_received();
-  }
-  // Counts this pull out of io->in_flight exactly once (its receive's callback).
-  void Release() {
-    if (!released.exchange(true)) io->in_flight.fetch_sub(1, std::memory_order_acq_rel);
+  bool Received() { return !received.exchange(true) && on_received && on_received(); }
+  // Counts this pull out of io->in_flight exactly once (its receive's
+  // callback); true when that left the partition nothing in flight.
+  bool Release() {
+    return !released.exchange(true) && io->in_flight.fetch_sub(1, std::memory_order_acq_rel) == 1;
   }
   // The op failed: its buffer is given up (the callback then releases it).
   void Cancel(uint64_t key) {
@@ -117,7 +117,7 @@ class ServerClient {
   // the link, finished together and left the download idle until then
   // (issue 38). Not with the answer either: that waits for the other
   // machines' pushes, which may wait for credits this machine holds.
-  std::shared_ptr<PendingPull> Push(const PushRequest& r, std::function<void()> on_received);
+  std::shared_ptr<PendingPull> Push(const PushRequest& r, std::function<bool()> on_received);
   // Tells the other machines, through every server, that op `name_op` of a
   // tensor failed here (a mismatch, a deadline, a cancel: `failure`), so
   // they fail with its code and text instead of timing out.

@@ -246,9 +246,9 @@ Engine::Step Engine::Push(PartitionTask& t) {
     stats_.bytes_pushed += bytes;
     if (push.server < EngineStats::kMaxTrackedServers) stats_.bytes_per_server[push.server] += bytes;
     push.pull = servers_->Push(r, [this, lane, charge, admitted_ns = CreditWindow::NowNs()] {
-      credits_.Release(lane, charge);
       stats_.receipt_ns.fetch_add(CreditWindow::NowNs() - admitted_ns, std::memory_order_relaxed);
       stats_.receipts.fetch_add(1, std::memory_order_relaxed);
+      return credits_.Release(lane, charge);
     });
     ++t.pushes_sent;
   }

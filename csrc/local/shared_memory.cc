@@ -533,10 +533,12 @@ void LocalSharedMemory::MapPages(uint64_t offset, uint64_t bytes, bool for_write
 }
 
 void LocalSharedMemory::Ring() {
-  for (int q = 0; q < local_size_; ++q) {
-    control_->doorbell[q].fetch_add(1, std::memory_order_acq_rel);
-    if (control_->sleeping[q].load(std::memory_order_acquire)) FutexWakeAll(&control_->doorbell[q]);
-  }
+  for (int q = 0; q < local_size_; ++q) RingRank(q);
+}
+
+void LocalSharedMemory::RingRank(int q) {
+  control_->doorbell[q].fetch_add(1, std::memory_order_acq_rel);
+  if (control_->sleeping[q].load(std::memory_order_acquire)) FutexWakeAll(&control_->doorbell[q]);
 }
 
 void LocalSharedMemory::WaitDoorbell(int local_rank, uint32_t seen, int timeout_ms) {

@@ -180,6 +180,7 @@ class LocalSharedMemory {
   uint64_t warm_reserve() const { return control_->warm_reserve; }
 
   void Ring();  // wake every local rank's engine
+  void RingRank(int local_rank);  // wake one local rank's engine
   void WaitDoorbell(int local_rank, uint32_t seen, int timeout_ms);
 
  private:

@@ -21,6 +21,7 @@ class ShmMachinePeers final : public MachinePeers {
 
   uint32_t Doorbell() override;
   void Ring() override { shm_->Ring(); }
+  void RingSelf() override { shm_->RingRank(local_rank_); }
   void WaitDoorbell(uint32_t seen, int timeout_ms) override { shm_->WaitDoorbell(local_rank_, seen, timeout_ms); }
   Status CheckPeers(bool check_alive) override;
   void FailMachine(const std::string& why) override;

@@ -42,6 +42,26 @@ TEST(CreditWindow, PartitionLargerThanTheWindowGoesAloneOnceItDrains) {
   EXPECT_TRUE(w.TryAdmit(10));
 }
 
+// A release wakes the engine only when a partition waits for the credit:
+// one was refused on that lane since the lane's last admission.
+TEST(CreditWindow, AReleaseSaysWhetherAPartitionWaitsForIt) {
+  CreditWindow w(100, 2);
+  w.BeginPass();
+  ASSERT_TRUE(w.TryAdmit(0, 60));
+  ASSERT_TRUE(w.TryAdmit(1, 60));
+  EXPECT_FALSE(w.Release(0, 30));  // nobody was refused: no wakeup
+  EXPECT_FALSE(w.TryAdmit(1, 60));  // lane 1 refuses
+  EXPECT_TRUE(w.Release(1, 10));    // so its release must wake the engine
+  EXPECT_FALSE(w.Release(0, 10));   // lane 0 still has nobody waiting
+  w.BeginPass();
+  EXPECT_TRUE(w.TryAdmit(1, 50));   // admitted: lane 1 waits no more
+  EXPECT_FALSE(w.Release(1, 10));
+  CreditWindow unlimited(0);
+  unlimited.BeginPass();
+  ASSERT_TRUE(unlimited.TryAdmit(1000));
+  EXPECT_FALSE(unlimited.Release(1000));
+}
+
 // Each server its own window: a partition refused for one server holds back
 // later ones for that server only, and the other server's pushes still go.
 TEST(CreditWindow, AFullLaneDoesNotHoldBackAnotherLane) {

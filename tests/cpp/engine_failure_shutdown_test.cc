@@ -55,6 +55,7 @@ class HeldFailMachine : public MachinePeers {
   Status CheckPeers(bool check_alive) override { return inner_->CheckPeers(check_alive); }
   uint32_t Doorbell() override { return inner_->Doorbell(); }
   void Ring() override { inner_->Ring(); }
+  void RingSelf() override { inner_->RingSelf(); }
   void WaitDoorbell(uint32_t seen, int timeout_ms) override { inner_->WaitDoorbell(seen, timeout_ms); }
   void Leave() override { inner_->Leave(); }
   CollectiveOrderShm* order_channel() override { return inner_->order_channel(); }
