@@ -31,9 +31,10 @@
 //    the lane from draining, so the refused one is admitted when it empties.
 #pragma once
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <memory>
+
+#include "common/steady_ns.h"
 
 namespace bps {
 
@@ -77,13 +78,13 @@ class CreditWindow {
       now = l.in_flight.load(std::memory_order_seq_cst);
       if (now != 0 && now + bytes > budget_) {
         l.blocked = true;
-        if (l.stalled_since_ns == 0) l.stalled_since_ns = NowNs();
+        if (l.stalled_since_ns == 0) l.stalled_since_ns = SteadyNowNs();
         return false;
       }
     }
     l.waiting.store(false, std::memory_order_relaxed);
     if (l.stalled_since_ns != 0) {
-      stalled_ns_.fetch_add(NowNs() - l.stalled_since_ns, std::memory_order_relaxed);
+      stalled_ns_.fetch_add(SteadyNowNs() - l.stalled_since_ns, std::memory_order_relaxed);
       l.stalled_since_ns = 0;
     }
     l.in_flight.fetch_add(bytes, std::memory_order_acq_rel);
@@ -106,12 +107,6 @@ class CreditWindow {
   // its next admission, summed over lanes): whether the window, not the
   // data, held the link idle.
   uint64_t stalled_ns() const { return stalled_ns_.load(std::memory_order_relaxed); }
-
-  static uint64_t NowNs() {
-    return static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-            .count());
-  }
 
  private:
   struct Lane {

@@ -9,6 +9,7 @@
 #include "common/futex.h"
 #include "common/hashing.h"
 #include "common/logging.h"
+#include "common/steady_ns.h"
 #include "core/rendezvous.h"
 #include "core/validation.h"
 
@@ -16,11 +17,6 @@ namespace bps {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-uint64_t PassClockNs() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
-}
 
 // Adds `ns` to a total and keeps the largest single one (only the engine
 // thread writes them).
@@ -292,7 +288,7 @@ void Engine::Loop() {
                                           : Status::Shutdown("byteps shut down while the operation was pending");
       for (auto& op : ops_) FailOp(op.get(), st);
     }
-    const uint64_t pass_start = PassClockNs();
+    const uint64_t pass_start = SteadyNowNs();
     credits_.BeginPass();
     for (auto& entry : active_) {
       PartitionTask* t = entry.second;
@@ -307,13 +303,13 @@ void Engine::Loop() {
     // The machine's order of collectives: issue what it allows now.
     if (reducer_) moved |= reducer_->Progress();
     if (LocalReducer* device = device_reducer_live_.load()) {
-      const uint64_t issue_start = PassClockNs();
+      const uint64_t issue_start = SteadyNowNs();
       moved |= device->Progress();
-      CountMax(stats_.device_issue_ns, stats_.device_issue_max_ns, PassClockNs() - issue_start);
+      CountMax(stats_.device_issue_ns, stats_.device_issue_max_ns, SteadyNowNs() - issue_start);
     }
     if (moved) {
       stats_.passes.fetch_add(1, std::memory_order_relaxed);
-      CountMax(stats_.pass_ns, stats_.pass_max_ns, PassClockNs() - pass_start);
+      CountMax(stats_.pass_ns, stats_.pass_max_ns, SteadyNowNs() - pass_start);
     }
     for (auto& op : ops_) {
       if (op->failed && op->unretired == 0 && op->done) CompleteFailedOp(op.get());

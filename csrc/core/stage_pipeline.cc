@@ -3,24 +3,14 @@
 // either waits (nothing possible yet) or moves: it did work, and sets the
 // next stage when its own is complete. Host and device partitions take the
 // same steps; what differs is the op's LocalReducer.
-#include <chrono>
 
 #include "common/hashing.h"
 #include "common/logging.h"
+#include "common/steady_ns.h"
 #include "common/reduce_kernels.h"
 #include "core/engine.h"
 
 namespace bps {
-namespace {
-
-uint64_t NowNs() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
-}
-
-}  // namespace
-
 const char* StageName(Stage stage) {
   switch (stage) {
     case Stage::kWaitTurn: return "wait_turn";
@@ -104,12 +94,12 @@ Engine::Step Engine::StageIn(PartitionTask& t) {
     t.stage = config_.distributed() ? Stage::kPush : Stage::kGather;
     return Step::kMoved;
   }
-  const uint64_t t0 = NowNs();
+  const uint64_t t0 = SteadyNowNs();
   const uint64_t w0 = timeline_.Tracing(t.round) ? Timeline::NowMicros() : 0;
   LocalContribution c = ContributionOf(*op, &t);
   c.compression = SliceCompressionFor(*op, t);
   if (R->StageIn(t.entry, t.round, c) == LocalProgress::kWaiting) return Step::kWait;
-  stats_.stage_ns += NowNs() - t0;
+  stats_.stage_ns += SteadyNowNs() - t0;
   if (w0) timeline_.Record(op->name, t.index, t.round, "stage_in", w0, Timeline::NowMicros());
   t.staged = true;
   t.stage = Stage::kReduce;
@@ -120,7 +110,7 @@ Engine::Step Engine::ReduceLocally(PartitionTask& t) {
   TensorOp* op = t.op;
   LocalReducer* R = op->reducer;
   const bool distributed = config_.distributed();
-  const uint64_t t0 = NowNs();
+  const uint64_t t0 = SteadyNowNs();
   const uint64_t w0 = timeline_.Tracing(t.round) ? Timeline::NowMicros() : 0;
   LocalContribution mine = ContributionOf(*op, &t);
   LocalProgress progress;
@@ -130,7 +120,7 @@ Engine::Step Engine::ReduceLocally(PartitionTask& t) {
     return Step::kMoved;
   }
   if (progress == LocalProgress::kWaiting) return Step::kWait;
-  stats_.local_reduce_ns += NowNs() - t0;
+  stats_.local_reduce_ns += SteadyNowNs() - t0;
   if (w0) timeline_.Record(op->name, t.index, t.round, "local_reduce", w0, Timeline::NowMicros());
   if (distributed) {
     t.stage = Stage::kPush;
@@ -245,8 +235,8 @@ Engine::Step Engine::Push(PartitionTask& t) {
     }
     stats_.bytes_pushed += bytes;
     if (push.server < EngineStats::kMaxTrackedServers) stats_.bytes_per_server[push.server] += bytes;
-    push.pull = servers_->Push(r, [this, lane, charge, admitted_ns = CreditWindow::NowNs()] {
-      stats_.receipt_ns.fetch_add(CreditWindow::NowNs() - admitted_ns, std::memory_order_relaxed);
+    push.pull = servers_->Push(r, [this, lane, charge, admitted_ns = SteadyNowNs()] {
+      stats_.receipt_ns.fetch_add(SteadyNowNs() - admitted_ns, std::memory_order_relaxed);
       stats_.receipts.fetch_add(1, std::memory_order_relaxed);
       return credits_.Release(lane, charge);
     });
@@ -286,7 +276,7 @@ Engine::Step Engine::AwaitAnswer(PartitionTask& t) {
 Engine::Step Engine::Gather(PartitionTask& t) {
   TensorOp* op = t.op;
   LocalReducer* R = op->reducer;
-  const uint64_t t0 = NowNs();
+  const uint64_t t0 = SteadyNowNs();
   // A fused op (one machine) has no rounds: its step on the timeline is how
   // many ops of its name came before it.
   const uint32_t step = op->fused ? op->name_op : t.round;
@@ -298,7 +288,7 @@ Engine::Step Engine::Gather(PartitionTask& t) {
     } else {
       CopyScaled(mine.output, mine.input, t.range.count, op->dtype, mine.divisor);
     }
-    stats_.gather_ns += NowNs() - t0;
+    stats_.gather_ns += SteadyNowNs() - t0;
     if (w0) timeline_.Record(op->name, t.index, step, "gather", w0, Timeline::NowMicros());
     FinishPartition(t);
     return Step::kMoved;
@@ -311,7 +301,7 @@ Engine::Step Engine::Gather(PartitionTask& t) {
     return Step::kMoved;
   }
   const bool moved = t.gathered_mask != before || progress == LocalProgress::kDone;
-  stats_.gather_ns += NowNs() - t0;
+  stats_.gather_ns += SteadyNowNs() - t0;
   if (w0 && moved) timeline_.Record(op->name, t.index, step, "gather", w0, Timeline::NowMicros());
   if (progress == LocalProgress::kDone) FinishPartition(t);
   return moved ? Step::kMoved : Step::kWait;
