@@ -63,6 +63,10 @@ class CreditWindow {
     for (int i = 0; i < lanes_count_; ++i) lanes_[i].blocked = false;
   }
 
+  // Engine thread: the lane refused a partition in this pass, so it refuses
+  // every later one; a caller may skip preparing a push it would not send.
+  bool Refusing(int lane) const { return lanes_[lane].blocked; }
+
   // Engine thread: true (and the bytes are counted in flight) when the
   // partition may be sent now on `lane`.
   bool TryAdmit(int lane, uint64_t bytes) {

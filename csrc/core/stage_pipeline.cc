@@ -170,12 +170,24 @@ Engine::Step Engine::Push(PartitionTask& t) {
   TensorOp* op = t.op;
   LocalReducer* R = op->reducer;
   const size_t esz = DataTypeSize(op->dtype);
-  if (t.pushes_sent == 0) PlanPushes(t);
+  // Planned once: a partition refused credit comes back every pass until
+  // its lane drains, and with a 64 MB tensor in 256 KB partitions hundreds
+  // of them wait at once (issue 38: planning, and reading each one's
+  // shared-memory entry, in every pass made the engine's cost per op grow
+  // with the square of its partitions).
+  if (!t.pushes_planned) {
+    PlanPushes(t);
+    t.pushes_planned = true;
+  }
   if (t.pushes.empty()) {
     if (t.entry) R->PublishOwnSlice(t.entry, t.round);
     t.stage = Stage::kGather;
     return Step::kMoved;
   }
+  // Its lane refused an earlier partition in this pass: this one would be
+  // refused too, so nothing of it is touched (the entry lives in memory the
+  // other local ranks write, a cache miss per read).
+  if (credits_.Refusing(credits_.lanes() > 1 ? t.pushes[t.pushes_sent].server : 0)) return Step::kWait;
   // Several local ranks: the reducer's own slice, answered in place; one:
   // straight from the input into the output.
   LocalContribution mine = ContributionOf(*op, &t);
@@ -183,6 +195,9 @@ Engine::Step Engine::Push(PartitionTask& t) {
   const char* own_data = t.entry ? R->OwnSlice(t.entry, mine) : mine.input;
   char* own_dst = t.entry ? R->OwnSlice(t.entry, mine) : mine.output;
   if (t.pushes_sent == 0) t.net_start_us = timeline_.Tracing(t.round) ? Timeline::NowMicros() : 0;
+  // Moved only if this call sent something: claiming progress for a refused
+  // push would keep the engine from sleeping until its lane drains.
+  const size_t sent_before = t.pushes_sent;
   while (t.pushes_sent < t.pushes.size()) {
     NetworkPush& push = t.pushes[t.pushes_sent];
     const Range& s = push.slice;
@@ -192,7 +207,7 @@ Engine::Step Engine::Push(PartitionTask& t) {
     const uint64_t bytes = z ? z->wire_bytes : raw_bytes;
     const int lane = credits_.lanes() > 1 ? push.server : 0;
     const uint64_t charge = config_.CreditCharge(bytes, op->device >= 0);
-    if (!credits_.TryAdmit(lane, charge)) return t.pushes_sent > 0 ? Step::kMoved : Step::kWait;
+    if (!credits_.TryAdmit(lane, charge)) return t.pushes_sent > sent_before ? Step::kMoved : Step::kWait;
     const size_t within = static_cast<size_t>(s.offset - own_offset) * esz;
     PushRequest r;
     r.key = push.key;

@@ -221,6 +221,51 @@ TEST(EngineInProcessCredits, MachinesPushingInDifferentOrdersNeverWaitForEachOth
   job.Stop();
 }
 
+// A partition of several pushes (machines of different sizes: the machine of
+// one rank pushes every network slice) whose lane refuses its second push
+// waits for a receipt like any refused partition: the engine sleeps instead
+// of running pass after pass with nothing to do. It once reported such a
+// call as progress and spun until the lane drained (issue 38).
+TEST(EngineInProcessCredits, APartlySentPartitionRefusedCreditLetsTheEngineSleep) {
+  JobShape shape;
+  shape.local_sizes = {2, 1};
+  shape.servers = 1;
+  shape.partition_bytes = 4096;
+  shape.scheduling_credit = 1;  // one partition: the next partition's second push always waits
+  InProcessJob job(shape);
+  Status st = job.Start();
+  ASSERT_TRUE(st.ok()) << st.message();
+  constexpr int64_t kCount = 64 * 1024;  // 64 partitions of 4 KB
+  constexpr int kRanks = 3;
+  std::vector<float> in[kRanks], out[kRanks];
+  Completion done[kRanks];
+  for (int r = 0; r < kRanks; ++r) {
+    in[r] = Contribution<float>(r, kCount, 0);
+    out[r].assign(kCount, -1);
+    TensorView t{};
+    t.dtype = static_cast<int32_t>(DataType::kFloat32);
+    t.num_elements = kCount;
+    t.device = -1;
+    t.data = in[r].data();
+    ASSERT_TRUE(job.rank(r).Submit(t, out[r].data(), "g", 0, ReduceOp::kSum, Completion::Callback, &done[r]).ok());
+  }
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_TRUE(done[r].Wait(30)) << "rank " << r;
+    ASSERT_EQ(done[r].code, StatusCode::kOk) << done[r].message;
+    for (int64_t i = 0; i < kCount; ++i) ASSERT_EQ(out[r][i], (Expected<float>(kRanks, i, 0, false))) << i;
+  }
+  // Rank 2 is machine 1's only rank: two pushes per partition. A pass that
+  // moves something is counted; a partition needs a handful (turn, stage,
+  // push, answer, gather), each woken by an event. Spinning counts
+  // thousands per receipt.
+  const std::string stats = job.rank(2).StatsJson();
+  const size_t at = stats.find("\"engine_passes\": ");
+  ASSERT_NE(at, std::string::npos) << stats;
+  const long passes = std::stol(stats.substr(at + 17));
+  EXPECT_LT(passes, 64 * 12) << stats;
+  job.Stop();
+}
+
 TEST(EngineInProcessFailure, ARankFailingMidRoundFailsTheOthersWithItsCause) {
   JobShape shape{3, 1, 2};
   shape.timeout_seconds = 60;
