@@ -22,6 +22,7 @@ Status Engine::EnsureDeviceReducer(int device) {
   MachineLink link;
   link.order = peers_ ? peers_->order_channel() : nullptr;
   link.ring = [this] { Ring(); };
+  link.ring_self = [this] { RingSelf(); };
   DeviceReducer made;
   BPS_RETURN_IF_ERROR(factory(config_, store_.get(), device, link, &made).WithContext(
       "setting up the device reducer among the " + std::to_string(config_.local_size) + " local ranks of machine " +

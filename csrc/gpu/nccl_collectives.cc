@@ -460,7 +460,7 @@ void NcclCollectives::Abort() {
 Status MakeNcclLocalReducer(const Config& config, Store* store, int device, const MachineLink& link,
                             DeviceReducer* out) {
   std::unique_ptr<Collectives> nccl;
-  BPS_RETURN_IF_ERROR(NcclCollectives::Create(config, store, device, link.ring, &nccl));
+  BPS_RETURN_IF_ERROR(NcclCollectives::Create(config, store, device, link.ring_self, &nccl));
   return MakeSequencedReducer(config, std::move(nccl), link, out);
 }
 

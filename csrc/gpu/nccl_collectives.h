@@ -5,7 +5,8 @@
 // stream with one communicator (as BytePS: reduce and broadcast share both);
 // slices move to and from host staging on two copy streams (one per
 // direction, so both copy engines work), ordered by events. Completion is a
-// CUDA host function that rings the engine's doorbell: nothing polls the
+// CUDA host function that rings this rank's engine (MachineLink::ring_self;
+// no other local rank waits for this rank's streams): nothing polls the
 // device in a loop and nothing on the hot path synchronises it.
 //
 // A stream stops at a host function until CUDA's callback thread ran it:

@@ -202,10 +202,15 @@ Status CreateShmLocalReducer(const Config& config, Store* store, HostReducer* ou
 
 // What a device reducer shares with the machine's host reducer: the order
 // channel in its shared control segment (null with one local rank) and the
-// engine's doorbell, rung when a step completes.
+// engines' doorbells. `ring` wakes every local rank's engine: the order
+// channel's announcements and a broken machine concern them all.
+// `ring_self` wakes this rank's only: a step on this rank's streams finished,
+// which no other engine waits for (a ring per CUDA host function woke every
+// local rank's engine, issue 38).
 struct MachineLink {
   CollectiveOrderShm* order = nullptr;
   std::function<void()> ring;
+  std::function<void()> ring_self;
 };
 
 // Device tensors' reducer and how its collectives fail: one object (the

@@ -363,7 +363,7 @@ inline CollectiveOrder::Mode& EmulatedOrderMode() {
 inline Status MakeEmulatedDeviceReducer(const Config& config, Store* store, int device, const MachineLink& link,
                                         DeviceReducer* out) {
   auto comm = EmulatedCommunicator::For(config.job_id, config.worker_id, config.local_size);
-  std::unique_ptr<Collectives> collectives(new EmulatedCollectives(comm, config.local_rank, link.ring));
+  std::unique_ptr<Collectives> collectives(new EmulatedCollectives(comm, config.local_rank, link.ring_self));
   return MakeSequencedReducer(config, std::move(collectives), link, out, EmulatedOrderMode());
 }
 

@@ -93,6 +93,7 @@ class SequencedReducerConformance : public ::testing::TestWithParam<SequencedCas
           // Alone on the machine, as the engine runs it: no host reducer, no
           // order channel (a rank's announcements are its decisions).
           link.ring = [rings] { rings->fetch_add(1); };
+          link.ring_self = link.ring;
         } else {
           results[q] = CreateShmLocalReducer(c, store_.get(), &hosts_[q]);
           if (!results[q].ok()) return;
@@ -101,6 +102,10 @@ class SequencedReducerConformance : public ::testing::TestWithParam<SequencedCas
           link.ring = [rings, host] {
             rings->fetch_add(1);
             host->Ring();
+          };
+          link.ring_self = [rings, host] {
+            rings->fetch_add(1);
+            host->RingSelf();
           };
         }
         DeviceReducer made;
