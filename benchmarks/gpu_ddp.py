@@ -195,6 +195,18 @@ def worker(args):
 
     for _ in range(args.warmup):
         step()
+    if args.cross_barrier and os.environ.get("BENCH_FLAT_PRIORITY") == "1":
+        # The benchmark's own knob (as cross_barrier.py's cb@flat): every
+        # priority equal, so the window sends in submission order (issue 38,
+        # item 3: priorities on and off under cross-barrier).
+        for slot in optimizer._cb_slots.values():
+            slot.priority = 0
+    # Every backend starts and ends the window idle: cross-barrier's last
+    # warm-up updates land before it, its last step's updates inside it (so
+    # the window holds one fill and one drain of its pipeline, amortised over
+    # --steps; the GPU clock's median step is the steady period).
+    if hasattr(optimizer, "wait_for_updates"):
+        optimizer.wait_for_updates()
     torch.cuda.synchronize()
     dist.barrier()
     marks.enabled = True
@@ -208,8 +220,10 @@ def worker(args):
     for _ in range(args.steps):
         step_starts.append(time.monotonic())
         step()
-    if hasattr(optimizer, "synchronize"):
-        optimizer.synchronize()  # cross-barrier: the last step's updates land inside the window
+    if hasattr(optimizer, "wait_for_updates"):
+        # Not synchronize(): after step() there is no gradient of the next
+        # step to sum (it once pushed a round of zeros here, timed).
+        optimizer.wait_for_updates()
     marks.mark("start")  # the next step's start closes the last one's gap
     torch.cuda.synchronize()
     elapsed = time.perf_counter() - start
@@ -568,6 +582,21 @@ def main():
                         f"{n[:-3]} {g[n]}" for n in ("forward_ms", "backward_compute_ms", "comm_tail_ms",
                                                       "update_ms", "gap_ms", "step_ms") if g.get(n) is not None),
                           flush=True)
+
+                def steady(r):  # samples/s at the GPU clock's median step: no pipeline fill or drain
+                    g = r.get("gpu_clock") or {}
+                    return r["samples_per_s"] * r["step_ms"] / g["step_ms"] if g.get("step_ms") else None
+                steadies = {k: steady(r) for k, r in dict({f"nccl {v}": r for v, r in nccl.items()},
+                                                          byteps=byteps).items()}
+                if all(steadies.values()):
+                    best_steady = max((s for k, s in steadies.items() if k != "byteps"), default=None)
+                    print(f"{'':<11} steady samples/s (GPU clock's median step): " +
+                          ", ".join(f"{k} {s:.1f}" for k, s in steadies.items()) +
+                          (f"; byteps / NCCL best {steadies['byteps'] / best_steady:.3f}" if best_steady else ""),
+                          flush=True)
+                    byteps["steady_samples_per_s"] = steadies["byteps"]
+                    for v in nccl:
+                        nccl[v]["steady_samples_per_s"] = steadies[f"nccl {v}"]
                 pacing = byteps.get("pacing") or {}
                 if pacing:
                     print(f"{'':<11} byteps pacing (rank 0): credit window stalled "

@@ -176,6 +176,7 @@ class _CrossBarrier:
         self._cb_error = None
         self._cb_checked_groups = False
         self._cb_sync_pass = True   # DDP: this forward's backward is reduced (not under no_sync())
+        self._cb_backward_since_step = False  # a gradient was made since the last step(): synchronize() has work
         self._cb_streams = {}
         self._cb_slots = {}
         for gi, group in enumerate(self.param_groups):
@@ -276,6 +277,7 @@ class _CrossBarrier:
     # ------------------------------------------------------------ backward side
 
     def _cb_on_grad(self, p):
+        self._cb_backward_since_step = True  # also a DDP no_sync() pass: its gradients are this step's
         if self._cb_ddp is not None and not self._cb_sync_pass:
             return
         slot = self._cb_slots[p]
@@ -444,7 +446,15 @@ class _CrossBarrier:
         """Wait for every gradient's sum (submitting those not started, as
         zeros where a parameter got none) and put the real, averaged gradients
         back into .grad, for code that needs them all before step():
-        clip_grad_norm_, GradScaler. The updates still wait for step()."""
+        clip_grad_norm_, GradScaler. The updates still wait for step().
+        Without a gradient since the last step() there is nothing of this
+        step to sum, and it returns at once: a round of zeros for every
+        parameter would cost a whole step's link time, and a rank calling it
+        there when the others do not would disagree with them on every
+        parameter's round (issue 38: a benchmark did, and timed that round).
+        wait_for_updates() is the wait for the updates in flight."""
+        if not self._cb_backward_since_step:
+            return
         self._cb_submit_missing()
         with self._cb_cv:
             for slot in self._cb_slots.values():
@@ -481,6 +491,7 @@ class _CrossBarrier:
                 events[slot.param.device].record(torch.cuda.current_stream(slot.param.device))
         release = _Release(self._cb_steps, groups, events)
         with self._cb_cv:
+            self._cb_backward_since_step = False
             for slot in self._cb_forward_order:
                 slot.submitted = False
                 if slot.busy and slot.release is None and not slot.discard:

@@ -46,7 +46,7 @@ def job(request, tmp_path_factory):
     return finished.results, traces, device
 
 
-@pytest.mark.parametrize("kind", ["sgd", "sgd_foreach", "adamw", "adamw_foreach", "accumulate"])
+@pytest.mark.parametrize("kind", ["sgd", "sgd_foreach", "adamw", "adamw_foreach", "accumulate", "sync_after_step"])
 def test_bitwise_as_without_cross_barrier(job, kind):
     results = job[0]
     for rank, r in sorted(results.items()):

@@ -78,13 +78,18 @@ def train(model, optimizer, rank, cross, steps=STEPS, accumulate=1, probe=None):
             probe(step, model, optimizer)
 
 
-def exact_case(kind, rank, accumulate=1):
+def exact_case(kind, rank, accumulate=1, sync_after_step=False):
     """Params and state after STEPS steps; mid-training state_dict()s and an
-    evaluation under no_grad, each right after a step() (updates in flight)."""
+    evaluation under no_grad, each right after a step() (updates in flight).
+    sync_after_step: rank 0 alone calls synchronize() after every step() of
+    the cross-barrier run, where no gradient of the next step exists yet:
+    nothing to sum, so the ranks still agree and the result is the same."""
     seen = {}
 
     def probe_for(which):
         def probe(step, model, optimizer):
+            if which == "cb" and sync_after_step and rank == 0:
+                optimizer.synchronize()
             if step == 2:
                 seen[which, "optimizer_state"] = state_tensors(optimizer)
                 seen[which, "model_state"] = [t.clone() for t in model.state_dict().values()]
@@ -261,6 +266,7 @@ def main():
     for kind in ("sgd", "sgd_foreach", "adamw", "adamw_foreach"):
         result["exact"][kind] = exact_case(kind, rank)
     result["exact"]["accumulate"] = exact_case("sgd", rank, accumulate=2)
+    result["exact"]["sync_after_step"] = exact_case("sgd", rank, sync_after_step=True)
     result["ddp"] = ddp_case(rank)
     result["clip_and_scaler"] = clip_and_scaler_case(rank)
     result["group_state"] = group_state_case(rank)
