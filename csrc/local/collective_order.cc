@@ -34,7 +34,7 @@ void CollectiveOrder::Announce(uint64_t key, uint32_t round, CollectiveStep step
     s.key = key;
     s.round = round;
     s.step = step;
-    own_.push_back(s);
+    own_.emplace(OwnOrder{-static_cast<int64_t>(priority), seq, partition, static_cast<uint8_t>(step), key, round}, s);
     return;
   }
   OrderAnnouncement a{};
@@ -197,8 +197,8 @@ std::vector<CollectiveOrder::Step> CollectiveOrder::NextBatch() {
   if (!Shared()) {
     // One rank (or each on its own): its announcements, one step per batch.
     if (!own_.empty()) {
-      batch.push_back(own_.front());
-      own_.pop_front();
+      batch.push_back(own_.begin()->second);
+      own_.erase(own_.begin());
     }
     return batch;
   }

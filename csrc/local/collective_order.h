@@ -135,7 +135,17 @@ class CollectiveOrder {
   const Mode mode_;
   std::function<void()> ring_;
   std::deque<OrderAnnouncement> backlog_;  // announcements waiting for room in this rank's ring
-  std::deque<Step> own_;                   // kOwnOrder / one rank: the order is the announcements'
+  // kOwnOrder / one rank: the announcements not issued yet, in this rank's
+  // scheduling order (priority, then submission), as rank 0 decides a
+  // machine's. The reducer issues a bounded amount ahead
+  // (Config::device_copy_ahead_bytes), so a step announced later with a
+  // higher priority overtakes those still waiting, as in BytePS's queues:
+  // under cross-barrier the first layers' gradients are announced last and
+  // needed first.
+  // -priority, seq, partition, step; then key and round, which make it unique
+  // (an all-gather is announced without a priority of its own).
+  using OwnOrder = std::tuple<int64_t, uint64_t, uint32_t, uint8_t, uint64_t, uint32_t>;
+  std::map<OwnOrder, Step> own_;
   // Local rank 0's view.
   std::map<StepKey, Pending> pending_;
   std::map<std::pair<uint64_t, uint32_t>, Abandoned> abandoned_;  // rounds that failed on some rank

@@ -166,6 +166,31 @@ TEST(CollectiveOrderStreamOrdered, AFailureAfterTheCallerMovedOnIsReleasedAndFai
   job.Stop();
 }
 
+// Alone on its machine a rank's order is its own scheduling order, not the
+// order of its announcements: the reducer issues a bounded amount ahead, so a
+// partition announced later with a higher priority (under cross-barrier the
+// first layer, whose gradient backward makes last) goes before the earlier,
+// larger tensor's partitions still waiting, and steps of equal priority keep
+// their submission order.
+TEST(CollectiveOrderOneRank, AStepAnnouncedLaterWithAHigherPriorityIssuesFirst) {
+  CollectiveOrder order(nullptr, 0, 1, CollectiveOrder::Mode::kMachineOrder, [] {});
+  for (uint32_t p = 0; p < 4; ++p) {
+    order.Announce(/*key=*/100 + p, 0, CollectiveStep::kReduceScatter, /*priority=*/-30, /*seq=*/1, p, 0, 8, "classifier");
+  }
+  // Two issued before the first layer's gradient exists.
+  std::vector<uint64_t> issued;
+  for (int i = 0; i < 2; ++i) issued.push_back(order.NextBatch().at(0).key);
+  order.Announce(200, 0, CollectiveStep::kReduceScatter, /*priority=*/0, /*seq=*/2, 0, 0, 8, "features.0");
+  order.Announce(201, 0, CollectiveStep::kReduceScatter, /*priority=*/0, /*seq=*/2, 1, 0, 8, "features.0");
+  // An answer's upload: announced without a priority of its own.
+  order.Announce(100, 0, CollectiveStep::kAllGather, 0, 0, 0, 0, 8, "");
+  for (std::vector<CollectiveOrder::Step> b = order.NextBatch(); !b.empty(); b = order.NextBatch()) {
+    ASSERT_EQ(b.size(), 1u);
+    issued.push_back(b[0].key + (b[0].step == CollectiveStep::kAllGather ? 1000 : 0));
+  }
+  EXPECT_EQ(issued, (std::vector<uint64_t>{100, 101, 1100, 200, 201, 102, 103}));
+}
+
 TEST(CollectiveOrderOwnOrder, EachRankIssuingInItsOwnOrderBreaksTheContractAndFailsLoudly) {
   EmulatedOrderMode() = CollectiveOrder::Mode::kOwnOrder;
   JobShape shape{2, 2, 2};

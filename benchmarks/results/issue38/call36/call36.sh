@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Session 8 (one H200), issue 38: cross-barrier measured as every backend is
+# (the window idle to idle; call35's runs called synchronize() after the last
+# step(), which pushed a round of zeros inside the window), plus the steady
+# period (GPU clock's median step). Byteps only, shared GPU, 10 Gbit/s.
+set -o pipefail
+rm -rf /tmp/w && cp -r . /tmp/w && cd /tmp/w || exit 1
+export BYTEPS_TIMEOUT=30 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 ))s] $*"; }
+OUT=/tmp/build scripts/gpu_suite.sh --build-only > /tmp/build.txt 2>&1 || { tail -40 /tmp/build.txt; exit 1; }
+el built
+source scripts/gpu_netns_tools.sh .gpu-tools/iproute2-debs > /tmp/netns.txt 2>&1
+mkdir -p /tmp/runs
+run() {  # name model extra-args...
+  local name=$1 model=$2; shift 2
+  timeout -s TERM 100 python3 benchmarks/gpu_ddp.py --gpus 2 --machines 2 --shaped 10gbit --models $model --steps 10 \
+    --warmup 4 --byteps-only "$@" --json /tmp/runs/$name.json > /tmp/runs/$name.txt 2>&1
+  el "$name rc $?"; grep -E "inside a step|steady|byteps +[0-9]" /tmp/runs/$name.txt | tail -3
+}
+for rep in 1 2; do
+  run vgg16_plain_$rep vgg16
+  run vgg16_cb_$rep vgg16 --cross-barrier
+  run vgg16_cb_flat_$rep vgg16 --cross-barrier --byteps-env BENCH_FLAT_PRIORITY=1
+  run resnet50_plain_$rep resnet50
+  run resnet50_cb_$rep resnet50 --cross-barrier
+  [ $(( $(date +%s) - T0 )) -lt 430 ] || break
+done
+tar -C /tmp/runs -czf $OUT/runs.tgz .
+el done
