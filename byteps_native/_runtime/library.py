@@ -96,7 +96,13 @@ def capabilities():
 def stats_json():
     """The engine's counters as a JSON string (format owned by the engine)."""
     lib = engine()
-    needed = lib.bps_stats_json(None, 0)
-    buf = ctypes.create_string_buffer(needed + 1)
-    lib.bps_stats_json(buf, len(buf))
-    return buf.value.decode(errors="replace")
+    # The engine's thread moves the counters between two calls, and a JSON
+    # that grew meanwhile came back cut short (a rank's stats() then failed to
+    # parse, issue 38): a call whose answer fits its buffer is whole.
+    size = lib.bps_stats_json(None, 0)
+    while True:
+        buf = ctypes.create_string_buffer(size + 64)
+        needed = lib.bps_stats_json(buf, len(buf))
+        if needed <= len(buf):
+            return buf.value.decode(errors="replace")
+        size = needed

@@ -75,3 +75,41 @@ def test_info_command_reports_the_build():
     assert out.returncode == 0, out.stderr
     assert "engine: byteps-native engine" in out.stdout and "transports: tcp" in out.stdout
     assert "NUMA nodes:" in out.stdout
+
+
+STATS_WHILE_BUSY = """
+import threading, time
+import numpy as np
+import byteps_native.core as bps
+bps.init()
+a = np.ones(300000, np.float32)
+stop = threading.Event()
+def train():
+    step = 0
+    while not stop.is_set() or step < 20:
+        bps.push_pull(a, "grad", average=False)
+        step += 1
+t = threading.Thread(target=train)
+t.start()
+reads, broken = 0, []
+deadline = time.monotonic() + 3
+while time.monotonic() < deadline:
+    try:
+        bps.stats()
+    except ValueError as e:  # json.JSONDecodeError
+        broken.append(str(e))
+    reads += 1
+stop.set()
+t.join()
+report({"reads": reads, "broken": broken[:3], "broken_count": len(broken)})
+bps.shutdown()
+"""
+
+
+def test_stats_read_while_the_engine_works_are_whole(tmp_path):
+    # The counters move between the call that sizes the buffer and the one
+    # that fills it; a JSON grown meanwhile once came back cut short.
+    results = bpslaunch_source(tmp_path, STATS_WHILE_BUSY, local_workers=1, machines=2, servers=1).results
+    for rank, r in results.items():
+        assert r["reads"] > 100, r
+        assert r["broken_count"] == 0, (rank, r)
