@@ -51,6 +51,8 @@ class CreditWindow {
   }
   uint64_t budget() const { return budget_; }
   int lanes() const { return lanes_count_; }
+  // The lane of a push to `server`: its own with a window per server, else the one.
+  int LaneOf(int server) const { return lanes_count_ > 1 ? server : 0; }
   uint64_t in_flight(int lane) const { return lanes_[lane].in_flight.load(std::memory_order_acquire); }
   uint64_t in_flight() const {
     uint64_t total = 0;

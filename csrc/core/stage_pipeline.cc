@@ -174,11 +174,9 @@ Engine::Step Engine::Push(PartitionTask& t) {
   // its lane drains, and with a 64 MB tensor in 256 KB partitions hundreds
   // of them wait at once (issue 38: planning, and reading each one's
   // shared-memory entry, in every pass made the engine's cost per op grow
-  // with the square of its partitions).
-  if (!t.pushes_planned) {
-    PlanPushes(t);
-    t.pushes_planned = true;
-  }
+  // with the square of its partitions). An empty plan moves the partition
+  // on below, so an empty `pushes` here means not planned yet.
+  if (t.pushes.empty()) PlanPushes(t);
   if (t.pushes.empty()) {
     if (t.entry) R->PublishOwnSlice(t.entry, t.round);
     t.stage = Stage::kGather;
@@ -187,7 +185,7 @@ Engine::Step Engine::Push(PartitionTask& t) {
   // Its lane refused an earlier partition in this pass: this one would be
   // refused too, so nothing of it is touched (the entry lives in memory the
   // other local ranks write, a cache miss per read).
-  if (credits_.Refusing(credits_.lanes() > 1 ? t.pushes[t.pushes_sent].server : 0)) return Step::kWait;
+  if (credits_.Refusing(credits_.LaneOf(t.pushes[t.pushes_sent].server))) return Step::kWait;
   // Several local ranks: the reducer's own slice, answered in place; one:
   // straight from the input into the output.
   LocalContribution mine = ContributionOf(*op, &t);
@@ -205,7 +203,7 @@ Engine::Step Engine::Push(PartitionTask& t) {
     CompressedSlice* z = CompressionFor(*op, push.key, static_cast<uint64_t>(t.range.offset + s.offset),
                                         static_cast<uint64_t>(s.count));
     const uint64_t bytes = z ? z->wire_bytes : raw_bytes;
-    const int lane = credits_.lanes() > 1 ? push.server : 0;
+    const int lane = credits_.LaneOf(push.server);
     const uint64_t charge = config_.CreditCharge(bytes, op->device >= 0);
     if (!credits_.TryAdmit(lane, charge)) return t.pushes_sent > sent_before ? Step::kMoved : Step::kWait;
     const size_t within = static_cast<size_t>(s.offset - own_offset) * esz;

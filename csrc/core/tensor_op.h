@@ -91,7 +91,6 @@ struct PartitionTask {
   uint32_t gathered_mask = 0;  // slices already copied to the output
   std::vector<NetworkPush> pushes;  // this round's, in slice order; sent up to `pushes_sent`
   size_t pushes_sent = 0;
-  bool pushes_planned = false;  // `pushes` holds this round's plan (a task lives one round)
   std::shared_ptr<PartitionIo> io = std::make_shared<PartitionIo>();
   bool staged = false;         // counted in entry->arrived for this round
   bool closed_round = false;   // failed: the reducer was told (CloseFailedRound)

@@ -34,7 +34,7 @@ void CollectiveOrder::Announce(uint64_t key, uint32_t round, CollectiveStep step
     s.key = key;
     s.round = round;
     s.step = step;
-    own_.emplace(OwnOrder{-static_cast<int64_t>(priority), seq, partition, static_cast<uint8_t>(step), key, round}, s);
+    own_.emplace(ScheduleOf(priority, seq, partition, StepKey{key, round, static_cast<uint8_t>(step)}), s);
     return;
   }
   OrderAnnouncement a{};
@@ -149,10 +149,10 @@ bool CollectiveOrder::Decide() {
   }
   // Every step all ranks announced, in rank 0's scheduling order.
   const uint32_t everyone = local_size_ >= 32 ? ~0u : (1u << local_size_) - 1;
-  std::vector<std::pair<std::tuple<int64_t, uint64_t, uint32_t, uint8_t>, StepKey>> ready;
+  std::vector<ScheduleKey> ready;
   for (auto& [key, p] : pending_) {
     if (p.ranks != everyone) continue;
-    ready.push_back({{-static_cast<int64_t>(p.priority), p.seq, p.partition, std::get<2>(key)}, key});
+    ready.push_back(ScheduleOf(p.priority, p.seq, p.partition, key));
   }
   std::sort(ready.begin(), ready.end());
   for (auto& entry : ready) {

@@ -109,6 +109,14 @@ class CollectiveOrder {
 
  private:
   using StepKey = std::tuple<uint64_t, uint32_t, uint8_t>;
+  // A step's place in a rank's scheduling order: highest priority first,
+  // then submission, partition and step (rank 0's order for the machine, a
+  // lone rank's for itself); the StepKey after it makes it unique (an
+  // all-gather is announced without a priority of its own).
+  using ScheduleKey = std::pair<std::tuple<int64_t, uint64_t, uint32_t, uint8_t>, StepKey>;
+  static ScheduleKey ScheduleOf(int32_t priority, uint64_t seq, uint32_t partition, const StepKey& step) {
+    return {{-static_cast<int64_t>(priority), seq, partition, std::get<2>(step)}, step};
+  }
   struct Pending {
     uint32_t ranks = 0;  // bit q: rank q announced
     int32_t priority = 0;
@@ -136,16 +144,12 @@ class CollectiveOrder {
   std::function<void()> ring_;
   std::deque<OrderAnnouncement> backlog_;  // announcements waiting for room in this rank's ring
   // kOwnOrder / one rank: the announcements not issued yet, in this rank's
-  // scheduling order (priority, then submission), as rank 0 decides a
-  // machine's. The reducer issues a bounded amount ahead
-  // (Config::device_copy_ahead_bytes), so a step announced later with a
-  // higher priority overtakes those still waiting, as in BytePS's queues:
-  // under cross-barrier the first layers' gradients are announced last and
-  // needed first.
-  // -priority, seq, partition, step; then key and round, which make it unique
-  // (an all-gather is announced without a priority of its own).
-  using OwnOrder = std::tuple<int64_t, uint64_t, uint32_t, uint8_t, uint64_t, uint32_t>;
-  std::map<OwnOrder, Step> own_;
+  // scheduling order, as rank 0 decides a machine's. The reducer issues a
+  // bounded amount ahead (Config::device_copy_ahead_bytes), so a step
+  // announced later with a higher priority overtakes those still waiting, as
+  // in BytePS's queues: under cross-barrier the first layers' gradients are
+  // announced last and needed first.
+  std::map<ScheduleKey, Step> own_;
   // Local rank 0's view.
   std::map<StepKey, Pending> pending_;
   std::map<std::pair<uint64_t, uint32_t>, Abandoned> abandoned_;  // rounds that failed on some rank
